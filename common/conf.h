@@ -1,0 +1,119 @@
+/* The configuration file (sandbox.json), shared by every program.
+ *
+ * Strict by design: an unknown key, a wrong type or a value out of range is an error that
+ * names the key path (for example "limits.memoryMb" or "tools[1].command"), and start-up
+ * stops. Keys and defaults follow DESIGN.md section 5 and the seed's sandbox() options. */
+#ifndef RTS_CONFIG_H
+#define RTS_CONFIG_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/ids.h"
+
+#ifndef RTS_SYSCONFDIR
+#define RTS_SYSCONFDIR "/etc"
+#endif
+#define RTS_DEFAULT_CONFIG RTS_SYSCONFDIR "/roundtable-sandbox/sandbox.json"
+
+#define RTS_CONFIG_MAX_BYTES (1024u * 1024u)
+#define RTS_NAME_MAX 48u /* tool / MCP names: [a-z][a-z0-9_]{0,47} */
+#define RTS_MAX_TOOLS 32u
+#define RTS_MAX_MCP_SERVERS 8u
+#define RTS_MAX_MCP_TOOLS 32u
+#define RTS_SYSTEM_PROMPT_MAX (16u * 1024u)
+#define RTS_DESCRIPTION_MAX 2048u
+#define RTS_PARAMETERS_MAX (16u * 1024u) /* serialised bytes of one tool's parameters */
+
+enum rts_key_kind {
+	RTS_KEY_CREDENTIAL, /* $CREDENTIALS_DIRECTORY/<value> */
+	RTS_KEY_FILE,	    /* the file <value>, one trailing newline stripped */
+	RTS_KEY_ENV,	    /* the environment variable <value> */
+	RTS_KEY_COMMAND,    /* argv; gets the turn binding on stdin, prints the key */
+};
+
+struct rts_key_source {
+	enum rts_key_kind kind;
+	char *value; /* credential name, file path or variable name; NULL for COMMAND */
+	char **argv; /* COMMAND only, NULL-terminated */
+};
+
+struct rts_tool {
+	char *name;		 /* [a-z][a-z0-9_]{0,47}; the worker sees host_<name> */
+	char *description;
+	json_object *parameters; /* a JSON object (schema); owned reference */
+	char **command;		 /* NULL-terminated argv, command[0] an absolute path */
+	uint32_t timeout_ms;	 /* 1..600000, default 30000 */
+};
+
+struct rts_mcp_tool {
+	char *name;
+	char *description;
+	json_object *parameters;
+};
+
+struct rts_mcp_server {
+	char *name; /* route /mcp/<name> */
+	char *url;  /* https:// only */
+	bool has_api_key;
+	struct rts_key_source api_key;
+	struct rts_mcp_tool *tools;
+	size_t n_tools;
+};
+
+struct rts_limits {
+	uint32_t memory_mb; /* 64..65536, default 512; swap equals memory (no extra swap) */
+	double cpus;	    /* 0.01..64, default 1 */
+	uint32_t pids;	    /* 8..32768, default 64 */
+};
+
+struct rts_config {
+	char *path; /* the file it came from */
+	char *image;
+	char *run_root;
+	char *workspace_root;
+	char *state_file;
+	bool has_uid, has_gid;
+	uid_t uid;
+	gid_t gid;
+	char *provider;
+	char *model;
+	char *model_url;
+	struct rts_key_source api_key;
+	uint32_t max_output_tokens; /* 1..1048576, default 4096 */
+	struct rts_limits limits;
+	uint32_t turn_timeout_ms; /* 1000..600000, default 120000 */
+	char *system_prompt;
+	char *time_zone;
+	struct rts_tool *tools;
+	size_t n_tools;
+	struct rts_mcp_server *mcp;
+	size_t n_mcp;
+	char **initial_channels; /* NULL-terminated */
+	char *ca_file;		 /* NULL: the system trust store */
+	char installation_id[RTS_INSTALLATION_ID_LEN + 1];
+};
+
+/* Load and validate the config at path. Returns a new config (free with
+ * rts_config_free), or NULL with a one-line message in err that names the file and the key
+ * path and says what is expected. */
+struct rts_config *rts_config_load(const char *path, char *err, size_t errlen);
+
+/* Validate an already parsed document (used by rts_config_load and the unit tests). The
+ * file name is only used in messages. Same result convention as rts_config_load. */
+struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen);
+
+void rts_config_free(struct rts_config *c);
+
+/* True when s matches [a-z][a-z0-9_]{0,47} (tool, MCP server and MCP tool names). */
+bool rts_config_name_valid(const char *s);
+
+/* The public tool list the worker sees: an array of {name, description, parameters,
+ * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>) and MCP tools as
+ * mcp_<index>_<tool> (route /mcp/<server>). Caller owns the returned reference. */
+json_object *rts_config_public_tools(const struct rts_config *c);
+
+#endif

@@ -1,0 +1,35 @@
+/* json-c helpers used on every external JSON surface. */
+#ifndef RTS_JSON_H
+#define RTS_JSON_H
+
+#include <json.h>
+#include <stddef.h>
+
+static inline void rts_json_putp(json_object **o)
+{
+	if (*o)
+		json_object_put(*o);
+}
+#define cleanup_json __attribute__((cleanup(rts_json_putp)))
+
+/* Parse exactly one JSON value from the len bytes at buf: json-c's strict mode with UTF-8
+ * validation, nesting depth at most max_depth, only whitespace after the value, no NUL
+ * byte anywhere. Returns 0 with *out (caller owns a reference) or -EINVAL with *why set to
+ * a short static description. */
+int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out, const char **why);
+
+/* Read the regular file at path (symlinks are followed: config files are operator-owned)
+ * of at most max_bytes and parse it as above. Returns 0 with *out, or -errno / -EINVAL /
+ * -EFBIG with a message in err. */
+int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
+		       size_t errlen);
+
+/* Serialise o compactly (no slash escaping). Returns a newly allocated string. */
+char *rts_json_dump(json_object *o);
+
+/* Member lookup that returns NULL when o is not an object or has no such key. */
+json_object *rts_json_get(json_object *o, const char *key);
+/* The member's string when it is a string, else NULL (borrowed). */
+const char *rts_json_get_string(json_object *o, const char *key);
+
+#endif

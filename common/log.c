@@ -1,0 +1,147 @@
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-journal.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+static const char *log_ident = "roundtable-sandbox";
+static int log_max_prio = LOG_INFO;
+static bool log_to_journal;
+
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void rts_log_init(const char *ident)
+{
+	log_ident = ident;
+	log_to_journal = stderr_is_journal();
+	const char *lvl = getenv("RTS_LOG_LEVEL");
+	if (lvl && strcmp(lvl, "debug") == 0)
+		log_max_prio = LOG_DEBUG;
+}
+
+void rts_log_set_max_priority(int max_prio)
+{
+	log_max_prio = max_prio;
+}
+
+static const char *prio_name(int prio)
+{
+	switch (prio) {
+	case LOG_EMERG:
+	case LOG_ALERT:
+	case LOG_CRIT:
+		return "fatal";
+	case LOG_ERR:
+		return "error";
+	case LOG_WARNING:
+		return "warning";
+	case LOG_NOTICE:
+		return "notice";
+	case LOG_INFO:
+		return "info";
+	default:
+		return "debug";
+	}
+}
+
+/* Control characters are replaced so a log line stays one line whatever it quotes. */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+static void emit(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
+		 uint64_t duration_ms, const char *msg)
+{
+	if (log_to_journal) {
+		char dur[32];
+		snprintf(dur, sizeof(dur), "%" PRIu64, duration_ms);
+		sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio, "SYSLOG_IDENTIFIER=%s", log_ident,
+				"RTS_TURN_ID=%s", turn_id ? turn_id : "", "RTS_CHANNEL_HASH=%s",
+				channel_hash ? channel_hash : "", "RTS_OUTCOME=%s", outcome ? outcome : "",
+				"RTS_DURATION_MS=%s", duration_ms ? dur : "", NULL);
+		return;
+	}
+	char extra[160] = "";
+	if (turn_id || channel_hash || outcome)
+		snprintf(extra, sizeof(extra), " [turn=%s channel=%.12s outcome=%s ms=%" PRIu64 "]",
+			 turn_id ? turn_id : "-", channel_hash ? channel_hash : "-", outcome ? outcome : "-",
+			 duration_ms);
+	fprintf(stderr, "%s: %s: %s%s\n", log_ident, prio_name(prio), msg, extra);
+}
+
+static void vlog_full(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
+		      uint64_t duration_ms, const char *fmt, va_list ap)
+{
+	if (prio > log_max_prio)
+		return;
+	char buf[1024];
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	sanitize(buf);
+	emit(prio, turn_id, channel_hash, outcome, duration_ms, buf);
+}
+
+void rts_log(int prio, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog_full(prio, NULL, NULL, NULL, 0, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+int rts_log_errno(int prio, int err, const char *fmt, ...)
+{
+	int e = err < 0 ? -err : err;
+	va_list ap;
+	errno = e;
+	va_start(ap, fmt);
+	vlog_full(prio, NULL, NULL, NULL, 0, fmt, ap);
+	va_end(ap);
+	errno = e;
+	return -e;
+}
+
+void rts_log_turn(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
+		  uint64_t duration_ms, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog_full(prio, turn_id, channel_hash, outcome, duration_ms, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+void rts_fatal(const char *func, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	rts_log(LOG_CRIT, "%s: %s", func, buf);
+	exit(1);
+}

@@ -1,0 +1,41 @@
+/* Logging for the daemons and the CLI.
+ *
+ * Lines go to the systemd journal (with structured fields) when stderr is connected to it
+ * ($JOURNAL_STREAM names stderr), otherwise to stderr as "ident: level: message".
+ * Rules every caller follows: never log a request or reply payload, a credential, or an
+ * upstream URL; channel keys are logged only as their hash. */
+#ifndef RTS_LOG_H
+#define RTS_LOG_H
+
+#include <stdint.h>
+#include <syslog.h>
+
+/* ident is kept by pointer (pass a string literal). */
+void rts_log_init(const char *ident);
+/* Messages with priority numerically above max_prio (e.g. LOG_DEBUG) are dropped. */
+void rts_log_set_max_priority(int max_prio);
+
+void rts_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Logs and returns -abs(err). errno is set to abs(err) while formatting, so "%m" works. */
+int rts_log_errno(int prio, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* One structured line about a turn. turn_id and channel_hash may be NULL; outcome is a
+ * short word ("ok", "error", "cancelled", "timeout"); duration_ms is ignored when 0. */
+void rts_log_turn(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
+		  uint64_t duration_ms, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Logs at LOG_CRIT with the function name and exits with status 1. For start-up failures
+ * and protocol violations only. */
+void rts_fatal(const char *func, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+#define log_debug(...) rts_log(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) rts_log(LOG_INFO, __VA_ARGS__)
+#define log_notice(...) rts_log(LOG_NOTICE, __VA_ARGS__)
+#define log_warning(...) rts_log(LOG_WARNING, __VA_ARGS__)
+#define log_error(...) rts_log(LOG_ERR, __VA_ARGS__)
+#define log_error_errno(err, ...) rts_log_errno(LOG_ERR, (err), __VA_ARGS__)
+#define log_warning_errno(err, ...) rts_log_errno(LOG_WARNING, (err), __VA_ARGS__)
+#define fatal_f(...) rts_fatal(__func__, __VA_ARGS__)
+
+#endif

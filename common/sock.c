@@ -1,0 +1,144 @@
+#include "config.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "common/sock.h"
+#include "common/util.h"
+
+char *rts_runtime_path(const char *runtime_dir, const char *name)
+{
+	return rts_xasprintf("%s/%s", runtime_dir, name);
+}
+
+static int fill_addr(struct sockaddr_un *sa, const char *path)
+{
+	size_t n = strlen(path);
+	if (n == 0)
+		return -EINVAL;
+	if (n > RTS_SUN_PATH_MAX)
+		return -ENAMETOOLONG;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path, path, n + 1);
+	return 0;
+}
+
+int rts_fd_set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	int nfl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	if (nfl != fl && fcntl(fd, F_SETFL, nfl) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Is something accepting connections on path right now? */
+static bool socket_is_live(const struct sockaddr_un *sa, int type)
+{
+	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return true; /* cannot tell: be conservative, do not remove */
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		return true;
+	/* ECONNREFUSED: a socket file with no listener. Other errors (a socket of another
+	 * type, EACCES) are treated as live so we never remove what we do not understand. */
+	return errno != ECONNREFUSED;
+}
+
+int rts_listen_unix(const char *path, int type, mode_t mode)
+{
+	struct sockaddr_un sa;
+	int r = fill_addr(&sa, path);
+	if (r < 0)
+		return r;
+	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* Bind with no permissions at all, then widen to mode: there is never a window in
+	 * which the socket is more open than asked for. */
+	mode_t old = umask(0777);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (r < 0 && errno == EADDRINUSE) {
+		struct stat st;
+		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && !socket_is_live(&sa, type)) {
+			unlink(path);
+			r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		} else {
+			errno = EADDRINUSE;
+		}
+	}
+	int saved = errno;
+	umask(old);
+	if (r < 0)
+		return -saved;
+	if (chmod(path, mode) < 0 || listen(fd, 64) < 0) {
+		r = -errno;
+		unlink(path);
+		return r;
+	}
+	return steal_fd(&fd);
+}
+
+int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated)
+{
+	int n = sd_listen_fds(1);
+	if (n < 0)
+		return n;
+	if (n > 1)
+		return -EINVAL;
+	if (n == 1) {
+		int fd = SD_LISTEN_FDS_START;
+		int r = sd_is_socket_unix(fd, type, 1, NULL, 0);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return -EINVAL;
+		r = rts_fd_set_nonblock(fd, true);
+		if (r < 0)
+			return r;
+		if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			return -errno;
+		*activated = true;
+		return fd;
+	}
+	*activated = false;
+	return rts_listen_unix(path, type, mode);
+}
+
+int rts_connect_unix(const char *path, int type, unsigned retry_ms)
+{
+	struct sockaddr_un sa;
+	int r = fill_addr(&sa, path);
+	if (r < 0)
+		return r;
+	uint64_t deadline = rts_now_ms() + retry_ms;
+	for (;;) {
+		int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		r = -errno;
+		close(fd);
+		if ((r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN) || rts_now_ms() >= deadline)
+			return r;
+		struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+int rts_peer_is_self(int fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -errno;
+	return uc.uid == geteuid() ? 0 : -EPERM;
+}

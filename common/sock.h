@@ -1,0 +1,42 @@
+/* AF_UNIX socket helpers: the runtime-dir sockets, socket activation, peer checks. */
+#ifndef RTS_SOCK_H
+#define RTS_SOCK_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define RTS_DEFAULT_RUNTIME_DIR "/run/roundtable-sandbox"
+#define RTS_SOCK_CONTROL "control.sock"
+#define RTS_SOCK_RUNNERD "runnerd.sock"
+#define RTS_SOCK_BROKERD "brokerd.sock"
+
+/* Longest path bind(2) accepts for an AF_UNIX socket (sun_path minus the NUL). */
+#define RTS_SUN_PATH_MAX 107u
+
+/* "<runtime_dir>/<name>", newly allocated; aborts on OOM. */
+char *rts_runtime_path(const char *runtime_dir, const char *name);
+
+/* Bind and listen on path with the given socket type (SOCK_STREAM or SOCK_SEQPACKET),
+ * CLOEXEC and non-blocking, then chmod the socket file to mode. A socket file left by a
+ * dead process (nothing accepts on it) is replaced; a live one gives -EADDRINUSE.
+ * Returns the fd or -errno; -ENAMETOOLONG when path does not fit sun_path. */
+int rts_listen_unix(const char *path, int type, mode_t mode);
+
+/* The daemon's listening socket: the one fd passed by systemd socket activation when there
+ * is one (it must be an AF_UNIX listening socket of the given type, else -EINVAL), or else
+ * rts_listen_unix(path, type, mode). *activated tells which. Returns the fd or -errno. */
+int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated);
+
+/* Connect to path with the given type, retrying ENOENT/ECONNREFUSED/EAGAIN for up to
+ * retry_ms milliseconds (peers may start in any order). The fd is CLOEXEC and blocking.
+ * Returns the fd or -errno. */
+int rts_connect_unix(const char *path, int type, unsigned retry_ms);
+
+/* 0 when the peer of a connected AF_UNIX socket runs as our effective uid, else -EPERM
+ * (or -errno when SO_PEERCRED fails). The daemon links accept only the service account. */
+int rts_peer_is_self(int fd);
+
+/* Set O_NONBLOCK on or off. Returns 0 or -errno. */
+int rts_fd_set_nonblock(int fd, bool on);
+
+#endif

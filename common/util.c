@@ -1,0 +1,186 @@
+#include "config.h"
+
+#include <stdarg.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "common/util.h"
+
+static void oom(void)
+{
+	/* Never try to log through an allocator that just failed. */
+	static const char msg[] = "roundtable-sandbox: out of memory\n";
+	ssize_t r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)r;
+	abort();
+}
+
+void *rts_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *rts_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *rts_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		oom();
+	return q;
+}
+
+char *rts_xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *rts_xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *rts_xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p = NULL;
+	va_start(ap, fmt);
+	int r = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		oom();
+	return p;
+}
+
+size_t rts_strv_len(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	return n;
+}
+
+char **rts_strv_dup(char *const *v)
+{
+	size_t n = rts_strv_len(v);
+	char **out = rts_xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		out[i] = rts_xstrdup(v[i]);
+	return out;
+}
+
+void rts_strv_free(char **v)
+{
+	rts_strvfreep(&v);
+}
+
+int rts_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+uint64_t rts_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t rts_realtime_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int rts_random_hex(char *out, size_t n_bytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char buf[64];
+	if (n_bytes > sizeof(buf))
+		return -EINVAL;
+	size_t got = 0;
+	while (got < n_bytes) {
+		ssize_t r = getrandom(buf + got, n_bytes - got, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)r;
+	}
+	for (size_t i = 0; i < n_bytes; i++) {
+		out[2 * i] = hex[buf[i] >> 4];
+		out[2 * i + 1] = hex[buf[i] & 15];
+	}
+	out[2 * n_bytes] = '\0';
+	return 0;
+}
+
+bool rts_utf8_valid(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+	while (i < len) {
+		unsigned char c = s[i];
+		if (c == 0)
+			return false;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t n;
+		uint32_t cp;
+		if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (i + n >= len)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		/* Reject overlong forms, surrogates and values past U+10FFFF. */
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return false;
+		i += n + 1;
+	}
+	return true;
+}

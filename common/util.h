@@ -1,0 +1,82 @@
+/* Small helpers shared by every program: cleanup attributes, ownership transfer, bounds.
+ *
+ * Error convention (see HACKING.md): functions return 0 or a negative errno value and
+ * the caller at the boundary logs it; fatal() is kept for start-up failures and protocol
+ * violations. */
+#ifndef RTS_UTIL_H
+#define RTS_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RTS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline void rts_freep(void *p) { free(*(void **)p); }
+static inline void rts_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+static inline void rts_fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+static inline void rts_strvfreep(char ***v)
+{
+	if (*v) {
+		for (char **p = *v; *p; p++)
+			free(*p);
+		free(*v);
+	}
+}
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define cleanup_free _cleanup_(rts_freep)
+#define cleanup_close _cleanup_(rts_closep)
+#define cleanup_fclose _cleanup_(rts_fclosep)
+#define cleanup_strv _cleanup_(rts_strvfreep)
+
+/* Hand a pointer or fd to a new owner and leave the old variable empty, so the cleanup
+ * attribute of the old owner does nothing. */
+#define steal_pointer(pp) ({ __typeof__(*(pp)) _p = *(pp); *(pp) = NULL; _p; })
+#define steal_fd(pfd) ({ int _fd = *(pfd); *(pfd) = -1; _fd; })
+
+/* Allocation failure is not an error we can handle meaningfully in a daemon; these abort. */
+void *rts_xmalloc(size_t n);
+void *rts_xcalloc(size_t n, size_t size);
+void *rts_xrealloc(void *p, size_t n);
+char *rts_xstrdup(const char *s);
+char *rts_xstrndup(const char *s, size_t n);
+char *rts_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* strv: NULL-terminated arrays of heap strings. */
+size_t rts_strv_len(char *const *v);
+char **rts_strv_dup(char *const *v);
+void rts_strv_free(char **v);
+
+/* Write all of buf to fd, retrying on EINTR and short writes. Returns 0 or -errno. */
+int rts_write_all(int fd, const void *buf, size_t len);
+
+/* Monotonic clock in milliseconds. */
+uint64_t rts_now_ms(void);
+/* Wall clock (CLOCK_REALTIME) in milliseconds since the epoch. */
+uint64_t rts_realtime_ms(void);
+
+/* Fill out[0..2*n] with n random bytes as lowercase hex plus a NUL. Uses getrandom(2).
+ * Returns 0 or -errno. */
+int rts_random_hex(char *out, size_t n_bytes);
+
+/* True when s is a valid UTF-8 string of exactly len bytes with no NUL. */
+bool rts_utf8_valid(const char *s, size_t len);
+
+#endif
