@@ -31,7 +31,8 @@ void rts_msg_put_i32(struct rts_msg *m, int32_t v);
 void rts_msg_put_u64(struct rts_msg *m, uint64_t v);
 /* s must not contain NUL; NULL is sent as "". */
 void rts_msg_put_str(struct rts_msg *m, const char *s);
-/* Attach fd (not duplicated; the caller keeps ownership and must keep it open until send). */
+/* Attach fd to the message, which takes ownership: rts_msg_release() closes it (after
+ * rts_msg_send() the receiver has its own copy). At most one fd per message. */
 void rts_msg_put_fd(struct rts_msg *m, int fd);
 
 /* Getters return 0 or -EBADMSG when the field is missing or malformed. A string getter
@@ -48,7 +49,7 @@ int rts_msg_take_fd(struct rts_msg *m, int *fd);
 int rts_msg_end(struct rts_msg *m);
 
 /* Send one packet. Returns 0, -EMSGSIZE after an overflowing put, or -errno from
- * sendmsg (-EAGAIN on a full non-blocking socket). The message keeps its fd. */
+ * sendmsg (-EAGAIN on a full non-blocking socket). The message still owns its fd. */
 int rts_msg_send(int sock, const struct rts_msg *m);
 
 /* Receive one packet into m (which must be released afterwards, whatever the result).
