@@ -1,0 +1,677 @@
+/* control.sock: newline-delimited JSON requests from the bot and the admin CLI.
+ *
+ * Framing: a line is at most STATD_LINE_MAX bytes before its newline. A longer line is
+ * skipped up to its newline and answered with line_too_long; the connection stays usable.
+ * Every line gets exactly one answer, in the order of the lines: each line takes an answer
+ * slot when it is read, and slots are written strictly in order, so an answer that waits for
+ * a channel queue (mode, fresh) holds back the answers of later lines on that connection.
+ * Events of sandboxed turns are written as they happen, but never before the route answer
+ * of their own message.
+ *
+ * Peers are not authenticated beyond the socket's file mode (0660: the service account and
+ * the socket's group, which the bot's account may be in); the peer uid is logged at debug
+ * level. Every field of every request is validated here; queue.c only sees clean values. */
+#include "config.h"
+
+#include <sys/socket.h>
+
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "statd/statd.h"
+
+/* Answer slots held back behind a pending one are charged this much on top of their text,
+ * so a flood of tiny requests still reaches the output bound. */
+#define SLOT_OVERHEAD 64u
+#define READ_CHUNK (64u * 1024u)
+#define REQUEST_JSON_DEPTH 16
+
+struct statd_slot {
+	struct statd_slot *next;
+	uint64_t seq;
+	char *data; /* the answer line; NULL while pending */
+	size_t len;
+};
+
+struct statd_conn {
+	struct statd *d;
+	struct statd_conn *prev, *next; /* d->conns while open */
+	unsigned refs;			/* one for being open, one per queue item / turn */
+	int fd;
+	sd_event_source *io;
+	uint64_t serial; /* for log lines */
+	bool dead;	 /* dropped or closed: answers and events are discarded */
+	bool read_eof;
+	bool discarding; /* inside an over-long line */
+
+	char *in; /* the current line, at most STATD_LINE_MAX bytes; grows on demand */
+	size_t in_len, in_cap;
+
+	char *out; /* bytes ready to write: out[out_pos..out_len) */
+	size_t out_len, out_pos, out_cap;
+
+	struct statd_slot *slots, *slots_tail;
+	size_t slots_held; /* bytes charged for slots, see SLOT_OVERHEAD */
+	uint64_t next_seq;
+};
+
+static void conn_drop(struct statd_conn *c, const char *why);
+
+struct statd_conn *statd_conn_ref(struct statd_conn *c)
+{
+	c->refs++;
+	return c;
+}
+
+static void conn_free(struct statd_conn *c)
+{
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+static bool conn_idle(const struct statd_conn *c)
+{
+	return !c->slots && c->out_pos == c->out_len && c->refs == 1;
+}
+
+void statd_conn_unref(struct statd_conn *c)
+{
+	if (!c)
+		return;
+	if (--c->refs == 0) {
+		conn_free(c);
+		return;
+	}
+	/* A client that finished sending and got everything it waited for is closed. */
+	if (!c->dead && c->read_eof && conn_idle(c))
+		conn_drop(c, NULL);
+}
+
+static void conn_update_events(struct statd_conn *c)
+{
+	if (c->dead)
+		return;
+	uint32_t ev = (c->read_eof ? 0 : EPOLLIN) | (c->out_pos < c->out_len ? EPOLLOUT : 0);
+	int r = sd_event_source_set_io_events(c->io, ev);
+	if (r < 0)
+		conn_drop(c, "cannot update its event mask");
+}
+
+static size_t conn_pending_bytes(const struct statd_conn *c)
+{
+	return (c->out_len - c->out_pos) + c->slots_held;
+}
+
+/* A client that does not read its output must not make us buffer without bound; turns it
+ * started keep running, their events are discarded. */
+static bool conn_check_bound(struct statd_conn *c)
+{
+	if (conn_pending_bytes(c) <= STATD_CONN_OUTPUT_MAX)
+		return true;
+	conn_drop(c, "more than 8 MiB of unread output");
+	return false;
+}
+
+static void out_append(struct statd_conn *c, const char *data, size_t len)
+{
+	if (c->out_pos > 0 && c->out_pos == c->out_len)
+		c->out_pos = c->out_len = 0;
+	if (c->out_cap - c->out_len < len) {
+		if (c->out_pos > 0) {
+			memmove(c->out, c->out + c->out_pos, c->out_len - c->out_pos);
+			c->out_len -= c->out_pos;
+			c->out_pos = 0;
+		}
+		if (c->out_cap - c->out_len < len) {
+			size_t want = c->out_len + len;
+			size_t cap = c->out_cap ? c->out_cap : 4096;
+			while (cap < want)
+				cap *= 2;
+			c->out = rts_xrealloc(c->out, cap);
+			c->out_cap = cap;
+		}
+	}
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+}
+
+/* Move every answer at the front that is ready to the output buffer. */
+static void slots_flush(struct statd_conn *c)
+{
+	while (c->slots && c->slots->data) {
+		struct statd_slot *s = c->slots;
+		c->slots = s->next;
+		if (!c->slots)
+			c->slots_tail = NULL;
+		c->slots_held -= s->len + SLOT_OVERHEAD;
+		out_append(c, s->data, s->len);
+		free(s->data);
+		free(s);
+	}
+}
+
+static char *dump_line(json_object *o, size_t *len)
+{
+	char *s = rts_xasprintf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+									   JSON_C_TO_STRING_NOSLASHESCAPE));
+	*len = strlen(s);
+	return s;
+}
+
+static uint64_t slot_push(struct statd_conn *c)
+{
+	struct statd_slot *s = rts_xcalloc(1, sizeof(*s));
+	s->seq = c->next_seq++;
+	if (c->slots_tail)
+		c->slots_tail->next = s;
+	else
+		c->slots = s;
+	c->slots_tail = s;
+	c->slots_held += SLOT_OVERHEAD;
+	return s->seq;
+}
+
+void statd_conn_answer(struct statd_conn *c, uint64_t seq, json_object *answer)
+{
+	cleanup_json json_object *a = answer;
+	if (c->dead)
+		return;
+	struct statd_slot *s = c->slots;
+	while (s && !(s->seq == seq && !s->data))
+		s = s->next;
+	if (!s) {
+		log_error("control client #%llu: no pending answer slot %llu (bug)", (unsigned long long)c->serial,
+			  (unsigned long long)seq);
+		return;
+	}
+	s->data = dump_line(a, &s->len);
+	c->slots_held += s->len;
+	slots_flush(c);
+	if (conn_check_bound(c))
+		conn_update_events(c);
+}
+
+void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev)
+{
+	cleanup_json json_object *e = ev;
+	if (c->dead)
+		return;
+	/* Still held back? Then the event goes right after its answer (and after earlier
+	 * events of the same request). */
+	struct statd_slot *after = NULL;
+	for (struct statd_slot *s = c->slots; s && s->seq <= seq; s = s->next)
+		if (s->seq == seq)
+			after = s;
+	size_t len;
+	char *line = dump_line(e, &len);
+	if (after) {
+		struct statd_slot *s = rts_xcalloc(1, sizeof(*s));
+		s->seq = seq;
+		s->data = line;
+		s->len = len;
+		s->next = after->next;
+		after->next = s;
+		if (c->slots_tail == after)
+			c->slots_tail = s;
+		c->slots_held += len + SLOT_OVERHEAD;
+	} else {
+		out_append(c, line, len);
+		free(line);
+	}
+	if (conn_check_bound(c))
+		conn_update_events(c);
+}
+
+/* Close the socket and stop answering. The struct lives on while queue items or turns hold
+ * references; whatever they answer later is discarded. */
+static void conn_drop(struct statd_conn *c, const char *why)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (why)
+		log_warning("control client #%llu dropped: %s", (unsigned long long)c->serial, why);
+	else
+		log_debug("control client #%llu closed", (unsigned long long)c->serial);
+	c->io = sd_event_source_disable_unref(c->io);
+	close(c->fd);
+	c->fd = -1;
+	while (c->slots) {
+		struct statd_slot *s = c->slots;
+		c->slots = s->next;
+		free(s->data);
+		free(s);
+	}
+	c->slots_tail = NULL;
+	c->slots_held = 0;
+	c->out_pos = c->out_len = 0;
+	struct statd *d = c->d;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	d->n_conns--;
+	statd_conn_unref(c);
+}
+
+/* ---- answers ---- */
+
+json_object *statd_error_answer(json_object *id, const char *code)
+{
+	json_object *a = json_object_new_object();
+	if (id)
+		json_object_object_add(a, "id", json_object_get(id));
+	json_object_object_add(a, "error", json_object_new_string(code));
+	return a;
+}
+
+/* An error answer with a human-readable detail (a static string: never client data). */
+static json_object *error_detail(json_object *id, const char *code, const char *detail)
+{
+	json_object *a = statd_error_answer(id, code);
+	if (detail)
+		json_object_object_add(a, "detail", json_object_new_string(detail));
+	return a;
+}
+
+/* ---- field validation ---- */
+
+/* A string member of at most max bytes without NUL. Returns 1 when present and valid, 0
+ * when absent (or null and allow_null), -1 when invalid. */
+static int get_str(json_object *o, const char *key, size_t min, size_t max, bool allow_null, const char **out)
+{
+	json_object *v = NULL;
+	*out = NULL;
+	if (!json_object_object_get_ex(o, key, &v))
+		return 0;
+	if (!v)
+		return allow_null ? 0 : -1;
+	if (!json_object_is_type(v, json_type_string))
+		return -1;
+	size_t n = (size_t)json_object_get_string_len(v);
+	const char *s = json_object_get_string(v);
+	/* "\u0000" survives JSON parsing; it would cut the string short later on. */
+	if (n < min || n > max || strlen(s) != n)
+		return -1;
+	*out = s;
+	return 1;
+}
+
+/* A required boolean member. */
+static bool get_bool(json_object *o, const char *key, bool *out)
+{
+	json_object *v = rts_json_get(o, key);
+	if (!v || !json_object_is_type(v, json_type_boolean))
+		return false;
+	*out = json_object_get_boolean(v);
+	return true;
+}
+
+static bool get_channel(json_object *req, const char **channel)
+{
+	return get_str(req, "channel", 1, RTS_CHANNEL_MAX, false, channel) == 1;
+}
+
+/* Every member of o must be listed in fields (NULL-terminated). */
+static bool only_fields(json_object *o, const char *const *fields)
+{
+	json_object_object_foreach(o, key, val)
+	{
+		(void)val;
+		bool known = false;
+		for (const char *const *f = fields; *f && !known; f++)
+			known = strcmp(key, *f) == 0;
+		if (!known)
+			return false;
+	}
+	return true;
+}
+
+/* id: a string of at most STATD_ID_MAX bytes, or an integer json-c holds exactly (JSON
+ * numbers beyond 2^53 lose precision in most clients and saturate in json-c). */
+static bool id_valid(json_object *id)
+{
+	if (json_object_is_type(id, json_type_string)) {
+		size_t n = (size_t)json_object_get_string_len(id);
+		return n <= STATD_ID_MAX && strlen(json_object_get_string(id)) == n;
+	}
+	if (json_object_is_type(id, json_type_int)) {
+		int64_t v = json_object_get_int64(id);
+		return v >= -STATD_ID_INT_MAX && v <= STATD_ID_INT_MAX;
+	}
+	return false;
+}
+
+/* ---- operations ---- */
+
+typedef json_object *statd_op_fn(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req);
+
+static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	static const char *const author_fields[] = {"id", "name", "principalId", "tier", "bot", "integration", NULL};
+	struct statd_message m = {0};
+	if (!get_channel(req, &m.channel))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
+	if (!get_bool(req, "guild", &m.guild))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "guild must be a boolean");
+	if (!get_bool(req, "addressed", &m.addressed))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "addressed must be a boolean");
+
+	json_object *author = NULL;
+	if (!json_object_object_get_ex(req, "author", &author))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "author is required (an object or null)");
+	if (author) {
+		if (!json_object_is_type(author, json_type_object))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author must be an object or null");
+		if (!only_fields(author, author_fields))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author has an unknown field");
+		const char *tier = NULL;
+		if (get_str(author, "id", 1, RTS_SPEAKER_FIELD_MAX, false, &m.author_id) != 1)
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.id must be a string of 1 to 256 bytes");
+		if (get_str(author, "name", 0, RTS_SPEAKER_FIELD_MAX, false, &m.author_name) != 1)
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.name must be a string of at most 256 bytes");
+		if (get_str(author, "principalId", 0, RTS_SPEAKER_FIELD_MAX, true, &m.principal_id) < 0)
+			return error_detail(id, STATD_E_INVALID_REQUEST,
+					    "author.principalId must be a string of at most 256 bytes or null");
+		int r = get_str(author, "tier", 0, RTS_SPEAKER_FIELD_MAX, true, &tier);
+		if (r < 0)
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.tier must be a string or null");
+		m.has_tier = r == 1;
+		if (!get_bool(author, "bot", &m.bot))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.bot must be a boolean");
+		if (!get_bool(author, "integration", &m.integration))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.integration must be a boolean");
+		m.has_author = true;
+	}
+
+	json_object *text = rts_json_get(req, "text");
+	if (!text || !json_object_is_type(text, json_type_string))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "text must be a string");
+	size_t tlen = (size_t)json_object_get_string_len(text);
+	if (tlen > RTS_TEXT_MAX)
+		return error_detail(id, STATD_E_TEXT_TOO_LONG, "text is longer than 65536 bytes");
+	m.text = json_object_get_string(text);
+	if (strlen(m.text) != tlen)
+		return error_detail(id, STATD_E_INVALID_REQUEST, "text must not contain NUL characters");
+
+	json_object *att = rts_json_get(req, "attachments");
+	if (att) {
+		if (!json_object_is_type(att, json_type_int))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "attachments must be an integer");
+		int64_t n = json_object_get_int64(att);
+		if (n < 0 || n > UINT32_MAX)
+			return error_detail(id, STATD_E_INVALID_REQUEST, "attachments must be from 0 to 4294967295");
+		m.attachments = (uint32_t)n;
+	}
+	return statd_queue_message(c->d, c, seq, id, &m);
+}
+
+static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	const char *channel, *mode_s;
+	enum statd_mode mode;
+	if (!get_channel(req, &channel))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
+	if (get_str(req, "mode", 1, 8, false, &mode_s) != 1 || statd_mode_parse(mode_s, &mode) < 0)
+		return error_detail(id, STATD_E_INVALID_REQUEST, "mode must be \"on\" or \"off\"");
+	return statd_queue_mode(c->d, c, seq, id, channel, mode);
+}
+
+static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	const char *channel = NULL;
+	if (rts_json_get(req, "channel") && !get_channel(req, &channel))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
+	return statd_queue_status(c->d, id, channel);
+}
+
+static json_object *op_fresh(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	const char *channel;
+	if (!get_channel(req, &channel))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
+	return statd_queue_fresh(c->d, c, seq, id, channel);
+}
+
+static json_object *op_channels(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	return statd_queue_channels(c->d, id);
+}
+
+static json_object *op_cancel(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+{
+	const char *channel;
+	if (!get_channel(req, &channel))
+		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
+	return statd_queue_cancel(c->d, id, channel);
+}
+
+/* The operations (DESIGN.md section 5). A request naming anything else, or carrying a
+ * field its operation does not define, is refused: a typo must not silently change what a
+ * request means. */
+static const struct statd_op {
+	const char *name;
+	statd_op_fn *fn;
+	const char *const fields[12]; /* allowed members, NULL-terminated */
+} statd_ops[] = {
+	{"message", op_message, {"op", "id", "channel", "guild", "author", "addressed", "text", "attachments", NULL}},
+	{"mode", op_mode, {"op", "id", "channel", "mode", NULL}},
+	{"status", op_status, {"op", "id", "channel", NULL}},
+	{"fresh", op_fresh, {"op", "id", "channel", NULL}},
+	{"channels", op_channels, {"op", "id", NULL}},
+	{"cancel", op_cancel, {"op", "id", "channel", NULL}},
+	{NULL, NULL, {NULL}},
+};
+
+/* One request line. Returns the answer, or NULL when a queue item answers later. */
+static json_object *request_handle(struct statd_conn *c, uint64_t seq, const char *line, size_t len)
+{
+	cleanup_json json_object *req = NULL;
+	const char *why = NULL;
+	if (rts_json_parse(line, len, REQUEST_JSON_DEPTH, &req, &why) < 0)
+		return error_detail(NULL, STATD_E_INVALID_JSON, why);
+	if (!json_object_is_type(req, json_type_object))
+		return error_detail(NULL, STATD_E_INVALID_JSON, "a request must be a JSON object");
+	json_object *id = rts_json_get(req, "id");
+	if (!id)
+		return error_detail(NULL, STATD_E_INVALID_REQUEST, "id is required");
+	if (!id_valid(id))
+		return error_detail(NULL, STATD_E_INVALID_REQUEST,
+				    "id must be a string of at most 256 bytes or an integer of magnitude below 2^53");
+	const char *op = NULL;
+	if (get_str(req, "op", 1, 32, false, &op) != 1)
+		return error_detail(id, STATD_E_INVALID_REQUEST, "op must be a string");
+	for (const struct statd_op *o = statd_ops; o->name; o++) {
+		if (strcmp(o->name, op) != 0)
+			continue;
+		if (!only_fields(req, o->fields))
+			return error_detail(id, STATD_E_INVALID_REQUEST, "unknown field for this op");
+		return o->fn(c, seq, id, req);
+	}
+	return error_detail(id, STATD_E_UNKNOWN_OP, NULL);
+}
+
+static void conn_line(struct statd_conn *c, const char *line, size_t len)
+{
+	uint64_t seq = slot_push(c);
+	json_object *answer = request_handle(c, seq, line, len);
+	if (answer)
+		statd_conn_answer(c, seq, answer);
+	else if (!c->dead)
+		conn_check_bound(c);
+}
+
+static void conn_too_long(struct statd_conn *c)
+{
+	uint64_t seq = slot_push(c);
+	statd_conn_answer(c, seq, error_detail(NULL, STATD_E_LINE_TOO_LONG, "a request line is at most 262144 bytes"));
+}
+
+/* Split input into lines. Stops early when the connection is dropped meanwhile. */
+static void conn_feed(struct statd_conn *c, const char *p, size_t n)
+{
+	while (n > 0 && !c->dead) {
+		const char *nl = memchr(p, '\n', n);
+		size_t seg = nl ? (size_t)(nl - p) : n;
+		if (!c->discarding) {
+			if (seg > STATD_LINE_MAX - c->in_len) {
+				c->discarding = true;
+				c->in_len = 0;
+			} else {
+				if (c->in_cap - c->in_len < seg) {
+					size_t cap = c->in_cap ? c->in_cap : 4096;
+					while (cap - c->in_len < seg)
+						cap *= 2;
+					c->in_cap = cap < STATD_LINE_MAX ? cap : STATD_LINE_MAX;
+					c->in = rts_xrealloc(c->in, c->in_cap);
+				}
+				memcpy(c->in + c->in_len, p, seg);
+				c->in_len += seg;
+			}
+		}
+		if (!nl)
+			return;
+		if (c->discarding) {
+			c->discarding = false;
+			conn_too_long(c);
+		} else {
+			size_t len = c->in_len;
+			c->in_len = 0;
+			conn_line(c, c->in, len);
+		}
+		p = nl + 1;
+		n -= seg + 1;
+	}
+}
+
+/* The client closed its sending side: a last unterminated line still counts. */
+static void conn_eof(struct statd_conn *c)
+{
+	c->read_eof = true;
+	if (c->discarding) {
+		c->discarding = false;
+		conn_too_long(c);
+	} else if (c->in_len > 0) {
+		size_t len = c->in_len;
+		c->in_len = 0;
+		conn_line(c, c->in, len);
+	}
+}
+
+static void conn_write(struct statd_conn *c)
+{
+	while (!c->dead && c->out_pos < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_pos, c->out_len - c->out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			conn_drop(c, errno == EPIPE || errno == ECONNRESET ? NULL : "write failed");
+			return;
+		}
+		c->out_pos += (size_t)n;
+	}
+	if (c->out_pos == c->out_len)
+		c->out_pos = c->out_len = 0;
+}
+
+static int conn_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct statd_conn *c = statd_conn_ref(userdata);
+	if (revents & EPOLLERR)
+		conn_drop(c, NULL);
+	if (!c->dead && !c->read_eof && (revents & (EPOLLIN | EPOLLHUP))) {
+		char buf[READ_CHUNK];
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0)
+			conn_feed(c, buf, (size_t)n);
+		else if (n == 0)
+			conn_eof(c);
+		else if (errno != EAGAIN && errno != EINTR)
+			conn_drop(c, errno == ECONNRESET ? NULL : "read failed");
+	}
+	if (!c->dead)
+		conn_write(c);
+	/* Hang-up with nothing left to read: nobody is listening for answers any more. */
+	if (!c->dead && (revents & EPOLLHUP) && c->read_eof)
+		conn_drop(c, NULL);
+	conn_update_events(c);
+	/* Dropping our reference closes a client that is done (see statd_conn_unref). */
+	statd_conn_unref(c);
+	return 0;
+}
+
+/* Re-enable accepting after running out of file descriptors. */
+static int accept_resume(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct statd *d = userdata;
+	if (d->listen_src && !d->stopping)
+		sd_event_source_set_enabled(d->listen_src, SD_EVENT_ON);
+	sd_event_source_disable_unref(s);
+	return 0;
+}
+
+int statd_control_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct statd *d = userdata;
+	for (int i = 0; i < 16; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			/* Out of fds or memory: the socket stays readable, so pause instead of
+			 * spinning on it. */
+			log_warning_errno(errno, "control socket: accept failed, pausing for 1 s: %m");
+			sd_event_source_set_enabled(s, SD_EVENT_OFF);
+			if (sd_event_add_time_relative(d->ev, NULL, CLOCK_MONOTONIC, 1000000, 0, accept_resume, d) < 0)
+				sd_event_source_set_enabled(s, SD_EVENT_ON);
+			return 0;
+		}
+		if (d->n_conns >= STATD_CONNS_MAX) {
+			log_warning("control socket: more than %u clients, refusing one", STATD_CONNS_MAX);
+			close(cfd);
+			continue;
+		}
+		struct statd_conn *c = rts_xcalloc(1, sizeof(*c));
+		c->d = d;
+		c->fd = cfd;
+		c->refs = 1;
+		c->serial = ++d->conn_serial;
+		int r = sd_event_add_io(d->ev, &c->io, cfd, EPOLLIN, conn_io, c);
+		if (r < 0) {
+			log_error_errno(r, "control socket: cannot watch a new client: %m");
+			close(cfd);
+			free(c);
+			continue;
+		}
+		c->next = d->conns;
+		if (d->conns)
+			d->conns->prev = c;
+		d->conns = c;
+		d->n_conns++;
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0)
+			log_debug("control client #%llu connected (uid %lu, pid %ld)", (unsigned long long)c->serial,
+				  (unsigned long)uc.uid, (long)uc.pid);
+	}
+	return 0;
+}
+
+void statd_control_close_all(struct statd *d)
+{
+	while (d->conns) {
+		struct statd_conn *c = statd_conn_ref(d->conns);
+		slots_flush(c);
+		conn_write(c);
+		conn_drop(c, NULL);
+		statd_conn_unref(c);
+	}
+}

@@ -1,0 +1,263 @@
+/* roundtable-sandbox-statd: internal interfaces between its source files.
+ *
+ *   main.c      start-up, signals, shutdown
+ *   control.c   control.sock connections: NDJSON framing, answer ordering, the operations
+ *   queue.c     channels, their FIFO queues, turns and their outcomes
+ *   runnerd.c   the SEQPACKET link to runnerd (HELLO, TURN_RUN, TURN_CANCEL, TURN_DONE)
+ *   workspace.c directory checks and the per-turn workspace fd
+ *   state.c     the state file (state.h)
+ *
+ * Everything runs on one sd-event loop in one thread. Rules that keep the call graph free of
+ * surprises:
+ *  - client output is written only from that client's own io callback (and once more at
+ *    exit); everything else appends to its buffer and enables EPOLLOUT;
+ *  - a client connection is reference counted: dropping it (overflow, hang-up) closes the
+ *    socket at once, but the struct lives while queue items and turns hold it, and what they
+ *    answer later is discarded;
+ *  - a broken runnerd link is torn down from a deferred event, never from inside the call
+ *    that noticed it, so turns never vanish under a caller;
+ *  - ending a turn may start the next item of that turn's channel (and free the channel),
+ *    never anything of another channel. */
+#ifndef STATD_STATD_H
+#define STATD_STATD_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "common/conf.h"
+#include "common/ids.h"
+#include "common/msg.h"
+#include "common/proto.h"
+#include "statd/state.h"
+
+/* Limits of the control protocol (HACKING.md "Control protocol answers"). */
+#define STATD_LINE_MAX (256u * 1024u)		/* bytes in one request line, newline excluded */
+#define STATD_CONN_OUTPUT_MAX (8u * 1024u * 1024u) /* a client holding more is dropped */
+#define STATD_CONNS_MAX 256u			/* concurrent control connections */
+#define STATD_ID_MAX 256u			/* bytes in a string id */
+#define STATD_ID_INT_MAX 9007199254740991LL	/* integer ids: |id| <= 2^53-1, echoed exactly */
+
+/* Queue bounds: per channel, and across all channels so that many channels cannot add up
+ * to unbounded memory. */
+#define STATD_QUEUE_MAX 64u		      /* queued items (turns, mode, fresh) per channel */
+#define STATD_QUEUED_TURNS_MAX 4096u	      /* queued turns, all channels */
+#define STATD_QUEUED_BYTES_MAX (64u << 20)    /* bytes of queued guest text, all channels */
+#define STATD_ACTIVE_CHANNELS_MAX 16384u      /* channels with queued work or a pending fresh */
+
+/* Timing. */
+#define STATD_RUNNERD_CONNECT_MS 2000u	/* retry connecting to runnerd this long */
+#define STATD_RUNNERD_RETRY_STEP_MS 100u
+#define STATD_RUNNERD_FAIL_FAST_MS 1000u	/* after a failed connect, fail turns at once */
+#define STATD_RUNNERD_HELLO_MS 5000u
+#define STATD_BACKSTOP_EXTRA_MS 30000u	/* turnTimeoutMs + this: runnerd never answered */
+#define STATD_SHUTDOWN_MS 10000u
+
+/* Error codes in answers ({"id"?,"error":CODE}) and events ({"id","event":"error",...}). */
+#define STATD_E_LINE_TOO_LONG "line_too_long"
+#define STATD_E_INVALID_JSON "invalid_json"
+#define STATD_E_INVALID_REQUEST "invalid_request"
+#define STATD_E_UNKNOWN_OP "unknown_op"
+#define STATD_E_TEXT_TOO_LONG "text_too_long"
+#define STATD_E_QUEUE_FULL "queue_full"
+#define STATD_E_BUSY "busy"
+#define STATD_E_TOO_MANY_CHANNELS "too_many_channels"
+#define STATD_E_STATE_WRITE "state_write_failed"
+#define STATD_E_SHUTTING_DOWN "shutting_down"
+#define STATD_EV_TURN_FAILED "turn_failed"
+#define STATD_EV_TURN_TIMEOUT "turn_timeout"
+#define STATD_EV_TURN_CANCELLED "turn_cancelled"
+#define STATD_EV_CLEANUP_FAILED "cleanup_failed"
+#define STATD_EV_UNAVAILABLE "unavailable"
+
+struct statd;
+struct statd_conn;
+
+/* A parsed "message" request. Strings are borrowed from the request's JSON. */
+struct statd_message {
+	const char *channel;
+	bool guild;
+	bool addressed;
+	bool has_author; /* false: "author": null (unresolved) */
+	const char *author_id;
+	const char *author_name;
+	const char *principal_id; /* NULL when null or absent */
+	bool has_tier;		  /* tier is a string (not null / absent) */
+	bool bot;
+	bool integration;
+	const char *text;
+	uint32_t attachments;
+};
+
+enum statd_item_kind {
+	STATD_ITEM_TURN,
+	STATD_ITEM_MODE,
+	STATD_ITEM_FRESH,
+};
+
+/* One entry of a channel queue. The answer (mode, fresh) or the events (turn) go to conn,
+ * which may have been dropped meanwhile (then they are discarded). */
+struct statd_item {
+	enum statd_item_kind kind;
+	struct statd_item *next;
+	struct statd_conn *conn; /* reference */
+	uint64_t seq;		 /* the request's answer slot on conn */
+	json_object *id;	 /* the request's id (reference), echoed in answers and events */
+	enum statd_mode mode;	 /* MODE */
+	/* TURN */
+	char *speaker_id;
+	char *speaker_name;
+	char *principal_id; /* "" when the bot sent null: brokerd binds what it gets */
+	char *text;
+	uint32_t attachments;
+};
+
+struct statd_channel {
+	char *key;
+	char hash[RTS_HASH_HEX_LEN + 1];
+	struct statd_item *head, *tail;
+	unsigned n_items; /* queued items of any kind */
+	unsigned n_turns; /* queued turns */
+	struct statd_turn *running;
+	bool fresh; /* a fresh start is pending (memory only: seed, lost on restart) */
+};
+
+enum statd_turn_state {
+	STATD_TURN_WAITING, /* workspace ready, waiting for the runnerd link */
+	STATD_TURN_SENT,    /* TURN_RUN handed to the link, waiting for TURN_DONE */
+};
+
+struct statd_turn {
+	struct statd *d;
+	struct statd_turn *prev, *next; /* d->turns */
+	struct statd_channel *ch;
+	struct statd_item *item;
+	char id[RTS_TURN_ID_LEN + 1];
+	enum statd_turn_state state;
+	bool start_fresh;
+	bool cancel_sent;
+	int ws_fd; /* O_PATH fd of the verified workspace, until TURN_RUN is sent */
+	char *ws_path;
+	uint64_t started_ms;
+	sd_event_source *backstop;
+};
+
+enum statd_link_state {
+	STATD_LINK_IDLE,
+	STATD_LINK_CONNECTING, /* retrying connect() on a timer */
+	STATD_LINK_HANDSHAKE,  /* HELLO sent */
+	STATD_LINK_READY,
+};
+
+struct statd_outmsg {
+	struct statd_outmsg *next;
+	struct rts_msg m;
+	struct statd_turn *turn; /* TURN_RUN only; NULL once the turn is gone */
+};
+
+struct statd_link {
+	enum statd_link_state state;
+	char *path;
+	int fd;
+	sd_event_source *io;
+	sd_event_source *timer;	  /* connect retries, HELLO deadline */
+	sd_event_source *fail_src; /* deferred tear-down */
+	int fail_err;
+	uint64_t connect_deadline_ms;
+	uint64_t fail_fast_until_ms;
+	struct statd_outmsg *out_head, *out_tail;
+};
+
+struct statd {
+	struct rts_config *cfg;
+	const char *runtime_dir;
+	sd_event *ev;
+	int exit_code;
+
+	int listen_fd;
+	bool activated;
+	char *control_path;
+	sd_event_source *listen_src;
+
+	struct statd_state *state;
+	struct lh_table *channels; /* key -> struct statd_channel, active channels only */
+
+	struct statd_conn *conns; /* open connections */
+	unsigned n_conns;
+	uint64_t conn_serial;
+
+	struct statd_turn *turns; /* running turns */
+	unsigned n_running;
+	unsigned n_queued_turns;
+	size_t queued_bytes;
+
+	struct statd_link link;
+
+	bool stopping;
+	bool exiting;
+	sd_event_source *stop_timer;
+};
+
+/* control.c */
+int statd_control_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+struct statd_conn *statd_conn_ref(struct statd_conn *c);
+void statd_conn_unref(struct statd_conn *c);
+/* Fill the pending answer slot seq of c; takes over the reference to answer. */
+void statd_conn_answer(struct statd_conn *c, uint64_t seq, json_object *answer);
+/* Write an event for the request seq: right away, or just after that request's answer if
+ * the answer is still held back behind an earlier pending one. Takes over ev. */
+void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev);
+/* Drop every connection (shutdown), trying one last non-blocking write of its output. */
+void statd_control_close_all(struct statd *d);
+/* New {"id": id, "error": code} object (id may be NULL: left out). */
+json_object *statd_error_answer(json_object *id, const char *code);
+
+/* queue.c */
+void statd_queue_init(struct statd *d);
+void statd_queue_free(struct statd *d);
+/* Route a validated message (DESIGN.md section 3 step 1). Returns the answer: a route, or
+ * an error when the turn cannot be queued. A "sandbox" route queues a turn whose events go
+ * to c for request seq. */
+json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
+				 const struct statd_message *m);
+/* Queue a mode change or a fresh start. Returns NULL when queued (the answer comes later,
+ * maybe before this returns), or an error answer. */
+json_object *statd_queue_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
+			      const char *channel, enum statd_mode mode);
+json_object *statd_queue_fresh(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
+			       const char *channel);
+/* Cancel the running turn and drop the queued turns of channel; the answer. */
+json_object *statd_queue_cancel(struct statd *d, json_object *id, const char *channel);
+/* Answers for status (channel may be NULL) and channels. */
+json_object *statd_queue_status(struct statd *d, json_object *id, const char *channel);
+json_object *statd_queue_channels(struct statd *d, json_object *id);
+/* A TURN_DONE arrived (status already range-checked, reply bounded). Unknown ids are
+ * ignored: the backstop may have given up on the turn. */
+void statd_turn_done(struct statd *d, const char *turn_id, enum rts_turn_status status, const char *reply);
+/* The link failed: every running turn ends with `unavailable` and its queue moves on. */
+void statd_turns_fail_all(struct statd *d, const char *code);
+/* The link is ready: send TURN_RUN for every waiting turn. */
+void statd_turns_send_waiting(struct statd *d);
+/* Shutdown: drop queued turns, cancel running ones, exit once all are done or after
+ * STATD_SHUTDOWN_MS. */
+void statd_queue_stop(struct statd *d);
+
+/* runnerd.c */
+void statd_link_init(struct statd *d);
+void statd_link_free(struct statd *d);
+/* Make sure a link exists or is being made. Returns 0 (ready or in progress: waiting turns
+ * are sent once it is ready) or -errno when runnerd cannot be reached now. */
+int statd_link_start(struct statd *d);
+bool statd_link_ready(struct statd *d);
+/* Queue TURN_RUN for t (link must be ready). Takes t->ws_fd. Errors tear the link down
+ * later (deferred), never from inside this call. */
+void statd_link_send_run(struct statd *d, struct statd_turn *t);
+/* Cancel t at runnerd. Returns true when its TURN_RUN had not left the send queue yet and
+ * was withdrawn (runnerd never heard of the turn: the caller ends it now), false when a
+ * TURN_CANCEL was queued (a TURN_DONE will follow, or the link fails). */
+bool statd_link_send_cancel(struct statd *d, struct statd_turn *t);
+/* t is going away: drop references to it from the send queue. */
+void statd_link_forget_turn(struct statd *d, struct statd_turn *t);
+
+#endif

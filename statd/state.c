@@ -1,0 +1,305 @@
+#include "config.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+
+#include "common/ids.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/util.h"
+#include "statd/state.h"
+
+struct statd_state_entry {
+	char *key;
+	enum statd_mode mode;
+};
+
+struct statd_state {
+	struct statd_state_entry *v; /* sorted by strcmp(key) */
+	size_t n, cap;
+};
+
+const char *statd_mode_name(enum statd_mode m)
+{
+	return m == STATD_MODE_ON ? "on" : "off";
+}
+
+int statd_mode_parse(const char *s, enum statd_mode *m)
+{
+	if (strcmp(s, "on") == 0)
+		*m = STATD_MODE_ON;
+	else if (strcmp(s, "off") == 0)
+		*m = STATD_MODE_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+struct statd_state *statd_state_new(void)
+{
+	return rts_xcalloc(1, sizeof(struct statd_state));
+}
+
+void statd_state_free(struct statd_state *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i].key);
+	free(s->v);
+	free(s);
+}
+
+size_t statd_state_count(const struct statd_state *s)
+{
+	return s->n;
+}
+
+const char *statd_state_key(const struct statd_state *s, size_t i)
+{
+	return i < s->n ? s->v[i].key : NULL;
+}
+
+enum statd_mode statd_state_mode_at(const struct statd_state *s, size_t i)
+{
+	return i < s->n ? s->v[i].mode : STATD_MODE_OFF;
+}
+
+size_t statd_state_count_on(const struct statd_state *s)
+{
+	size_t on = 0;
+	for (size_t i = 0; i < s->n; i++)
+		on += s->v[i].mode == STATD_MODE_ON;
+	return on;
+}
+
+/* Binary search: true with the index when found, else false with the insertion point. */
+static bool find(const struct statd_state *s, const char *key, size_t *at)
+{
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->v[mid].key, key);
+		if (c == 0) {
+			*at = mid;
+			return true;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return false;
+}
+
+int statd_state_get(const struct statd_state *s, const char *channel, enum statd_mode *mode)
+{
+	size_t i;
+	if (!find(s, channel, &i))
+		return -ENOENT;
+	*mode = s->v[i].mode;
+	return 0;
+}
+
+int statd_state_set(struct statd_state *s, const char *channel, enum statd_mode mode)
+{
+	size_t len = strlen(channel);
+	if (len == 0 || len > RTS_CHANNEL_MAX)
+		return -EINVAL;
+	size_t i;
+	if (find(s, channel, &i)) {
+		s->v[i].mode = mode;
+		return 0;
+	}
+	if (s->n >= STATD_STATE_MAX_CHANNELS)
+		return -E2BIG;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 16;
+		s->v = rts_xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
+	s->v[i] = (struct statd_state_entry){.key = rts_xstrdup(channel), .mode = mode};
+	s->n++;
+	return 0;
+}
+
+int statd_state_remove(struct statd_state *s, const char *channel)
+{
+	size_t i;
+	if (!find(s, channel, &i))
+		return -ENOENT;
+	free(s->v[i].key);
+	memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
+	s->n--;
+	return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct statd_state_entry *)a)->key, ((const struct statd_state_entry *)b)->key);
+}
+
+/* The document is tiny in depth: top object, channels, entry, mode. */
+#define STATE_JSON_DEPTH 8
+
+int statd_state_load(const char *path, struct statd_state **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	cleanup_json json_object *root = NULL;
+	int r = rts_json_read_file(path, STATD_STATE_MAX_BYTES, STATE_JSON_DEPTH, &root, err, errlen);
+	if (r == -EINVAL) {
+		/* Say so plainly: an empty file is what a full disk or a bad restore leaves. */
+		struct stat st;
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+			snprintf(err, errlen, "%s: empty file", path);
+	}
+	if (r < 0)
+		return r;
+	if (!json_object_is_type(root, json_type_object)) {
+		snprintf(err, errlen, "%s: not a JSON object", path);
+		return -EINVAL;
+	}
+	json_object *version = NULL, *channels = NULL;
+	json_object_object_foreach(root, top, val)
+	{
+		if (strcmp(top, "version") == 0)
+			version = val;
+		else if (strcmp(top, "channels") == 0)
+			channels = val;
+		else {
+			snprintf(err, errlen, "%s: unknown top-level key (expected version and channels)", path);
+			return -EINVAL;
+		}
+	}
+	if (!version || !json_object_is_type(version, json_type_int) ||
+	    json_object_get_int64(version) != STATD_STATE_VERSION) {
+		snprintf(err, errlen, "%s: version: must be %d", path, STATD_STATE_VERSION);
+		return -EINVAL;
+	}
+	if (!channels || !json_object_is_type(channels, json_type_object)) {
+		snprintf(err, errlen, "%s: channels: must be an object", path);
+		return -EINVAL;
+	}
+	size_t n = (size_t)json_object_object_length(channels);
+	if (n > STATD_STATE_MAX_CHANNELS) {
+		snprintf(err, errlen, "%s: channels: more than %u channels", path, STATD_STATE_MAX_CHANNELS);
+		return -EFBIG;
+	}
+	struct statd_state *s = statd_state_new();
+	s->cap = n ? n : 1;
+	s->v = rts_xcalloc(s->cap, sizeof(*s->v));
+	json_object_object_foreach(channels, key, entry)
+	{
+		char hash[RTS_HASH_HEX_LEN + 1];
+		rts_channel_hash(key, hash);
+		size_t klen = strlen(key);
+		const char *why = NULL;
+		json_object *mode = NULL;
+		enum statd_mode m = STATD_MODE_OFF;
+		if (klen == 0 || klen > RTS_CHANNEL_MAX)
+			why = "channel key must be 1 to 512 bytes";
+		else if (!json_object_is_type(entry, json_type_object) || json_object_object_length(entry) != 1 ||
+			 !(mode = rts_json_get(entry, "mode")))
+			why = "must be an object with exactly the key \"mode\"";
+		else if (!json_object_is_type(mode, json_type_string) ||
+			 (size_t)json_object_get_string_len(mode) != strlen(json_object_get_string(mode)) ||
+			 statd_mode_parse(json_object_get_string(mode), &m) < 0)
+			why = "mode must be \"on\" or \"off\"";
+		if (why) {
+			snprintf(err, errlen, "%s: channels: entry for channel %.12s: %s", path, hash, why);
+			statd_state_free(s);
+			return -EINVAL;
+		}
+		s->v[s->n++] = (struct statd_state_entry){.key = rts_xstrdup(key), .mode = m};
+	}
+	qsort(s->v, s->n, sizeof(*s->v), cmp_entry);
+	*out = s;
+	return 0;
+}
+
+static char *state_dump(const struct statd_state *s)
+{
+	cleanup_json json_object *root = json_object_new_object();
+	json_object *channels = json_object_new_object();
+	json_object_object_add(root, "version", json_object_new_int(STATD_STATE_VERSION));
+	json_object_object_add(root, "channels", channels);
+	for (size_t i = 0; i < s->n; i++) {
+		json_object *e = json_object_new_object();
+		json_object_object_add(e, "mode", json_object_new_string(statd_mode_name(s->v[i].mode)));
+		/* Keys are unique by construction; the _ex variant skips json-c's duplicate scan. */
+		json_object_object_add_ex(channels, s->v[i].key, e, JSON_C_OBJECT_ADD_KEY_IS_NEW);
+	}
+	const char *text =
+		json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+							   JSON_C_TO_STRING_NOSLASHESCAPE);
+	return rts_xasprintf("%s\n", text);
+}
+
+int statd_state_save(const struct statd_state *s, const char *path)
+{
+	cleanup_free char *doc = state_dump(s);
+	size_t len = strlen(doc);
+	if (len > STATD_STATE_MAX_BYTES)
+		return -EFBIG;
+
+	cleanup_free char *dir_copy = rts_xstrdup(path);
+	cleanup_free char *base_copy = rts_xstrdup(path);
+	const char *dir = dirname(dir_copy);
+	const char *base = basename(base_copy);
+	if (!*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return -EINVAL;
+
+	cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+
+	char rnd[17];
+	int r = rts_random_hex(rnd, 8);
+	if (r < 0)
+		return r;
+	/* Hidden and unique, so a crash can leave at most a stray dot-file that is never read. */
+	cleanup_free char *tmp = rts_xasprintf(".%s.tmp-%s", base, rnd);
+
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	r = rts_write_all(fd, doc, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	/* close() can report a deferred write error (NFS, quota): it counts. */
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(dfd, tmp, 0);
+		return r;
+	}
+	if (fsync(dfd) < 0)
+		log_warning_errno(errno, "state directory %s: fsync after rename failed (the new state file is in "
+					 "place but may not survive a power loss): %m",
+				  dir);
+	return 0;
+}
+
+int statd_state_update(struct statd_state *s, const char *path, const char *channel, enum statd_mode mode)
+{
+	enum statd_mode old;
+	bool existed = statd_state_get(s, channel, &old) == 0;
+	if (existed && old == mode)
+		return 0;
+	int r = statd_state_set(s, channel, mode);
+	if (r < 0)
+		return r;
+	r = statd_state_save(s, path);
+	if (r < 0) {
+		if (existed)
+			statd_state_set(s, channel, old);
+		else
+			statd_state_remove(s, channel);
+	}
+	return r;
+}

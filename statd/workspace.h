@@ -1,0 +1,29 @@
+/* Directories statd owns: the state directory, the workspace root and one workspace per
+ * channel (DESIGN.md section 3 step 3; seed: directories dedicated to the service account,
+ * no group/other permissions, never following symlinks, channel keys hashed). */
+#ifndef STATD_WORKSPACE_H
+#define STATD_WORKSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Make sure path is a directory we can trust: missing components are created (0700, with
+ * our umask), the last component must not be a symbolic link, must be a directory owned
+ * by our effective uid and have no group/other permission bits. Returns 0, or -errno with
+ * one line in err that names the path and says how to fix it. For start-up. */
+int statd_dir_ensure(const char *path, char *err, size_t errlen);
+
+/* True when path equals dir or lies beneath it, comparing normalised absolute paths as
+ * strings (the config refuses "..", "." and "//"), and also their resolved real paths
+ * when both exist (a symlink must not hide the overlap). */
+bool statd_path_within(const char *path, const char *dir);
+
+/* Create (mkdirat 0700, EEXIST is fine) and open workspace_root/<hash> without following
+ * symlinks, and verify it: a directory owned by our effective uid with mode exactly 0700.
+ * hash must be 64 lowercase hex digits (rts_channel_hash). Returns an O_PATH|O_DIRECTORY
+ * fd (caller closes) and stores the absolute path in *path (caller frees); or -errno:
+ * -ENOTDIR not a directory (e.g. a symlink), -EPERM wrong owner, -EACCES wrong mode, and
+ * *why (static string) says which check failed. Nothing is logged here. */
+int statd_workspace_open(const char *workspace_root, const char *hash, char **path, const char **why);
+
+#endif
