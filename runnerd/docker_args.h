@@ -1,0 +1,66 @@
+/* The docker command lines runnerd executes, built by pure functions so that the exact
+ * container sandbox (DESIGN.md section 4) is unit-tested element by element
+ * (tests/unit/check_docker_args.c). Nothing here touches the system. */
+#ifndef RUNNERD_DOCKER_ARGS_H
+#define RUNNERD_DOCKER_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/conf.h"
+
+/* Everything one `docker run` depends on. All strings are borrowed. */
+struct runnerd_run_spec {
+	const char *docker;	     /* absolute path of the docker CLI (RTS_DOCKER) */
+	const char *installation_id; /* 12 lowercase hex digits (rts_installation_id) */
+	const char *turn_id;	     /* 16 lowercase hex digits */
+	const char *channel_hash;    /* 64 lowercase hex digits */
+	uid_t uid;		     /* the service account: the container runs as it */
+	gid_t gid;
+	struct rts_limits limits;    /* memory in MiB, cpus, pids (config "limits") */
+	const char *workspace;	     /* <workspaceRoot>/<channel_hash>, bound rw at /workspace */
+	const char *run_dir;	     /* <runRoot>/<turn_id>, bound ro at /run/broker */
+	const char *image;	     /* the operator-built image (config "image") */
+};
+
+/* The complete `docker run` argv for one turn, exactly DESIGN.md section 4:
+ *   docker run -i --rm --name roundtable-sandbox-<installation>-<turn>
+ *   --label io.roundtable-sandbox.installation=<installation>
+ *   --label io.roundtable-sandbox.channel=<channel hash>
+ *   --network none --read-only --cap-drop ALL --security-opt no-new-privileges
+ *   --user UID:GID --memory <MiB>m --memory-swap <MiB>m --cpus <cpus> --pids-limit <pids>
+ *   --tmpfs /tmp:rw,nosuid,nodev,size=16m --log-driver none --pull never
+ *   --mount type=bind,source=<workspace>,target=/workspace
+ *   --mount type=bind,source=<run dir>,target=/run/broker,readonly <image>
+ * Memory and swap are equal (seed: "no additional swap"); no --env at all (the worker needs
+ * none; seed: no host environment in the container). Returns a NULL-terminated heap argv
+ * (free with rts_strv_free), or NULL when the spec is invalid: an id of the wrong shape, a
+ * path that is not absolute or contains a character outside [A-Za-z0-9/._+@~-] (a comma
+ * would inject --mount options), a uid or gid of 0 (seed: root workers are refused), an
+ * image that is empty or starts with '-', or limits out of the config's ranges. */
+char **runnerd_docker_run_argv(const struct runnerd_run_spec *spec);
+
+/* `docker rm -f <name>` for the exact container name (rts_container_name). NULL when name
+ * is not a roundtable-sandbox container name of the shape
+ * roundtable-sandbox-<12 hex>-<16 hex>. Free with rts_strv_free. */
+char **runnerd_docker_rm_argv(const char *docker, const char *name);
+
+/* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --format {{.Names}}`:
+ * the containers of this installation only. NULL when installation_id is not 12 hex digits.
+ * Free with rts_strv_free. */
+char **runnerd_docker_ps_argv(const char *docker, const char *installation_id);
+
+/* True when name (one line of the listing above, without its newline) is exactly
+ * roundtable-sandbox-<installation_id>-<16 hex digits>: the only names start-up clean-up
+ * removes (seed: remove only stale containers prefixed roundtable-sandbox- that belong to
+ * this installation). */
+bool runnerd_stale_name_ok(const char *installation_id, const char *name);
+
+/* Format cpus (0.01..64) without the locale: at most three decimals, trailing zeros
+ * dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
+ * cpus is out of range. */
+int runnerd_format_cpus(double cpus, char *out, size_t outlen);
+
+#endif

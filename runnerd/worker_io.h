@@ -1,0 +1,67 @@
+/* The worker's stdin and stdout (HACKING.md "Worker input" and "Worker output"). Pure
+ * functions, unit-tested in tests/unit/check_docker_args.c. */
+#ifndef RUNNERD_WORKER_IO_H
+#define RUNNERD_WORKER_IO_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/conf.h"
+
+/* Largest worker input runnerd writes (HACKING.md: at most 512 KiB). */
+#define RUNNERD_WORKER_INPUT_MAX (512u * 1024u)
+/* Fixed worker limits (seed: the worker stops after 12 model calls and eight tools per
+ * response). */
+#define RUNNERD_WORKER_MODEL_CALLS 12
+#define RUNNERD_WORKER_TOOLS_PER_RESPONSE 8
+/* Longest worker error code that is logged ([a-z_]{1,32}). */
+#define RUNNERD_WORKER_CODE_MAX 32u
+
+/* The per-turn fields of the worker input; all borrowed. The principal id is deliberately
+ * absent: it never reaches the container (seed: principalId "never reaches the worker"). */
+struct runnerd_worker_turn {
+	const char *turn_id;
+	const char *speaker_id;
+	const char *speaker_name;
+	const char *text;
+	uint32_t attachments;
+	bool start_fresh;
+	uint64_t time_left_ms; /* until the turn deadline; sent as limits.turnTimeoutMs */
+};
+
+/* Format t as local time in the process's current time zone (TZ, set once at start-up to
+ * the config's timeZone) as "YYYY-MM-DDTHH:MM:SS+HH:MM". out must hold at least 32 bytes.
+ * Returns 0 or -EINVAL (localtime_r or strftime failed, or outlen is too small). */
+int runnerd_format_now(time_t t, char *out, size_t outlen);
+
+/* Build the worker input JSON for one turn: v, turn, speaker {id, name}, text, attachments,
+ * systemPrompt, timeZone, now, tools (the caller's rts_config_public_tools(cfg) array, not
+ * consumed), startFresh and limits {modelCalls, toolCallsPerResponse, maxOutputTokens,
+ * turnTimeoutMs (time_left_ms clamped to the worker's accepted 1000..600000)}.
+ * Returns 0 with *out (heap, NUL-terminated, free()) and *out_len; -E2BIG when the
+ * serialised object exceeds RUNNERD_WORKER_INPUT_MAX bytes; -EINVAL for a string that is
+ * not valid UTF-8. */
+int runnerd_worker_input(const struct rts_config *cfg, json_object *public_tools, const struct runnerd_worker_turn *t,
+			 const char *now, char **out, size_t *out_len);
+
+enum runnerd_worker_result {
+	RUNNERD_WORKER_REPLY,	  /* {"v":1,"reply":TEXT} with a usable reply */
+	RUNNERD_WORKER_GAVE_UP,	  /* {"v":1,"error":CODE}: the worker gave up */
+	RUNNERD_WORKER_MALFORMED, /* anything else */
+	RUNNERD_WORKER_TOO_LONG,  /* a well-formed reply longer than RTS_REPLY_MAX bytes */
+};
+
+/* Parse the worker's stdout (len bytes, untrusted). Exactly {"v":1,"reply":string} is a
+ * reply: *reply receives a heap copy (free()) of at most RTS_REPLY_MAX bytes, valid UTF-8
+ * without NUL. A longer reply is refused as a whole (RUNNERD_WORKER_TOO_LONG) rather than
+ * cut: a truncated answer could change its meaning. Exactly {"v":1,"error":string} gives
+ * RUNNERD_WORKER_GAVE_UP; code (RUNNERD_WORKER_CODE_MAX + 1 bytes) receives the code when it
+ * matches [a-z_]{1,32}, else "". Extra keys, another "v", other types, trailing data or
+ * invalid JSON give RUNNERD_WORKER_MALFORMED. */
+enum runnerd_worker_result runnerd_worker_output_parse(const char *buf, size_t len, char **reply,
+							char code[RUNNERD_WORKER_CODE_MAX + 1]);
+
+#endif

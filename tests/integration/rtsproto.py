@@ -1,0 +1,370 @@
+"""The daemon-link protocol of common/proto.h and common/msg.h, for tests.
+
+Both links (statd -> runnerd on runnerd.sock, runnerd -> brokerd on brokerd.sock) are
+AF_UNIX SOCK_SEQPACKET: one message per packet, at most MSG_MAX bytes, an fd travels with
+SCM_RIGHTS in the message it belongs to. Wire layout: u32 version, u32 type, then the
+payload fields in order; integers in host byte order; a string is u32 length, the bytes and
+a NUL (embedded NULs are refused).
+
+    conn = Conn.connect(runtime_dir + "/runnerd.sock")   # acts as statd
+    conn.hello("test-statd")                               # HELLO -> HELLO_OK
+    conn.send(TURN_RUN, fd=ws_fd, turn_id=..., channel=..., ...)
+    msg = conn.recv(timeout=30)                            # Msg(type, fields, fd)
+
+    srv = Listener(runtime_dir + "/brokerd.sock")           # acts as brokerd
+    peer = srv.accept(timeout=5); peer.expect_hello()       # HELLO in, HELLO_OK out
+
+pack()/unpack() are strict like the C side: unknown types, short fields, leftover bytes,
+a missing or unexpected fd, an unterminated string or a version mismatch raise
+ProtocolError, so a test can also send deliberately malformed packets with pack_raw().
+"""
+import os
+import select
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Optional
+
+PROTO_VERSION = 1
+MSG_MAX = 128 * 1024
+
+# enum rts_msg_type
+HELLO = 2
+HELLO_OK = 3
+TURN_RUN = 10
+TURN_DONE = 11
+TURN_CANCEL = 12
+BROKER_BIND = 20
+BROKER_BOUND = 21
+BROKER_CLOSE = 22
+BROKER_CLOSED = 23
+
+# enum rts_turn_status
+TURN_OK = 0
+TURN_ERROR = 1
+TURN_TIMEOUT = 2
+TURN_CANCELLED = 3
+TURN_CLEANUP_FAILED = 4
+STATUS_NAMES = {TURN_OK: "ok", TURN_ERROR: "error", TURN_TIMEOUT: "timeout",
+                TURN_CANCELLED: "cancelled", TURN_CLEANUP_FAILED: "cleanup_failed"}
+
+# Limits shared by more than one program.
+CHANNEL_MAX = 512
+SPEAKER_FIELD_MAX = 256
+TEXT_MAX = 64 * 1024
+REPLY_MAX = 64 * 1024
+WORKER_OUTPUT_MAX = 256 * 1024
+TURN_ID_LEN = 16
+DUMMY_KEY = "roundtable-sandbox-dummy-key"
+
+# Field kinds: u8, u32, i32, u64, str. FD marks a message that carries exactly one fd.
+FD = object()
+
+# Every message and its payload, in wire order (proto.h is the authority).
+SCHEMAS = {
+    HELLO: (("version", "u32"), ("program", "str")),
+    HELLO_OK: (("version", "u32"),),
+    TURN_RUN: (("turn_id", "str"), ("channel", "str"), ("channel_hash", "str"), ("speaker_id", "str"),
+               ("speaker_name", "str"), ("principal_id", "str"), ("text", "str"), ("attachments", "u32"),
+               ("start_fresh", "u8"), ("workspace", "str"), FD),
+    TURN_DONE: (("turn_id", "str"), ("status", "u32"), ("reply", "str")),
+    TURN_CANCEL: (("turn_id", "str"),),
+    BROKER_BIND: (("turn_id", "str"), ("channel", "str"), ("channel_hash", "str"), ("speaker_id", "str"),
+                  ("speaker_name", "str"), ("principal_id", "str"), ("deadline_ms", "u64"), FD),
+    BROKER_BOUND: (("turn_id", "str"), ("result", "i32")),
+    BROKER_CLOSE: (("turn_id", "str"),),
+    BROKER_CLOSED: (("turn_id", "str"), ("calls", "u32")),
+}
+NAMES = {HELLO: "HELLO", HELLO_OK: "HELLO_OK", TURN_RUN: "TURN_RUN", TURN_DONE: "TURN_DONE",
+         TURN_CANCEL: "TURN_CANCEL", BROKER_BIND: "BROKER_BIND", BROKER_BOUND: "BROKER_BOUND",
+         BROKER_CLOSE: "BROKER_CLOSE", BROKER_CLOSED: "BROKER_CLOSED"}
+
+_INT = {"u8": "=B", "u32": "=I", "i32": "=i", "u64": "=Q"}
+
+
+class ProtocolError(Exception):
+    """A packet that the C side would refuse (or did not expect)."""
+
+
+@dataclass
+class Msg:
+    type: int
+    fields: dict = field(default_factory=dict)
+    fd: Optional[int] = None  # owned by the receiver: close it (Msg.close()) when done
+
+    def __getitem__(self, key):
+        return self.fields[key]
+
+    @property
+    def name(self):
+        return NAMES.get(self.type, str(self.type))
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def carries_fd(mtype):
+    return FD in SCHEMAS[mtype]
+
+
+def _to_bytes(v):
+    if isinstance(v, bytes):
+        return v
+    return str(v).encode("utf-8", "surrogateescape")
+
+
+def pack_raw(mtype, fields, version=PROTO_VERSION):
+    """Encode fields ((kind, value) pairs) under any type number, for malformed-input tests."""
+    out = [struct.pack("=II", version, mtype)]
+    for kind, value in fields:
+        if kind == "str":
+            b = _to_bytes(value)
+            out.append(struct.pack("=I", len(b)) + b + b"\0")
+        else:
+            out.append(struct.pack(_INT[kind], value))
+    return b"".join(out)
+
+
+def pack(mtype, **values):
+    """Encode one message of a known type; every field of its schema must be given."""
+    if mtype not in SCHEMAS:
+        raise ProtocolError(f"unknown message type {mtype}")
+    fields = []
+    for f in SCHEMAS[mtype]:
+        if f is FD:
+            continue
+        name, kind = f
+        if name not in values:
+            raise ProtocolError(f"{NAMES[mtype]}: missing field {name}")
+        fields.append((kind, values.pop(name)))
+    if values:
+        raise ProtocolError(f"{NAMES[mtype]}: unknown fields {sorted(values)}")
+    data = pack_raw(mtype, fields)
+    if len(data) > MSG_MAX:
+        raise ProtocolError(f"{NAMES[mtype]}: {len(data)} bytes exceed MSG_MAX")
+    return data
+
+
+def unpack(data, fd=None):
+    """Decode one packet strictly. Returns Msg; strings are str (surrogateescape)."""
+    if len(data) < 8:
+        raise ProtocolError("short header")
+    version, mtype = struct.unpack_from("=II", data, 0)
+    if version != PROTO_VERSION:
+        raise ProtocolError(f"version {version}, expected {PROTO_VERSION}")
+    if mtype not in SCHEMAS:
+        raise ProtocolError(f"unknown message type {mtype}")
+    pos = 8
+    out = {}
+    for f in SCHEMAS[mtype]:
+        if f is FD:
+            if fd is None:
+                raise ProtocolError(f"{NAMES[mtype]} without its fd")
+            continue
+        name, kind = f
+        if kind == "str":
+            if pos + 4 > len(data):
+                raise ProtocolError(f"{NAMES[mtype]}.{name}: short length")
+            (n,) = struct.unpack_from("=I", data, pos)
+            pos += 4
+            if pos + n + 1 > len(data) or data[pos + n] != 0 or b"\0" in data[pos:pos + n]:
+                raise ProtocolError(f"{NAMES[mtype]}.{name}: bad string")
+            out[name] = data[pos:pos + n].decode("utf-8", "surrogateescape")
+            pos += n + 1
+        else:
+            size = struct.calcsize(_INT[kind])
+            if pos + size > len(data):
+                raise ProtocolError(f"{NAMES[mtype]}.{name}: short field")
+            (out[name],) = struct.unpack_from(_INT[kind], data, pos)
+            pos += size
+    if pos != len(data):
+        raise ProtocolError(f"{NAMES[mtype]}: {len(data) - pos} bytes left over")
+    if fd is not None and not carries_fd(mtype):
+        raise ProtocolError(f"{NAMES[mtype]} with an unexpected fd")
+    return Msg(mtype, out, fd)
+
+
+class Conn:
+    """One connected SOCK_SEQPACKET link."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    @classmethod
+    def connect(cls, path, timeout=5.0):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(timeout)
+        s.connect(path)
+        s.settimeout(None)
+        return cls(s)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def send_raw(self, data, fd=None):
+        if fd is None:
+            self.sock.sendmsg([data])
+        else:
+            socket.send_fds(self.sock, [data], [fd])
+
+    def send(self, mtype, fd=None, **values):
+        if carries_fd(mtype) != (fd is not None):
+            raise ProtocolError(f"{NAMES[mtype]}: fd {'required' if carries_fd(mtype) else 'not allowed'}")
+        self.send_raw(pack(mtype, **values), fd)
+
+    def recv(self, timeout=10.0):
+        """The next message; None when the peer closed; TimeoutError after timeout s."""
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        if not r:
+            raise TimeoutError("no message within %.1f s" % timeout)
+        data, fds, flags, _ = socket.recv_fds(self.sock, MSG_MAX, 4)
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            for f in fds:
+                os.close(f)
+            raise ProtocolError("truncated packet")
+        if not data and not fds:
+            return None
+        if len(fds) > 1:
+            for f in fds:
+                os.close(f)
+            raise ProtocolError("more than one fd")
+        return unpack(data, fds[0] if fds else None)
+
+    def expect(self, mtype, timeout=10.0):
+        m = self.recv(timeout)
+        if m is None:
+            raise ProtocolError(f"peer closed while waiting for {NAMES[mtype]}")
+        if m.type != mtype:
+            m.close()
+            raise ProtocolError(f"got {m.name}, expected {NAMES[mtype]}")
+        return m
+
+    def closed_by_peer(self, timeout=5.0):
+        """True when the peer closes the link within timeout (messages before that are
+        discarded)."""
+        try:
+            while True:
+                m = self.recv(timeout)
+                if m is None:
+                    return True
+                m.close()
+        except (TimeoutError, ProtocolError):
+            return False
+        except OSError:
+            return True
+
+    # The connecting side of either link.
+    def hello(self, program="rtsproto", timeout=5.0):
+        self.send(HELLO, version=PROTO_VERSION, program=program)
+        return self.expect(HELLO_OK, timeout)
+
+    # The listening side of either link.
+    def expect_hello(self, timeout=5.0):
+        m = self.expect(HELLO, timeout)
+        if m["version"] != PROTO_VERSION:
+            raise ProtocolError(f"peer speaks version {m['version']}")
+        self.send(HELLO_OK, version=PROTO_VERSION)
+        return m
+
+
+class Listener:
+    """A SOCK_SEQPACKET listening socket at path (0600), e.g. a fake brokerd."""
+
+    def __init__(self, path, mode=0o600):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        old = os.umask(0o777)
+        try:
+            self.sock.bind(path)
+        finally:
+            os.umask(old)
+        os.chmod(path, mode)
+        self.sock.listen(16)
+
+    def accept(self, timeout=5.0):
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        if not r:
+            raise TimeoutError("nobody connected to %s within %.1f s" % (self.path, timeout))
+        s, _ = self.sock.accept()
+        return Conn(s)
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def close(self):
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def channel_hash(channel):
+    """rts_channel_hash: hex sha256 of the channel key's bytes."""
+    import hashlib
+    return hashlib.sha256(_to_bytes(channel)).hexdigest()
+
+
+def turn_run_fields(turn_id, channel, workspace_root, speaker_id="1234", speaker_name="Alice",
+                    principal_id="principal-1234", text="hello", attachments=0, start_fresh=0):
+    """A consistent TURN_RUN payload (the workspace is workspace_root/<channel hash>)."""
+    h = channel_hash(channel)
+    return dict(turn_id=turn_id, channel=channel, channel_hash=h, speaker_id=speaker_id,
+                speaker_name=speaker_name, principal_id=principal_id, text=text,
+                attachments=attachments, start_fresh=start_fresh,
+                workspace=os.path.join(workspace_root, h))
+
+
+def open_workspace(path):
+    """The O_PATH|O_DIRECTORY fd statd passes with TURN_RUN."""
+    return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _selftest():
+    for mtype, schema in SCHEMAS.items():
+        values = {}
+        for f in schema:
+            if f is FD:
+                continue
+            name, kind = f
+            values[name] = "0123456789abcdef" if kind == "str" else 7
+        data = pack(mtype, **values)
+        m = unpack(data, 0 if carries_fd(mtype) else None)
+        assert m.fields == values, (mtype, m.fields)
+        for cut in range(8, len(data)):
+            try:
+                unpack(data[:cut], 0 if carries_fd(mtype) else None)
+            except ProtocolError:
+                continue
+            raise AssertionError(f"{NAMES[mtype]} cut at {cut} accepted")
+        try:
+            unpack(data + b"x", 0 if carries_fd(mtype) else None)
+            raise AssertionError("leftover byte accepted")
+        except ProtocolError:
+            pass
+    print("rtsproto: self-test ok")
+
+
+if __name__ == "__main__":
+    _selftest()
