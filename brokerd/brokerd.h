@@ -1,0 +1,99 @@
+/* Types shared by the pieces of roundtable-sandbox-brokerd.
+ *
+ * brokerd holds the real model and MCP credentials and the host tool commands. It never
+ * trusts a byte that comes from a worker: every limit below bounds something a guest
+ * controls (seed, "Threat model": request bodies, budgets, deadlines, upstream answers). */
+#ifndef BROKERD_BROKERD_H
+#define BROKERD_BROKERD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/conf.h"
+#include "common/ids.h"
+#include "common/proto.h"
+
+/* Seed defaults ("Threat model"). */
+#define BROKERD_MAX_TURNS 64u		       /* bound turns at once, closing ones included */
+#define BROKERD_CALLS_PER_TURN 48u	       /* broker calls per turn, refused ones included */
+#define BROKERD_BODY_MAX (256u * 1024u)	       /* request body bytes */
+#define BROKERD_ANSWER_MAX (1024u * 1024u)     /* upstream answer / tool output bytes */
+#define BROKERD_CONNECTIONS_PER_TURN 16u       /* connections one listener serves at once */
+#define BROKERD_HEADER_DEADLINE_MS 10000u      /* accept to end of the request header */
+#define BROKERD_REQUEST_DEADLINE_MS 60000u     /* accept to answer, upstream call included */
+#define BROKERD_UPSTREAM_TIMEOUT_MS 60000u     /* one upstream call */
+#define BROKERD_JSON_DEPTH 64		       /* nesting accepted in any JSON we parse */
+#define BROKERD_KEY_MAX (16u * 1024u)	       /* bytes of a credential, and of key command output */
+#define BROKERD_KEY_COMMAND_TIMEOUT_MS 10000u  /* apiKey {"command"} run time */
+#define BROKERD_KILL_GRACE_MS 2000u	       /* SIGTERM to SIGKILL for tool processes */
+
+/* The outcome of a broker call as the worker sees it: an HTTP status and a generic code
+ * (HACKING.md, "Broker HTTP contract"). Nothing else about a failure reaches the worker. */
+enum brokerd_result {
+	BROKERD_OK = 0,
+	BROKERD_BAD_REQUEST,
+	BROKERD_UNAUTHORIZED,
+	BROKERD_FORBIDDEN,
+	BROKERD_NOT_FOUND,
+	BROKERD_METHOD_NOT_ALLOWED,
+	BROKERD_TOO_LARGE,
+	BROKERD_BUSY,
+	BROKERD_BUDGET_EXHAUSTED,
+	BROKERD_UPSTREAM_ERROR,
+	BROKERD_UPSTREAM_TIMEOUT,
+	BROKERD_UNAVAILABLE,
+	BROKERD_RESULT_MAX_,
+};
+
+/* HTTP status of r (200 for BROKERD_OK; 500 for an out-of-range value, which is a bug). */
+unsigned brokerd_result_status(enum brokerd_result r);
+/* The generic error code of r ("bad_request", ...); "ok" for BROKERD_OK. Static string. */
+const char *brokerd_result_code(enum brokerd_result r);
+
+/* What a turn is bound to: set by runnerd's BROKER_BIND and never by a request body. The
+ * identity handed to key commands and host tools comes only from here (seed: "Body fields
+ * cannot change that identity"). */
+struct brokerd_binding {
+	char turn_id[RTS_TURN_ID_LEN + 1];
+	char channel_hash[RTS_HASH_HEX_LEN + 1];
+	char *channel;
+	char *speaker_id;
+	char *speaker_name;
+	char *principal_id; /* "" when the speaker was admitted without one */
+	uint64_t deadline_ms; /* CLOCK_MONOTONIC milliseconds when the turn ends */
+};
+
+/* When a blocking step (upstream call, child process) must give up. */
+struct brokerd_cancel {
+	int wake_fd;		    /* readable once the turn is closing; -1 when there is none */
+	const atomic_bool *closing; /* NULL when there is none */
+	uint64_t deadline_ms;	    /* CLOCK_MONOTONIC ms; the step fails with -ETIMEDOUT then */
+};
+
+/* True once the turn behind c is closing. */
+bool brokerd_cancel_closing(const struct brokerd_cancel *c);
+
+struct brokerd_keyring;
+
+/* One admitted call, as a route handler sees it. Everything is borrowed for the call. */
+struct brokerd_call {
+	const struct rts_config *cfg;
+	const struct brokerd_binding *binding;
+	struct brokerd_keyring *keys; /* credentials this turn has used, for the reflection filter */
+	const char *name;	      /* the tool or server name from the route, or NULL */
+	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */
+	size_t body_len;
+	struct brokerd_cancel cancel; /* turn closing, turn deadline and request deadline */
+};
+
+/* A route handler: on BROKERD_OK stores the JSON answer text in *answer (caller frees). */
+typedef enum brokerd_result (*brokerd_handler_fn)(struct brokerd_call *call, char **answer);
+
+/* The handlers, one per route kind (model.c, tool.c, mcp.c). */
+enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answer);
+enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer);
+enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer);
+
+#endif

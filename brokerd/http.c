@@ -1,0 +1,381 @@
+#include "config.h"
+
+#include <limits.h>
+#include <strings.h>
+
+#include "brokerd/http.h"
+#include "brokerd/turn.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+
+/* Longest request target we keep; longer ones cannot name a route anyway. */
+#define TARGET_MAX 256u
+
+static bool tool_known(const struct rts_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_tools; i++)
+		if (strcmp(cfg->tools[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+static bool mcp_known(const struct rts_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_mcp; i++)
+		if (strcmp(cfg->mcp[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* Every route the broker serves. Anything not listed is 404. */
+static const struct brokerd_route brokerd_routes[] = {
+	{"/model", true, "model", NULL, brokerd_model_handle},
+	{"/tools/", false, "tool", tool_known, brokerd_tool_handle},
+	{"/mcp/", false, "mcp", mcp_known, brokerd_mcp_handle},
+};
+
+const struct brokerd_route *brokerd_route_match(const struct rts_config *cfg, const char *target, const char **name)
+{
+	*name = NULL;
+	if (!target)
+		return NULL;
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(brokerd_routes); i++) {
+		const struct brokerd_route *r = &brokerd_routes[i];
+		size_t n = strlen(r->prefix);
+		if (r->exact) {
+			if (strcmp(target, r->prefix) == 0)
+				return r;
+			continue;
+		}
+		/* Configured names are [a-z][a-z0-9_]{0,47}: a suffix holding '/', '?', '#',
+		 * '%' or '.' can never equal one. */
+		if (strncmp(target, r->prefix, n) == 0 && r->name_known(cfg, target + n)) {
+			*name = target + n;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+enum header_id { H_HOST, H_AUTHORIZATION, H_CONTENT_TYPE, H_CONTENT_LENGTH, H_COUNT_ };
+
+/* The allow-list. Host: HTTP/1.1 framing (fixed value). Authorization: the dummy bearer
+ * the worker holds, checked so a caller with another credential learns nothing.
+ * Content-Type and Content-Length: the body's type and exact size, read before any byte
+ * of it. Nothing else has a meaning here. */
+static const char *const header_names[H_COUNT_] = {
+	[H_HOST] = "Host",
+	[H_AUTHORIZATION] = "Authorization",
+	[H_CONTENT_TYPE] = "Content-Type",
+	[H_CONTENT_LENGTH] = "Content-Length",
+};
+
+static bool value_is(const struct brokerd_header *h, const char *want)
+{
+	size_t n = strlen(want);
+	return h->value_len == n && memcmp(h->value, want, n) == 0;
+}
+
+enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length)
+{
+	const struct brokerd_header *seen[H_COUNT_] = {0};
+	*content_length = 0;
+	if (n > BROKERD_HEADERS_MAX)
+		return BROKERD_BAD_REQUEST;
+	for (size_t i = 0; i < n; i++) {
+		if (!h[i].name || !h[i].value || strlen(h[i].name) != h[i].name_len ||
+		    strlen(h[i].value) != h[i].value_len)
+			return BROKERD_BAD_REQUEST;
+		int id = -1;
+		for (int k = 0; k < H_COUNT_ && id < 0; k++)
+			if (strcasecmp(h[i].name, header_names[k]) == 0)
+				id = k;
+		if (id < 0 || seen[id])
+			return BROKERD_BAD_REQUEST;
+		seen[id] = &h[i];
+	}
+	if (!seen[H_AUTHORIZATION] || !value_is(seen[H_AUTHORIZATION], "Bearer " RTS_DUMMY_KEY))
+		return BROKERD_UNAUTHORIZED;
+	if (!seen[H_HOST] || !value_is(seen[H_HOST], "broker"))
+		return BROKERD_BAD_REQUEST;
+	if (!seen[H_CONTENT_TYPE] || seen[H_CONTENT_TYPE]->value_len != strlen("application/json") ||
+	    strcasecmp(seen[H_CONTENT_TYPE]->value, "application/json") != 0)
+		return BROKERD_BAD_REQUEST;
+	const struct brokerd_header *cl = seen[H_CONTENT_LENGTH];
+	if (!cl || cl->value_len == 0)
+		return BROKERD_BAD_REQUEST;
+	size_t len = 0;
+	bool too_large = false;
+	for (size_t i = 0; i < cl->value_len; i++) {
+		char c = cl->value[i];
+		if (c < '0' || c > '9')
+			return BROKERD_BAD_REQUEST;
+		if (!too_large) {
+			len = len * 10 + (size_t)(c - '0');
+			too_large = len > BROKERD_BODY_MAX;
+		}
+	}
+	if (too_large)
+		return BROKERD_TOO_LARGE;
+	*content_length = len;
+	return BROKERD_OK;
+}
+
+char *brokerd_error_body(enum brokerd_result r)
+{
+	return rts_xasprintf("{\"error\":\"%s\"}", brokerd_result_code(r));
+}
+
+/* ---- libmicrohttpd glue ---- */
+
+void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	(void)ap;
+	/* Only the format: its arguments may quote request bytes. Guests can trigger these
+	 * at will, so they stay at debug level. */
+	log_debug("libmicrohttpd: %.*s", (int)strcspn(fmt, "\n"), fmt);
+}
+
+void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+				enum MHD_ConnectionNotificationCode code)
+{
+	struct brokerd_turn *t = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct brokerd_conn *c = rts_xcalloc(1, sizeof(*c));
+		c->turn = t;
+		c->fd = ci ? ci->connect_fd : -1;
+		c->accepted_ms = rts_now_ms();
+		c->deadline_ms = c->accepted_ms + BROKERD_HEADER_DEADLINE_MS;
+		pthread_mutex_lock(&t->lock);
+		c->next = t->conns;
+		if (t->conns)
+			t->conns->prev = c;
+		t->conns = c;
+		pthread_mutex_unlock(&t->lock);
+		*socket_context = c;
+		return;
+	}
+	/* CLOSED comes before libmicrohttpd closes the fd, and the sweep shuts fds down only
+	 * under the lock: it can never touch a reused descriptor. */
+	struct brokerd_conn *c = *socket_context;
+	if (!c)
+		return;
+	pthread_mutex_lock(&t->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		t->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->holds_slot)
+		t->busy = false;
+	pthread_mutex_unlock(&t->lock);
+	free(c->target);
+	free(c->body);
+	free(c);
+	*socket_context = NULL;
+}
+
+void *brokerd_http_on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+	struct brokerd_turn *t = cls;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct brokerd_conn *c = ci ? ci->socket_context : NULL;
+	if (!c)
+		return NULL;
+	/* Every request line counts against the budget, whatever happens to it next (seed:
+	 * refused calls count). */
+	pthread_mutex_lock(&t->lock);
+	if (t->calls < UINT_MAX)
+		t->calls++;
+	c->call_no = t->calls;
+	pthread_mutex_unlock(&t->lock);
+	if (c->state != BROKERD_CONN_NEW) {
+		/* A second request on one connection: we answer with Connection: close, so only
+		 * a client ignoring that gets here. */
+		c->state = BROKERD_CONN_DROP;
+		return c;
+	}
+	c->state = BROKERD_CONN_HEADER;
+	c->target = rts_xstrndup(uri, TARGET_MAX);
+	if (strlen(uri) > TARGET_MAX)
+		c->target[0] = '\0'; /* matches no route */
+	return c;
+}
+
+struct header_list {
+	struct brokerd_header h[BROKERD_HEADERS_MAX];
+	size_t n; /* fields seen, may exceed BROKERD_HEADERS_MAX */
+};
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				      const char *value, size_t value_size)
+{
+	(void)kind;
+	struct header_list *l = cls;
+	if (l->n < BROKERD_HEADERS_MAX)
+		l->h[l->n] = (struct brokerd_header){
+			.name = key, .name_len = key_size, .value = value ? value : "", .value_len = value ? value_size : 0};
+	l->n++;
+	return l->n <= BROKERD_HEADERS_MAX ? MHD_YES : MHD_NO;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, const char *body)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	/* The only headers besides libmicrohttpd's framing (Date, Content-Length). */
+	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") != MHD_YES ||
+	    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES) {
+		MHD_destroy_response(resp);
+		return MHD_NO;
+	}
+	enum MHD_Result r = MHD_queue_response(mc, status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+static void log_call(struct brokerd_turn *t, struct brokerd_conn *c, enum brokerd_result r)
+{
+	rts_log_turn(LOG_DEBUG, t->b.turn_id, t->b.channel_hash, brokerd_result_code(r), rts_now_ms() - c->accepted_ms,
+		     "call %u route %s status %u", c->call_no, c->route ? c->route->kind : "none",
+		     brokerd_result_status(r));
+}
+
+static enum MHD_Result refuse(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
+			      enum brokerd_result r)
+{
+	c->state = BROKERD_CONN_DONE;
+	log_call(t, c, r);
+	cleanup_free char *body = brokerd_error_body(r);
+	return respond(mc, brokerd_result_status(r), body);
+}
+
+static bool turn_open(struct brokerd_turn *t)
+{
+	return !atomic_load(&t->closing) && rts_now_ms() < t->b.deadline_ms;
+}
+
+/* Everything decided from the request line and header, before any body byte is read. */
+static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
+				 const char *method, const char *version)
+{
+	if (!turn_open(t))
+		return BROKERD_UNAVAILABLE;
+	if (c->call_no > BROKERD_CALLS_PER_TURN)
+		return BROKERD_BUDGET_EXHAUSTED;
+	c->route = brokerd_route_match(t->cfg, c->target, &c->name);
+	if (!c->route)
+		return BROKERD_NOT_FOUND;
+	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+		return BROKERD_METHOD_NOT_ALLOWED;
+	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
+		return BROKERD_BAD_REQUEST;
+
+	struct header_list hl = {.n = 0};
+	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
+	size_t len = 0;
+	enum brokerd_result r = brokerd_headers_check(hl.h, hl.n, &len);
+	if (r != BROKERD_OK)
+		return r;
+
+	/* One call in flight per turn; a second one is refused, not queued. */
+	pthread_mutex_lock(&t->lock);
+	bool busy = t->busy;
+	if (!busy) {
+		t->busy = true;
+		c->holds_slot = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (busy)
+		return BROKERD_BUSY;
+	c->body_want = len;
+	c->body = rts_xmalloc(len + 1);
+	return BROKERD_OK;
+}
+
+static void release_slot(struct brokerd_turn *t, struct brokerd_conn *c)
+{
+	pthread_mutex_lock(&t->lock);
+	if (c->holds_slot)
+		t->busy = false;
+	c->holds_slot = false;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc)
+{
+	c->state = BROKERD_CONN_DONE;
+	uint64_t deadline = c->deadline_ms < t->b.deadline_ms ? c->deadline_ms : t->b.deadline_ms;
+	struct brokerd_call call = {
+		.cfg = t->cfg,
+		.binding = &t->b,
+		.keys = t->keys,
+		.name = c->name,
+		.body = c->body,
+		.body_len = c->body_len,
+		.cancel = {.wake_fd = t->wake_fd, .closing = &t->closing, .deadline_ms = deadline},
+	};
+	char *answer = NULL;
+	enum brokerd_result r = turn_open(t) ? c->route->handle(&call, &answer) : BROKERD_UNAVAILABLE;
+	release_slot(t, c);
+	if (r == BROKERD_OK && !answer)
+		r = BROKERD_UPSTREAM_ERROR;
+	if (r != BROKERD_OK) {
+		free(answer);
+		return refuse(t, c, mc, r);
+	}
+	log_call(t, c, r);
+	enum MHD_Result ret = respond(mc, 200, answer);
+	free(answer);
+	return ret;
+}
+
+enum MHD_Result brokerd_http_on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+					const char *version, const char *upload_data, size_t *upload_data_size,
+					void **req_cls)
+{
+	(void)url; /* decoded by libmicrohttpd; routes use the raw target instead */
+	struct brokerd_turn *t = cls;
+	struct brokerd_conn *c = *req_cls;
+	if (!c)
+		return MHD_NO;
+	switch (c->state) {
+	case BROKERD_CONN_HEADER: {
+		c->state = BROKERD_CONN_BODY;
+		/* The sweep reads the deadline from the main thread. */
+		pthread_mutex_lock(&t->lock);
+		c->deadline_ms = c->accepted_ms + BROKERD_REQUEST_DEADLINE_MS;
+		pthread_mutex_unlock(&t->lock);
+		enum brokerd_result r = admit(t, c, mc, method, version);
+		return r == BROKERD_OK ? MHD_YES : refuse(t, c, mc, r);
+	}
+	case BROKERD_CONN_BODY:
+		if (*upload_data_size == 0) {
+			if (c->body_len != c->body_want)
+				return MHD_NO;
+			return run_call(t, c, mc);
+		}
+		if (!turn_open(t) || rts_now_ms() >= c->deadline_ms)
+			return MHD_NO; /* closes the connection */
+		/* libmicrohttpd frames the body by Content-Length; this is a second guard. */
+		if (*upload_data_size > c->body_want - c->body_len)
+			return MHD_NO;
+		memcpy(c->body + c->body_len, upload_data, *upload_data_size);
+		c->body_len += *upload_data_size;
+		*upload_data_size = 0;
+		return MHD_YES;
+	case BROKERD_CONN_DONE:
+		/* Answered already: drop whatever body is still arriving. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	case BROKERD_CONN_NEW:
+	case BROKERD_CONN_DROP:
+		break;
+	}
+	return MHD_NO;
+}

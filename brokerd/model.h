@@ -1,0 +1,51 @@
+/* POST /model: the worker's Chat Completions request in, a rebuilt one out; the upstream
+ * answer in, a rebuilt one back (HACKING.md, "Broker HTTP contract"; seed, "Threat model":
+ * the model route fixes the URL, the model, non-streaming mode and the output limit, and
+ * accepts only system/user/assistant/tool roles with string content and function tool
+ * calls). The functions here are pure; brokerd_model_handle() in brokerd.h does the I/O. */
+#ifndef BROKERD_MODEL_H
+#define BROKERD_MODEL_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Bounds on a request, beyond the 256 KiB body limit. */
+#define BROKERD_MODEL_MESSAGES_MAX 1024u
+#define BROKERD_MODEL_TOOLS_MAX 128u
+#define BROKERD_MODEL_TOOL_CALLS_MAX 64u
+#define BROKERD_MODEL_ID_MAX 256u /* tool call ids */
+
+/* Validate the parsed body of a worker's POST /model and build the upstream body from
+ * scratch: {"model": model, "messages": [...], "tools": [...]? , "tool_choice"?,
+ * "stream": false, "max_tokens": min(max_output_tokens, asked)}. Accepted input:
+ *   messages     1..BROKERD_MODEL_MESSAGES_MAX objects; role system|user|assistant|tool;
+ *                content a string (assistant: string, or null/absent with tool_calls);
+ *                assistant tool_calls [{id, type:"function", function:{name, arguments
+ *                (string)}}]; tool messages need tool_call_id; no other member;
+ *   tools        [{type:"function", function:{name, description?, parameters?}}], names
+ *                [A-Za-z0-9_-]{1,64} and distinct, parameters a JSON schema whose
+ *                $ref-like keywords are local (brokerd_schema_refs_local);
+ *   max_tokens   a positive integer;
+ *   tool_choice  "auto" or "none" (sent only with tools);
+ * and no other top-level member. Returns 0 with *out (caller owns it), or -EINVAL with
+ * *why set to a short static description of the first problem (no request data). */
+int brokerd_model_request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
+				const char **why);
+
+/* True when every schema position in schema (properties, items, allOf, $defs, ... but not
+ * enum/const/default/examples data or property names) has $ref, $dynamicRef,
+ * $recursiveRef, $id, $schema only as strings starting with "#", and $vocabulary only
+ * with such keys (seed: these keywords accept only local fragments, not remote URLs). */
+bool brokerd_schema_refs_local(json_object *schema);
+
+/* Rebuild an upstream Chat Completions answer from scratch: {"choices":[{"index":0,
+ * "message":{"role":"assistant","content": string|null, "tool_calls":[{"id","type":
+ * "function","function":{"name","arguments"}}]?},"finish_reason": string}],
+ * "usage": {integer members only}?}. Only the first choice is kept; every other upstream
+ * member is dropped. Refused (-EINVAL, *why static) when ans is not an object, carries an
+ * "error" member, has no non-empty "choices" array, or the first choice's message,
+ * content, tool calls or finish_reason have the wrong shape. */
+int brokerd_model_answer_rebuild(json_object *ans, json_object **out, const char **why);
+
+#endif

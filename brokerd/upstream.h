@@ -1,0 +1,57 @@
+/* One HTTPS POST to an operator-configured upstream (the model endpoint, an MCP server).
+ *
+ * The request is built from scratch: only the headers below are sent, the URL is the
+ * configured one, https only, no redirects (a 3xx comes back as a status), no proxy from
+ * the environment, peer and host verification always on (caFile replaces the system store
+ * when configured), no compression, no cookies. The answer is bounded and never streamed
+ * to the worker: callers parse and rebuild it. */
+#ifndef BROKERD_UPSTREAM_H
+#define BROKERD_UPSTREAM_H
+
+#include <json.h>
+#include <stddef.h>
+
+#include "brokerd/brokerd.h"
+
+struct brokerd_upstream_req {
+	const char *url;     /* https:// only (the config checks it) */
+	const char *ca_file; /* NULL: the system trust store */
+	const char *bearer;  /* real credential for "Authorization: Bearer", or NULL for none */
+	const char *body;    /* JSON text */
+	size_t body_len;
+	size_t max_answer;   /* answer body bytes; more is -EFBIG */
+	struct brokerd_cancel cancel; /* turn closing and the call's deadline */
+};
+
+struct brokerd_upstream_answer {
+	long status;	    /* HTTP status */
+	char *content_type; /* the Content-Type header, or NULL; caller frees */
+	char *body;	    /* NUL-terminated; caller frees */
+	size_t len;
+};
+
+/* Send the POST and wait for the whole answer, at most BROKERD_UPSTREAM_TIMEOUT_MS and never
+ * past req->cancel.deadline_ms. Returns 0 with *a filled (whatever the status), -ETIMEDOUT,
+ * -ECANCELED (the turn closed; the transfer is aborted at once), -EFBIG (answer larger than
+ * max_answer), or -EPROTO for any other transport failure (DNS, TLS, connection). The
+ * bearer value is wiped from our copies before returning. Nothing about the URL or the
+ * failure is logged here beyond libcurl's generic error name at debug level. */
+int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd_upstream_answer *a);
+
+void brokerd_upstream_answer_release(struct brokerd_upstream_answer *a);
+
+/* The common tail of every upstream call a route makes: post req, then require a 2xx
+ * status, a JSON Content-Type, a JSON document (depth BROKERD_JSON_DEPTH) and no reflection
+ * of any credential the turn has used (call->keys), in the raw body or in any decoded
+ * string. what ("model", "mcp") names the upstream in the one log line a failure gets.
+ * Returns BROKERD_OK with *out (caller owns it), BROKERD_UPSTREAM_TIMEOUT,
+ * BROKERD_UNAVAILABLE (turn closing) or BROKERD_UPSTREAM_ERROR. */
+enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char *what,
+					  const struct brokerd_upstream_req *req, json_object **out);
+
+/* True when a Content-Type header value names application/json (case-insensitive, with
+ * optional parameters such as "; charset=utf-8"). text/event-stream and anything else is
+ * false: an MCP server that answers with SSE is refused (seed, "Optional MCP tools"). */
+bool brokerd_content_type_is_json(const char *ct);
+
+#endif

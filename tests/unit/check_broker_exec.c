@@ -1,0 +1,377 @@
+/* Host commands (tools, key commands) and credential sources: real child processes, real
+ * files; the deadline, the turn closing and the output bound stop a command, nothing of
+ * brokerd's environment or descriptors leaks into it, and keys fail closed. */
+#include "config.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "brokerd/exec.h"
+#include "brokerd/keys.h"
+#include "common/json.h"
+#include "common/util.h"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_broker_exec.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+	cleanup_free char *cmd = rts_xasprintf("rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct brokerd_cancel in_ms(uint64_t ms)
+{
+	return (struct brokerd_cancel){.wake_fd = -1, .closing = NULL, .deadline_ms = rts_now_ms() + ms};
+}
+
+static int run(char *const *argv, const char *input, size_t max, struct brokerd_cancel c, struct brokerd_exec_result *r)
+{
+	struct brokerd_exec e = {
+		.argv = argv,
+		.input = input,
+		.input_len = input ? strlen(input) : 0,
+		.max_output = max,
+		.cancel = c,
+		.stderr_label = "test",
+		.turn_id = "0123456789abcdef",
+	};
+	return brokerd_exec_run(&e, r);
+}
+
+START_TEST(test_cat_large_input)
+{
+	/* Larger than a pipe buffer in both directions: stdin is written while stdout is read. */
+	size_t n = 300 * 1024;
+	cleanup_free char *in = rts_xmalloc(n + 1);
+	for (size_t i = 0; i < n; i++)
+		in[i] = (char)('a' + i % 26);
+	in[n] = '\0';
+	char *const argv[] = {"/bin/cat", NULL};
+	struct brokerd_exec_result r;
+	ck_assert_int_eq(run(argv, in, 1024 * 1024, in_ms(10000), &r), 0);
+	ck_assert_int_eq(r.exit_status, 0);
+	ck_assert_uint_eq(r.len, n);
+	ck_assert(memcmp(r.output, in, n) == 0);
+	free(r.output);
+}
+END_TEST
+
+static char *run_output(char *const *argv)
+{
+	struct brokerd_exec_result r;
+	ck_assert_int_eq(run(argv, NULL, 4096, in_ms(10000), &r), 0);
+	ck_assert_int_eq(r.exit_status, 0);
+	return r.output;
+}
+
+START_TEST(test_environment_cwd_fds_session)
+{
+	setenv("RTS_SECRET_FOR_TEST", "do-not-leak", 1);
+	char *const env[] = {"/usr/bin/env", NULL};
+	cleanup_free char *e = run_output(env);
+	ck_assert_str_eq(e, "PATH=/usr/bin:/bin\n");
+
+	char *const pwd[] = {"/bin/pwd", NULL};
+	cleanup_free char *p = run_output(pwd);
+	ck_assert_str_eq(p, "/\n");
+
+	/* An fd of ours without CLOEXEC must not reach the command either. */
+	int leak = open("/dev/null", O_RDONLY);
+	ck_assert_int_ge(leak, 3);
+	char *const fds[] = {"/bin/ls", "/proc/self/fd", NULL};
+	cleanup_free char *f = run_output(fds);
+	close(leak);
+	ck_assert_str_eq(f, "0\n1\n2\n3\n"); /* 3 is ls's own directory handle */
+
+	char *const sid[] = {"/bin/sh", "-c", "set -- $(cat /proc/$$/stat); [ \"$6\" = \"$$\" ] && echo leader", NULL};
+	cleanup_free char *s = run_output(sid);
+	ck_assert_str_eq(s, "leader\n");
+}
+END_TEST
+
+START_TEST(test_exit_status)
+{
+	char *const fail[] = {"/bin/sh", "-c", "echo out; exit 3", NULL};
+	struct brokerd_exec_result r;
+	ck_assert_int_eq(run(fail, NULL, 4096, in_ms(10000), &r), 0);
+	ck_assert_int_eq(r.exit_status, 3);
+	ck_assert_str_eq(r.output, "out\n");
+	free(r.output);
+	char *const killed[] = {"/bin/sh", "-c", "kill -9 $$", NULL};
+	ck_assert_int_eq(run(killed, NULL, 4096, in_ms(10000), &r), 0);
+	ck_assert_int_eq(r.exit_status, -1);
+	free(r.output);
+	char *const missing[] = {"/nonexistent/tool", NULL};
+	ck_assert_int_eq(run(missing, NULL, 4096, in_ms(10000), &r), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_deadline)
+{
+	char *const argv[] = {"/bin/sleep", "30", NULL};
+	struct brokerd_exec_result r;
+	uint64_t t0 = rts_now_ms();
+	ck_assert_int_eq(run(argv, NULL, 4096, in_ms(300), &r), -ETIMEDOUT);
+	uint64_t took = rts_now_ms() - t0;
+	ck_assert_msg(took >= 300 && took < 1500, "took %llu ms", (unsigned long long)took);
+}
+END_TEST
+
+START_TEST(test_sigterm_ignored_then_sigkill)
+{
+	char *const argv[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30", NULL};
+	struct brokerd_exec_result r;
+	uint64_t t0 = rts_now_ms();
+	ck_assert_int_eq(run(argv, NULL, 4096, in_ms(200), &r), -ETIMEDOUT);
+	uint64_t took = rts_now_ms() - t0;
+	ck_assert_msg(took >= 200 + BROKERD_KILL_GRACE_MS && took < 200 + BROKERD_KILL_GRACE_MS + 1500,
+		      "took %llu ms", (unsigned long long)took);
+}
+END_TEST
+
+START_TEST(test_output_bound)
+{
+	char *const argv[] = {"/usr/bin/yes", NULL};
+	struct brokerd_exec_result r;
+	uint64_t t0 = rts_now_ms();
+	ck_assert_int_eq(run(argv, NULL, 1000, in_ms(10000), &r), -EFBIG);
+	ck_assert_uint_lt(rts_now_ms() - t0, 3000);
+}
+END_TEST
+
+static atomic_bool closing;
+static int wake_fd = -1;
+
+static void *close_soon(void *arg)
+{
+	(void)arg;
+	struct timespec ts = {.tv_nsec = 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	atomic_store(&closing, true);
+	uint64_t one = 1;
+	ck_assert_int_eq(write(wake_fd, &one, sizeof(one)), 8);
+	return NULL;
+}
+
+START_TEST(test_turn_closing_cancels)
+{
+	atomic_store(&closing, false);
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ck_assert_int_ge(wake_fd, 0);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, close_soon, NULL), 0);
+	char *const argv[] = {"/bin/sleep", "30", NULL};
+	struct brokerd_exec_result r;
+	struct brokerd_cancel c = {.wake_fd = wake_fd, .closing = &closing, .deadline_ms = rts_now_ms() + 30000};
+	uint64_t t0 = rts_now_ms();
+	ck_assert_int_eq(run(argv, NULL, 4096, c, &r), -ECANCELED);
+	ck_assert_uint_lt(rts_now_ms() - t0, 1500);
+	pthread_join(th, NULL);
+	close(wake_fd);
+}
+END_TEST
+
+/* A process the command leaves behind in its group does not outlive the call. */
+START_TEST(test_stragglers_killed)
+{
+	char *const argv[] = {"/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!", NULL};
+	struct brokerd_exec_result r;
+	ck_assert_int_eq(run(argv, NULL, 4096, in_ms(10000), &r), 0);
+	pid_t pid = (pid_t)atoi(r.output);
+	free(r.output);
+	ck_assert_int_gt(pid, 1);
+	bool gone = false;
+	for (int i = 0; i < 50 && !gone; i++) {
+		char path[64], state = 0;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "re");
+		/* absent, or a zombie waiting for its new parent to reap it */
+		if (!f || fscanf(f, "%*d %*s %c", &state) != 1 || state == 'Z')
+			gone = true;
+		if (f)
+			fclose(f);
+		struct timespec ts = {.tv_nsec = 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_msg(gone, "background process %d still running", (int)pid);
+}
+END_TEST
+
+/* ---- credentials ---- */
+
+static const struct brokerd_binding binding = {
+	.turn_id = "0123456789abcdef",
+	.channel = "guild:1/chan:2",
+	.speaker_id = "42",
+	.speaker_name = "Alice \"A\"",
+	.principal_id = "",
+	.deadline_ms = UINT64_MAX,
+};
+
+static char *write_file(const char *name, const char *content)
+{
+	char *path = rts_xasprintf("%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "we");
+	ck_assert_ptr_nonnull(f);
+	fputs(content, f);
+	fclose(f);
+	return path;
+}
+
+static int read_key(const struct rts_key_source *src, char **key, size_t *len)
+{
+	struct brokerd_cancel c = in_ms(20000);
+	return brokerd_key_read(src, &binding, &c, key, len);
+}
+
+START_TEST(test_key_valid)
+{
+	ck_assert(brokerd_key_valid("sk-abc_123.x~", 13));
+	ck_assert(!brokerd_key_valid("", 0));
+	ck_assert(!brokerd_key_valid("a b", 3));
+	ck_assert(!brokerd_key_valid("ab\n", 3));
+	ck_assert(!brokerd_key_valid("ab\r", 3));
+	ck_assert(!brokerd_key_valid("a\tb", 3));
+	ck_assert(!brokerd_key_valid("a\x7f", 2));
+	ck_assert(!brokerd_key_valid("\xc3\xa4", 2));
+	ck_assert(!brokerd_key_valid("a\0b", 3));
+}
+END_TEST
+
+START_TEST(test_key_file)
+{
+	char *key = NULL;
+	size_t len = 0;
+	cleanup_free char *p1 = write_file("k1", "sk-from-file\n");
+	struct rts_key_source src = {.kind = RTS_KEY_FILE, .value = p1};
+	ck_assert_int_eq(read_key(&src, &key, &len), 0);
+	ck_assert_str_eq(key, "sk-from-file");
+	ck_assert_uint_eq(len, 12);
+	brokerd_key_free(key, len);
+
+	/* only one newline is stripped; what is left is not a key */
+	cleanup_free char *p2 = write_file("k2", "sk-from-file\n\n");
+	src.value = p2;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	ck_assert_ptr_null(key);
+	cleanup_free char *p3 = write_file("k3", "");
+	src.value = p3;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	cleanup_free char *p4 = rts_xasprintf("%s/missing", tmpdir);
+	src.value = p4;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	/* a FIFO must not block the call */
+	cleanup_free char *p5 = rts_xasprintf("%s/fifo", tmpdir);
+	ck_assert_int_eq(mkfifo(p5, 0600), 0);
+	src.value = p5;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+}
+END_TEST
+
+START_TEST(test_key_env_and_credential)
+{
+	char *key = NULL;
+	size_t len = 0;
+	struct rts_key_source env = {.kind = RTS_KEY_ENV, .value = "RTS_TEST_MODEL_KEY"};
+	unsetenv("RTS_TEST_MODEL_KEY");
+	ck_assert_int_eq(read_key(&env, &key, &len), -ENOKEY);
+	setenv("RTS_TEST_MODEL_KEY", "sk-env", 1);
+	ck_assert_int_eq(read_key(&env, &key, &len), 0);
+	ck_assert_str_eq(key, "sk-env");
+	brokerd_key_free(key, len);
+	setenv("RTS_TEST_MODEL_KEY", "sk env", 1);
+	ck_assert_int_eq(read_key(&env, &key, &len), -ENOKEY);
+
+	cleanup_free char *p = write_file("model-api-key", "sk-cred\n");
+	struct rts_key_source cred = {.kind = RTS_KEY_CREDENTIAL, .value = "model-api-key"};
+	unsetenv("CREDENTIALS_DIRECTORY");
+	ck_assert_int_eq(read_key(&cred, &key, &len), -ENOKEY);
+	setenv("CREDENTIALS_DIRECTORY", tmpdir, 1);
+	ck_assert_int_eq(read_key(&cred, &key, &len), 0);
+	ck_assert_str_eq(key, "sk-cred");
+	brokerd_key_free(key, len);
+	/* a symlink in the credentials directory is not followed */
+	cleanup_free char *link = rts_xasprintf("%s/linked", tmpdir);
+	ck_assert_int_eq(symlink(p, link), 0);
+	struct rts_key_source linked = {.kind = RTS_KEY_CREDENTIAL, .value = "linked"};
+	ck_assert_int_eq(read_key(&linked, &key, &len), -ENOKEY);
+	unsetenv("CREDENTIALS_DIRECTORY");
+}
+END_TEST
+
+START_TEST(test_key_command)
+{
+	char *key = NULL;
+	size_t len = 0;
+	cleanup_free char *seen = rts_xasprintf("%s/stdin", tmpdir);
+	cleanup_free char *script = rts_xasprintf("cat > '%s'; echo sk-from-command", seen);
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct rts_key_source src = {.kind = RTS_KEY_COMMAND, .argv = argv};
+	ck_assert_int_eq(read_key(&src, &key, &len), 0);
+	ck_assert_str_eq(key, "sk-from-command");
+	brokerd_key_free(key, len);
+	/* it got the binding, principalId null when there is none */
+	json_object *in = NULL;
+	char err[256];
+	ck_assert_int_eq(rts_json_read_file(seen, 4096, 8, &in, err, sizeof(err)), 0);
+	cleanup_free char *text = rts_json_dump(in);
+	json_object_put(in);
+	ck_assert_str_eq(text, "{\"channel\":\"guild:1/chan:2\",\"speaker\":{\"id\":\"42\",\"name\":\"Alice \\\"A\\\"\","
+			       "\"principalId\":null}}");
+
+	char *fail[] = {"/bin/sh", "-c", "echo sk-x; exit 1", NULL};
+	src.argv = fail;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	char *empty[] = {"/bin/true", NULL};
+	src.argv = empty;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	char *huge[] = {"/usr/bin/yes", NULL};
+	src.argv = huge;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+}
+END_TEST
+
+int main(void)
+{
+	/* As in brokerd: a child writing to a closed pipe must not kill the test. */
+	signal(SIGPIPE, SIG_IGN);
+	Suite *s = suite_create("broker_exec");
+	TCase *tc = tcase_create("exec");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_cat_large_input);
+	tcase_add_test(tc, test_environment_cwd_fds_session);
+	tcase_add_test(tc, test_exit_status);
+	tcase_add_test(tc, test_deadline);
+	tcase_add_test(tc, test_sigterm_ignored_then_sigkill);
+	tcase_add_test(tc, test_output_bound);
+	tcase_add_test(tc, test_turn_closing_cancels);
+	tcase_add_test(tc, test_stragglers_killed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("keys");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_key_valid);
+	tcase_add_test(tc, test_key_file);
+	tcase_add_test(tc, test_key_env_and_credential);
+	tcase_add_test(tc, test_key_command);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
