@@ -1,0 +1,53 @@
+/* The worker's input: one JSON object on stdin (HACKING.md "Worker input"). */
+#ifndef WORKER_INPUT_H
+#define WORKER_INPUT_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One public tool the host offers (rts_config_public_tools()). Strings are borrowed from
+ * the input document. */
+struct worker_tool {
+	const char *name;	 /* what the model calls it: host_<name> or mcp_<i>_<tool> */
+	const char *description;
+	json_object *parameters; /* JSON schema object (borrowed) */
+	const char *route;	 /* /tools/<name> or /mcp/<server> */
+	const char *mcp_tool;	 /* the server's own tool name; NULL for /tools/ routes */
+};
+
+struct worker_input {
+	json_object *root; /* owns every borrowed pointer below */
+	const char *turn;
+	const char *speaker_id;
+	const char *speaker_name;
+	const char *text;
+	uint32_t attachments;
+	const char *system_prompt;
+	const char *time_zone;
+	const char *now;
+	struct worker_tool *tools;
+	size_t n_tools;
+	bool start_fresh;
+	unsigned model_calls;		 /* limits.modelCalls */
+	unsigned tool_calls_per_response; /* limits.toolCallsPerResponse */
+	unsigned max_output_tokens;	 /* limits.maxOutputTokens */
+	uint32_t turn_timeout_ms;	 /* limits.turnTimeoutMs, optional (0: not given) */
+};
+
+/* Parse and validate the len bytes at buf. Every field of HACKING.md's example is
+ * required and type- and range-checked; unknown keys are ignored so the host can add
+ * fields without breaking older images. Returns 0 with *out (free with
+ * worker_input_free()), or -EINVAL with *why set to a short static reason for stderr. */
+int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why);
+
+void worker_input_free(struct worker_input *in);
+
+/* The offered public tool called name, or NULL. */
+const struct worker_tool *worker_input_tool(const struct worker_input *in, const char *name);
+
+/* True when s matches [a-z][a-z0-9_]{0,max_len-1}. */
+bool worker_input_name_valid(const char *s, size_t max_len);
+
+#endif

@@ -1,0 +1,28 @@
+/* Bounded text: JSON-encoded sizes and visible truncation at UTF-8 boundaries. */
+#ifndef WORKER_TEXT_H
+#define WORKER_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Appended to every text the worker cuts (seed: "The worker marks truncated text"). */
+#define WORKER_TRUNCATED_MARK "\xe2\x80\xa6[truncated]"
+
+/* Bytes the len bytes at s take inside a JSON string as json-c writes them, quotes not
+ * included. Counts '/' as escaped, so it never underestimates. */
+size_t worker_text_json_len(const char *s, size_t len);
+
+/* Number of Unicode characters (code points) in the valid UTF-8 string s. */
+size_t worker_text_chars(const char *s);
+
+/* Cut a trailing, incomplete UTF-8 sequence off s in place (what snprintf's byte limit
+ * can leave), so a valid UTF-8 string cut anywhere stays valid. */
+void worker_text_trim_utf8(char *s);
+
+/* A newly allocated copy of the valid UTF-8 string s whose JSON-encoded length is at most
+ * max bytes: unchanged when it fits, otherwise cut at a character boundary with
+ * WORKER_TRUNCATED_MARK appended (the mark counts against max). *truncated (may be NULL)
+ * says which. max must be at least the mark's length. Never fails (allocation aborts). */
+char *worker_text_bound(const char *s, size_t max, bool *truncated);
+
+#endif
