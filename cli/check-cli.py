@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""The admin CLI against a scripted stand-in for statd's control socket.
+
+Checks what the CLI sends (request shapes from DESIGN.md section 5), what it prints and
+which exit code it returns (the table at the top of cli/main.c). Needs python3 only: no
+daemons, no Docker, no root. Run from the build directory (make check does), or set
+RTS_CLI to the binary.
+"""
+import json
+import os
+import pty
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+CLI = os.environ.get("RTS_CLI", os.path.join(os.getcwd(), "cli", "roundtable-sandbox"))
+
+
+class FakeStatd:
+    """Accepts connections on <dir>/control.sock and answers each request line with the
+    lines that script(request) returns (a list of bytes; the connection closes after a
+    b"CLOSE" item). Every request is recorded."""
+
+    def __init__(self, runtime_dir, script):
+        self.path = os.path.join(runtime_dir, "control.sock")
+        self.script = script
+        self.requests = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn):
+        with conn, conn.makefile("rb") as f:
+            try:
+                for line in f:
+                    req = json.loads(line)
+                    self.requests.append(req)
+                    for out in self.script(req):
+                        if out == b"CLOSE":
+                            return
+                        conn.sendall(out)
+            except OSError:
+                pass  # the CLI hung up, as it should on an oversized line
+
+    def close(self):
+        self.sock.close()
+
+
+def line(obj):
+    return json.dumps(obj).encode() + b"\n"
+
+
+def statd_script(req):
+    """The stand-in's behaviour, chosen by the request (and, for messages, its text)."""
+    rid = req.get("id")
+    op = req.get("op")
+    if op == "mode":
+        return [line({"id": rid, "ok": True, "channel": req["channel"], "mode": req["mode"]})]
+    if op == "status" and "channel" in req:
+        return [line({"id": rid, "ok": True, "channel": req["channel"], "mode": "on", "running": True,
+                      "queued": 2, "fresh": False})]
+    if op == "status":
+        return [line({"id": rid, "ok": True, "channels": 3, "on": 2, "running": 1, "queued": 4})]
+    if op == "fresh":
+        return [line({"id": rid, "ok": True, "channel": req["channel"], "fresh": True})]
+    if op == "cancel":
+        return [line({"id": rid, "ok": True, "channel": req["channel"], "cancelled": 3})]
+    if op == "channels":
+        return [line({"id": rid, "ok": True, "channels": [
+            {"channel": "alpha", "mode": "on"},
+            {"channel": "evil\n\x1b[2Jkey\\", "mode": "off"}]})]
+    if op != "message":
+        return [line({"id": rid, "error": "unknown op"})]
+    text = req["text"]
+    route = {"pass": "pass", "drop": "drop"}.get(text, "sandbox")
+    if text == "refused":
+        return [line({"id": rid, "error": "invalid message"})]
+    if text == "anonymous":
+        return [line({"error": "malformed request"})]
+    if text == "garbage":
+        return [b"{not json\n"]
+    if text == "huge":
+        return [b"{\"id\": %d, \"pad\": \"" % rid + b"x" * (1024 * 1024) + b"\"}\n"]
+    answers = [line({"id": 999, "event": "reply", "text": "someone else's"}),
+               line({"id": rid, "route": route})]
+    if route != "sandbox":
+        return answers
+    if text == "fail":
+        return answers + [line({"id": rid, "event": "error", "error": "turn_timeout"})]
+    if text == "hangup":
+        return answers + [b"CLOSE"]
+    if text == "escape":
+        return answers + [line({"id": rid, "event": "reply", "text": "a\x1b[31mb\nc\td"})]
+    return answers + [line({"id": rid, "event": "reply", "text": "echo: " + text})]
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="rts-cli-")
+        self.statd = FakeStatd(self.tmp.name, statd_script)
+
+    def tearDown(self):
+        self.statd.close()
+        self.tmp.cleanup()
+
+    def cli(self, *args, runtime_dir=None):
+        # A config path that does not exist: these commands must not need one.
+        cmd = [CLI, "--config", "/nonexistent/sandbox.json", "--runtime-dir", runtime_dir or self.tmp.name]
+        return subprocess.run(cmd + list(args), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+
+    def test_mode_on_off(self):
+        p = self.cli("on", "chan-1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"chan-1\ton\n")
+        p = self.cli("off", "chan-1")
+        self.assertEqual(p.stdout, b"chan-1\toff\n")
+        self.assertEqual(self.statd.requests[0], {"op": "mode", "id": 1, "channel": "chan-1", "mode": "on"})
+        self.assertEqual(self.statd.requests[1]["mode"], "off")
+
+    def test_status(self):
+        p = self.cli("status")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"channels\t3\non\t2\nrunning\t1\nqueued\t4\n")
+        self.assertNotIn("channel", self.statd.requests[0])
+        p = self.cli("status", "c")
+        self.assertEqual(p.stdout, b"channel\tc\nmode\ton\nrunning\tyes\nqueued\t2\nfresh\tno\n")
+        p = self.cli("status", "--json", "c")
+        self.assertEqual(json.loads(p.stdout)["queued"], 2)
+        p = self.cli("status", "--json")
+        self.assertEqual(json.loads(p.stdout)["channels"], 3)
+
+    def test_fresh_cancel(self):
+        p = self.cli("fresh", "c")
+        self.assertEqual((p.returncode, p.stdout), (0, b"c\tfresh\n"))
+        p = self.cli("cancel", "c")
+        self.assertEqual((p.returncode, p.stdout), (0, b"c\tcancelled\t3\n"))
+        self.assertEqual([r["op"] for r in self.statd.requests], ["fresh", "cancel"])
+
+    def test_channels_escapes_keys(self):
+        p = self.cli("channels")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"alpha\ton\nevil\\x0a\\x1b[2Jkey\\\\\toff\n")
+        p = self.cli("channels", "--json")
+        self.assertEqual(len(json.loads(p.stdout)["channels"]), 2)
+
+    def test_say_request_and_reply(self):
+        p = self.cli("say", "c", "--author", "42", "--name", "Alice", "hello there")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"echo: hello there\n")
+        self.assertEqual(self.statd.requests[0], {
+            "op": "message", "id": 1, "channel": "c", "guild": True, "addressed": True, "attachments": 0,
+            "text": "hello there",
+            "author": {"id": "42", "name": "Alice", "principalId": "42", "tier": "member", "bot": False,
+                       "integration": False}})
+        p = self.cli("say", "c", "--author", "42", "--name", "Alice", "--principal", "p-7", "--tier", "vip",
+                     "--", "-dash")
+        self.assertEqual(p.stdout, b"echo: -dash\n")
+        self.assertEqual(self.statd.requests[1]["author"]["principalId"], "p-7")
+        self.assertEqual(self.statd.requests[1]["author"]["tier"], "vip")
+
+    def test_say_reply_verbatim_when_not_a_tty(self):
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "escape")
+        self.assertEqual(p.stdout, b"a\x1b[31mb\nc\td\n")
+
+    def test_say_reply_escaped_on_a_tty(self):
+        master, slave = pty.openpty()
+        cmd = [CLI, "--runtime-dir", self.tmp.name, "say", "c", "--author", "1", "--name", "A", "escape"]
+        p = subprocess.run(cmd, stdout=slave, stderr=subprocess.PIPE, timeout=30, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        out = b""
+        try:
+            while True:
+                chunk = os.read(master, 4096)
+                if not chunk:
+                    break
+                out += chunk
+        except OSError:
+            pass  # EIO once the pty's only writer is gone
+        os.close(master)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # The terminal turns "\n" into "\r\n"; the escape sequence arrives defused.
+        self.assertEqual(out, b"a\\x1b[31mb\r\nc\td\r\n")
+
+    def test_say_routes_and_errors(self):
+        cases = {"pass": 3, "drop": 4, "fail": 1, "refused": 1, "anonymous": 1, "garbage": 1, "huge": 1,
+                 "hangup": 5}
+        for text, code in cases.items():
+            p = self.cli("say", "c", "--author", "1", "--name", "A", text)
+            self.assertEqual(p.returncode, code, (text, p.stderr))
+            self.assertEqual(p.stdout, b"", text)
+            self.assertEqual(len(p.stderr.splitlines()), 1, (text, p.stderr))
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "fail")
+        self.assertIn(b"turn_timeout", p.stderr)
+
+    def test_usage_errors_send_nothing(self):
+        cases = [
+            [], ["bogus"], ["on"], ["on", "a", "b"], ["on", ""], ["status", "a", "b"], ["channels", "x"],
+            ["say", "c", "hello"], ["say", "c", "--author", "1", "hi"], ["say", "--author", "1", "--name", "A", "c"],
+            ["say", "c", "--author", "1", "--name", "A", "x" * (64 * 1024 + 1)],
+            ["say", "c", "--author", "", "--name", "A", "t"], ["status", "--bogus"], ["image"], ["image", "push"],
+        ]
+        for args in cases:
+            p = self.cli(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+        self.assertEqual(self.statd.requests, [])
+
+    def test_longest_text_is_accepted(self):
+        text = "y" * (64 * 1024)
+        p = self.cli("say", "c", "--author", "1", "--name", "A", text)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.statd.requests[0]["text"], text)
+
+    def test_unreachable(self):
+        with tempfile.TemporaryDirectory() as empty:
+            p = self.cli("status", runtime_dir=empty)
+            self.assertEqual(p.returncode, 5)
+            p = self.cli("say", "c", "--author", "1", "--name", "A", "hi", runtime_dir=empty)
+            self.assertEqual(p.returncode, 5)
+
+    def test_config_commands_need_a_config(self):
+        p = self.cli("gc")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"/nonexistent/sandbox.json", p.stderr)
+        p = self.cli("image", "build")
+        self.assertEqual(p.returncode, 1)
+        p = self.cli("image", "build", "--tag", "x:y", "--dir", self.tmp.name)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"Dockerfile", p.stderr)
+        p = self.cli("image", "build", "--tag", "-bad", "--dir", self.tmp.name)
+        self.assertEqual(p.returncode, 2)
+
+    def test_gc_refuses_while_turns_run(self):
+        config = os.path.join(self.tmp.name, "sandbox.json")
+        with open(config, "w") as f:
+            json.dump({"model": "m", "modelUrl": "https://model.invalid/v1/chat/completions",
+                       "stateFile": os.path.join(self.tmp.name, "state.json")}, f)
+        cmd = [CLI, "--config", config, "--runtime-dir", self.tmp.name, "gc"]
+        p = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(b"1 running turn", p.stderr)
+        self.assertEqual(self.statd.requests, [{"op": "status", "id": 1}])
+
+
+if __name__ == "__main__":
+    if not os.access(CLI, os.X_OK):
+        print(f"{CLI}: not built", file=sys.stderr)
+        sys.exit(99)
+    unittest.main(verbosity=2)

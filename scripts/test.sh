@@ -1,0 +1,47 @@
+#!/bin/bash
+# Run every test: the Check suites (make check), the same suites built with ASan/UBSan in a
+# second build directory, then the integration tests against real daemons, a real dockerd
+# and real containers. Runs as root (it installs missing packages and starts dockerd
+# through scripts/setup-debian.sh). Exits non-zero when anything failed.
+#
+# RTS_BUILDDIR (default build-default) and RTS_SANITIZER_BUILDDIR (default
+# build-sanitizers) name the two build directories, both in the source tree by default.
+set -euo pipefail
+
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+builddir=${RTS_BUILDDIR:-$srcdir/build-default}
+sanbuilddir=${RTS_SANITIZER_BUILDDIR:-$srcdir/build-sanitizers}
+jobs=$(nproc)
+failed=()
+
+step() {
+	printf '\n==== %s ====\n' "$*"
+}
+
+step "setup"
+"$srcdir/scripts/setup-debian.sh"
+
+step "build ($builddir)"
+RTS_BUILDDIR=$builddir "$srcdir/scripts/build.sh"
+
+step "make check"
+# VERBOSE: the harness prints the logs of failing tests.
+make -C "$builddir" -j"$jobs" check VERBOSE=1 || failed+=("make check")
+
+step "make check with sanitizers ($sanbuilddir)"
+if RTS_BUILDDIR=$sanbuilddir "$srcdir/scripts/build.sh" --enable-sanitizers; then
+	make -C "$sanbuilddir" -j"$jobs" check VERBOSE=1 || failed+=("make check (sanitizers)")
+else
+	failed+=("build (sanitizers)")
+fi
+
+step "integration tests"
+# Debian's python3 has pytest (python3-pytest); another python3 first in PATH may not.
+(cd "$srcdir" && RTS_BUILDDIR=$builddir /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration) ||
+	failed+=("integration tests")
+
+if [ ${#failed[@]} -ne 0 ]; then
+	step "FAILED: ${failed[*]}"
+	exit 1
+fi
+step "all tests passed"

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""How much a sandboxed turn costs over a bare hardened `docker run`.
+
+    tests/bench/turns.py [-n N]        (as root, with dockerd running and the suite built;
+                                        RTS_BUILDDIR as for the integration tests)
+
+Times N turns through the whole suite (the CLI's `say` in one channel: statd, runnerd,
+a new container running the worker, brokerd, and the scripted model endpoint, which
+answers at once) and N bare `docker run --rm -i` of a tiny static program with the same
+hardening flags and binds runnerd uses, alternating the two. Prints the median of each and
+their ratio. One untimed warm-up of each comes first. Nothing is asserted: timings depend
+on the machine.
+"""
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import Environment, HarnessError, Suite, docker, docker_bin  # noqa: E402
+
+BASELINE_TAG = "roundtable-sandbox-bench:baseline"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_baseline(tmp):
+    """A FROM scratch image holding baseline.c, statically linked."""
+    ctx = os.path.join(tmp, "image")
+    os.mkdir(ctx)
+    subprocess.run([os.environ.get("CC", "cc"), "-static", "-O2", "-o", os.path.join(ctx, "baseline"),
+                    os.path.join(HERE, "baseline.c")], check=True)
+    with open(os.path.join(ctx, "Dockerfile"), "w", encoding="ascii") as f:
+        f.write('FROM scratch\nCOPY baseline /baseline\nUSER 65534:65534\nENTRYPOINT ["/baseline"]\n')
+    docker("build", "-q", "-t", BASELINE_TAG, ctx, timeout=300)
+
+
+def baseline_argv(env, workspace, rundir):
+    # The argument list of runnerd/docker_args.c with the default limits, minus the labels.
+    return [docker_bin(), "run", "-i", "--rm", "--name", "rts-bench-" + secrets.token_hex(8),
+            "--network", "none", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--user", f"{env.uid}:{env.gid}", "--memory", "512m", "--memory-swap", "512m", "--cpus", "1",
+            "--pids-limit", "64", "--tmpfs", "/tmp:rw,nosuid,nodev,size=16m", "--log-driver", "none",
+            "--pull", "never", "--mount", f"type=bind,source={workspace},target=/workspace",
+            "--mount", f"type=bind,source={rundir},target=/run/broker,readonly", BASELINE_TAG]
+
+
+def timed(fn):
+    t = time.monotonic()
+    fn()
+    return (time.monotonic() - t) * 1000.0
+
+
+def measure(env, n):
+    """Alternate suite turns and bare runs, so a change in machine load hits both alike."""
+    tmp = tempfile.mkdtemp(prefix="rts-bench-", dir="/tmp")
+    try:
+        build_baseline(tmp)
+        ws, rd = os.path.join(tmp, "ws"), os.path.join(tmp, "run")
+        for d in (ws, rd):
+            os.mkdir(d, 0o700)
+            os.chown(d, env.uid, env.gid)
+
+        def bare():
+            subprocess.run(baseline_argv(env, ws, rd), input=b'{"v":1}\n', check=True, capture_output=True,
+                           timeout=60)
+
+        with Suite(env) as s:
+            if s.cli("on", "bench").returncode != 0:
+                raise HarnessError("could not turn the bench channel on")
+
+            def turn():
+                p = s.cli("say", "bench", "--author", "1", "--name", "Bench", "hello")
+                if p.returncode != 0:
+                    raise HarnessError(f"turn failed ({p.returncode}): {p.stderr.strip()}\n{s.logs()}")
+
+            turn()  # warm-up: first workspace, first connections between the daemons
+            bare()
+            suite_ms, bare_ms = [], []
+            for _ in range(n):
+                suite_ms.append(timed(turn))
+                bare_ms.append(timed(bare))
+            return suite_ms, bare_ms
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def describe(name, xs):
+    return (f"{name:<22} median {statistics.median(xs):8.1f} ms   min {min(xs):8.1f}   max {max(xs):8.1f}"
+            f"   (n={len(xs)})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="suite turn vs bare docker run")
+    ap.add_argument("-n", type=int, default=20, help="timed runs of each (default 20)")
+    a = ap.parse_args()
+    if a.n < 1:
+        ap.error("-n must be at least 1")
+    try:
+        env = Environment.prepare()
+    except HarnessError as e:
+        print(f"turns.py: {e}", file=sys.stderr)
+        return 1
+    try:
+        suite, bare = measure(env, a.n)
+    except (HarnessError, subprocess.CalledProcessError) as e:
+        print(f"turns.py: {e}", file=sys.stderr)
+        return 1
+    finally:
+        env.cleanup()
+    print(describe("suite turn (say)", suite))
+    print(describe("bare docker run", bare))
+    print(f"ratio (median suite / median bare): {statistics.median(suite) / statistics.median(bare):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for an OpenAI-compatible Chat Completions endpoint, over HTTPS.
+
+It is not a model: it answers from the fixed rules below, at once, so tests and the demo
+can run a whole turn (worker -> broker -> here) without a provider. python3 stdlib only.
+
+    fake_model.py --cert server.pem --key server.key [--port 0] [--host 127.0.0.1]
+                  [--path /v1/chat/completions] [--record FILE]
+
+With --port 0 it picks a free port. The first stdout line is always "PORT <n>", printed
+once the socket listens. Make a certificate with tests/fakes/make-ca.sh.
+
+Only POST to --path is served (anything else: 404/405). Every request, served or not, is
+appended to --record as one JSON line {"method", "path", "headers": {lowercase name:
+value}, "rawHeaders": [[name, value]...], "body": parsed JSON or null, "bodyError"?},
+flushed at once, so a test can assert which Authorization value arrived.
+
+Rules, applied to the conversation in the request body's "messages":
+
+  After tool results (the last message has role "tool"):
+    memory_set answered          -> "I will remember that."
+    memory_get answered          -> "You asked me to remember: <value in the tool result>"
+                                    (or "... nothing (<error>)" when the result is an error)
+    "#loop" in the last user msg -> the same tool calls again (to exhaust call budgets)
+    anything else                -> "tool results: <the results joined with ' | '>"
+  Otherwise, from the last user message (matched anywhere in it, case-insensitive):
+    "#status CODE"   answer with HTTP status CODE and an error body
+    "#sleep MS"      wait MS milliseconds, then apply the remaining rules
+    "#reflect [raw|base64|hex|url]"
+                     put the bearer key that arrived (encoded as asked) into the content,
+                     to exercise the broker's reflection filter
+    "#big N"         content of N bytes ("x" repeated)
+    "#tools N [NAME]" N calls of tool NAME (default "no_such_tool") with {} arguments
+    "what do you remember" or "recall"
+                     a memory_get {"scope":"speaker","key":"note"} tool call
+    "remember <X>"   a memory_set {"scope":"speaker","key":"note","value":"<X>"} tool call
+                     (a leading "that " is dropped from X)
+    anything else    "echo: <the last user message>"
+"""
+import argparse
+import base64
+import json
+import re
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BODY_MAX = 8 * 1024 * 1024  # larger than the broker ever sends (256 KiB)
+BIG_MAX = 64 * 1024 * 1024
+SLEEP_MAX_MS = 600_000
+
+
+def text_of(content):
+    """A message's content as text (string content, or the text parts of a list)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def last_user_text(messages):
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return text_of(m.get("content"))
+    return ""
+
+
+def pending_tool_calls(messages):
+    """The trailing tool results and the assistant tool calls they answer."""
+    results = []
+    i = len(messages) - 1
+    while i >= 0 and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
+        results.insert(0, messages[i])
+        i -= 1
+    calls = []
+    if i >= 0 and isinstance(messages[i], dict):
+        calls = messages[i].get("tool_calls") or []
+    return calls, results
+
+
+def remembered_value(result_text):
+    """Pull the stored value out of a memory_get result, whatever shape the worker gives it."""
+    try:
+        data = json.loads(result_text)
+    except ValueError:
+        return result_text
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        if isinstance(data.get("error"), str):
+            return f"nothing ({data['error']})"
+        if isinstance(data.get("value"), str):
+            return data["value"]
+        for key in ("entries", "notes", "memory"):
+            entries = data.get(key)
+            if isinstance(entries, dict) and isinstance(entries.get("note"), str):
+                return entries["note"]
+            if isinstance(entries, list):
+                for e in entries:
+                    if isinstance(e, dict) and e.get("key") == "note" and isinstance(e.get("value"), str):
+                        return e["value"]
+        if isinstance(data.get("note"), str):
+            return data["note"]
+    return result_text
+
+
+class Scripted(Exception):
+    """An HTTP error answer chosen by a #status directive."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+class Rules:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counter = 0
+
+    def call_id(self):
+        with self.lock:
+            self.counter += 1
+            return f"call_fake_{self.counter}"
+
+    def tool_call(self, name, args):
+        return {"id": self.call_id(), "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}}
+
+    def answer(self, body, bearer):
+        """The assistant message for a request body: (content, tool_calls or None)."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            raise Scripted(400)
+        user = last_user_text(messages)
+        low = user.lower()
+        calls, results = pending_tool_calls(messages)
+        if results:
+            names = {c.get("id"): (c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)}
+            texts = [text_of(r.get("content")) for r in results]
+            answered = [names.get(r.get("tool_call_id")) for r in results]
+            if "#loop" in low:
+                return None, [self.tool_call((c.get("function") or {}).get("name", "no_such_tool"), {})
+                              for c in calls if isinstance(c, dict)]
+            if answered == ["memory_set"]:
+                return "I will remember that.", None
+            if answered == ["memory_get"]:
+                return "You asked me to remember: " + remembered_value(texts[0]), None
+            return "tool results: " + " | ".join(texts), None
+
+        m = re.search(r"#status\s+(\d{3})", low)
+        if m:
+            raise Scripted(int(m.group(1)))
+        m = re.search(r"#sleep\s+(\d+)", low)
+        if m:
+            time.sleep(min(int(m.group(1)), SLEEP_MAX_MS) / 1000.0)
+        m = re.search(r"#reflect(?:\s+(raw|base64|hex|url))?", low)
+        if m:
+            key = bearer.encode()
+            enc = m.group(1) or "raw"
+            shown = {"raw": bearer, "base64": base64.b64encode(key).decode(), "hex": key.hex(),
+                     "url": urllib.parse.quote(bearer, safe="")}[enc]
+            return f"the key I was given is {shown}", None
+        m = re.search(r"#big\s+(\d+)", low)
+        if m:
+            return "x" * min(int(m.group(1)), BIG_MAX), None
+        m = re.search(r"#tools\s+(\d+)(?:\s+([a-z][a-z0-9_]*))?", low)
+        if m:
+            name = m.group(2) or "no_such_tool"
+            return None, [self.tool_call(name, {}) for _ in range(min(int(m.group(1)), 256))]
+        if "what do you remember" in low or re.search(r"\brecall\b", low):
+            return None, [self.tool_call("memory_get", {"scope": "speaker", "key": "note"})]
+        m = re.search(r"\bremember\s+(.+)", user, re.IGNORECASE | re.DOTALL)
+        if m:
+            value = re.sub(r"^that\s+", "", m.group(1).strip(), flags=re.IGNORECASE)
+            return None, [self.tool_call("memory_set", {"scope": "speaker", "key": "note", "value": value})]
+        return "echo: " + user, None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-model/1"
+
+    def log_message(self, fmt, *args):
+        pass  # the record file is the log; keep test output quiet
+
+    def record(self, body, body_error=None):
+        entry = {"method": self.command, "path": self.path,
+                 "headers": {k.lower(): v for k, v in self.headers.items()},
+                 "rawHeaders": [[k, v] for k, v in self.headers.items()],
+                 "body": body, "time": time.time()}
+        if body_error:
+            entry["bodyError"] = body_error
+        self.server.record(entry)
+
+    def send_json(self, status, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def read_body(self):
+        try:
+            n = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            n = -1
+        if n < 0 or n > BODY_MAX:
+            self.close_connection = True
+            return None, "bad or too large Content-Length"
+        raw = self.rfile.read(n)
+        try:
+            return json.loads(raw), None
+        except ValueError:
+            return None, "body is not JSON"
+
+    def do_POST(self):
+        body, err = self.read_body()
+        self.record(body, err)
+        if self.path != self.server.api_path:
+            return self.send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+        if err:
+            return self.send_json(400, {"error": {"message": err, "type": "invalid_request_error"}})
+        auth = self.headers.get("Authorization", "")
+        bearer = auth[7:] if auth.startswith("Bearer ") else ""
+        try:
+            content, tool_calls = self.server.rules.answer(body, bearer)
+        except Scripted as s:
+            return self.send_json(s.status, {"error": {"message": "scripted failure", "type": "fake_model"}})
+        message = {"role": "assistant", "content": content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        self.send_json(200, {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+
+    def other(self):
+        body, err = (None, None)
+        if self.headers.get("Content-Length"):
+            body, err = self.read_body()
+        self.record(body, err)
+        self.send_json(405 if self.path == self.server.api_path else 404, {"error": {"message": "no"}})
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = other
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr, ctx, api_path, record_path):
+        super().__init__(addr, Handler)
+        self.ctx = ctx
+        self.api_path = api_path
+        self.rules = Rules()
+        self.record_lock = threading.Lock()
+        self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
+
+    def record(self, entry):
+        if not self.record_file:
+            return
+        with self.record_lock:
+            self.record_file.write(json.dumps(entry) + "\n")
+            self.record_file.flush()
+
+    def finish_request(self, request, client_address):
+        # TLS per connection in the connection's own thread, so a client that never finishes
+        # its handshake cannot stall the accept loop. NODELAY: answers must not wait on
+        # Nagle and delayed ACKs (a 40 ms stall per request would skew the benchmark).
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        request.settimeout(60)
+        try:
+            tls = self.ctx.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        super().finish_request(tls, client_address)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--path", default="/v1/chat/completions")
+    ap.add_argument("--record")
+    a = ap.parse_args()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(a.cert, a.key)
+    srv = Server((a.host, a.port), ctx, a.path, a.record)
+    print(f"PORT {srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""pytest fixtures for the integration tests (see harness.py for what a suite is).
+
+    rts_env      session: root and Docker checked, service account, programs, test image
+    suite        module: one running installation shared by a module's tests
+    make_suite   function: make_suite(config={...}) starts a private installation with
+                 config overrides; stopped when the test ends
+
+Every suite's teardown fails the test when a container of its installation is left once
+the daemons stopped. A failing test's report carries the daemons' logs.
+"""
+import pytest
+
+from harness import Environment, HarnessError, Suite
+
+
+@pytest.fixture(scope="session")
+def rts_env():
+    try:
+        env = Environment.prepare()
+    except HarnessError as e:
+        pytest.exit(f"integration tests cannot run: {e}", returncode=1)
+    yield env
+    env.cleanup()
+
+
+def _start(env, **kw):
+    try:
+        return Suite(env, **kw)
+    except HarnessError as e:
+        pytest.fail(f"the suite did not start: {e}", pytrace=False)
+
+
+class SuiteFactory:
+    def __init__(self, env):
+        self.env = env
+        self.suites = []
+
+    def __call__(self, config=None, **kw):
+        s = _start(self.env, config=config, **kw)
+        self.suites.append(s)
+        return s
+
+    def stop_all(self):
+        errors = []
+        for s in self.suites:
+            try:
+                s.stop()
+            except HarnessError as e:
+                errors.append(str(e))
+        return errors
+
+
+@pytest.fixture(scope="module")
+def suite(rts_env):
+    s = _start(rts_env)
+    yield s
+    try:
+        s.stop()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture
+def make_suite(rts_env):
+    factory = SuiteFactory(rts_env)
+    yield factory
+    errors = factory.stop_all()
+    if errors:
+        pytest.fail("; ".join(errors), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed:
+        return
+    suites = []
+    for v in getattr(item, "funcargs", {}).values():
+        if isinstance(v, Suite):
+            suites.append(v)
+        elif isinstance(v, SuiteFactory):
+            suites.extend(v.suites)
+    for s in suites:
+        rep.sections.append((f"daemon logs ({s.root})", s.logs()))

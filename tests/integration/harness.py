@@ -1,0 +1,547 @@
+"""Run the real suite for integration tests: three daemons as the service account, the real
+dockerd and image, and the scripted HTTPS model endpoint (tests/fakes/fake_model.py).
+
+Usable without pytest (tests/bench uses it): errors are HarnessError; conftest.py turns them
+into pytest outcomes.
+
+    env = Environment.prepare()          # root + docker check, account, binaries, image
+    with Suite(env, config={...}) as s:  # dirs, config, fake model, daemons
+        s.cli("on", "chan")              # -> subprocess.CompletedProcess (text)
+        s.control({"op": "status"})      # -> [answer, (event)]
+        s.fake.requests()                # -> what the model endpoint received
+
+Layout of one suite (all under a short /tmp directory so runRoot/<16 hex>/broker.sock stays
+within the 100-character socket path limit):
+
+    ROOT/            0755 root          ROOT/etc/        0755 root: sandbox.json 0640 root:svc,
+    ROOT/run/        0700 svc (runRoot)                  api-key 0400 svc
+    ROOT/ws/         0700 svc (workspaceRoot)  ROOT/ca/  test CA (ca.pem 0644)
+    ROOT/state/      0700 svc (stateFile's dir) ROOT/logs/ daemon stderr, model.jsonl
+    ROOT/rt/         0750 svc (runtime dir: control.sock, runnerd.sock, brokerd.sock)
+"""
+import grp
+import hashlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SERVICE_USER = "roundtable-sandbox"
+TEST_TAG = "roundtable-sandbox:test"
+PROBE_TAG = "roundtable-sandbox:probe"  # tests/images/probe.c in place of the worker
+LABEL_INSTALLATION = "io.roundtable-sandbox.installation"
+SOCKET_PATH_MAX = 100  # seed: runRoot plus the per-turn suffix within 100 characters
+SRCDIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAMS = {
+    "statd": "statd/roundtable-sandbox-statd",
+    "runnerd": "runnerd/roundtable-sandbox-runnerd",
+    "brokerd": "brokerd/roundtable-sandbox-brokerd",
+    "cli": "cli/roundtable-sandbox",
+}
+SOCKETS = {"statd": "control.sock", "runnerd": "runnerd.sock", "brokerd": "brokerd.sock"}
+START_TIMEOUT_S = 15
+STOP_GRACE_S = 10
+ANSWER_MAX = 1024 * 1024
+
+
+class HarnessError(Exception):
+    """The environment cannot run integration tests, or the suite failed to start/stop."""
+
+
+def docker_bin():
+    return os.environ.get("RTS_DOCKER") or ("/usr/bin/docker" if os.path.exists("/usr/bin/docker")
+                                           else shutil.which("docker") or "docker")
+
+
+def docker(*args, check=True, timeout=120):
+    p = subprocess.run([docker_bin(), *args], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise HarnessError(f"docker {' '.join(args)} failed: {p.stderr.strip()}")
+    return p
+
+
+def docker_inspect(name):
+    """`docker inspect NAME` as a dict, or None when there is no such container/image."""
+    p = docker("inspect", name, check=False, timeout=30)
+    if p.returncode != 0:
+        return None
+    data = json.loads(p.stdout)
+    return data[0] if data else None
+
+
+def installation_id(state_file):
+    """Same derivation as common/ids.c: first 12 hex digits of sha256(absolute stateFile)."""
+    return hashlib.sha256(state_file.encode()).hexdigest()[:12]
+
+
+def installation_containers(inst):
+    p = docker("ps", "-a", "--filter", f"label={LABEL_INSTALLATION}={inst}", "--format", "{{.Names}}",
+               timeout=30)
+    return [n for n in p.stdout.split() if n]
+
+
+def _find_program(builddir, rel):
+    """The built program at rel, or (a Makemodule.am without the directory prefix) at the
+    top of the build tree; None when neither exists."""
+    for cand in (os.path.join(builddir, rel), os.path.join(builddir, os.path.basename(rel))):
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _chown(path, uid, gid, mode):
+    os.chown(path, uid, gid)
+    os.chmod(path, mode)
+
+
+class Environment:
+    """What every suite of a session shares: the service account, a copy of the built
+    programs readable by it, and the worker image built under TEST_TAG."""
+
+    def __init__(self, builddir, bindir, uid, gid, image=TEST_TAG):
+        self.builddir = builddir
+        self.bindir = bindir
+        self.uid = uid
+        self.gid = gid
+        self.image = image
+
+    @staticmethod
+    def check_host():
+        if os.geteuid() != 0:
+            raise HarnessError("integration tests run as root (they create the service account and "
+                               "start the daemons as it with runuser)")
+        try:
+            p = subprocess.run([docker_bin(), "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                               text=True, timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise HarnessError(f"docker does not answer: {e}") from e
+        if p.returncode != 0 or not p.stdout.strip():
+            raise HarnessError("no Docker daemon answers (start dockerd, e.g. with scripts/setup-debian.sh): "
+                               + p.stderr.strip())
+
+    @staticmethod
+    def ensure_account():
+        """Create the service account when missing and put it in the docker group.
+        Returns (uid, gid)."""
+        try:
+            pw = pwd.getpwnam(SERVICE_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                            SERVICE_USER], check=True)
+            pw = pwd.getpwnam(SERVICE_USER)
+        try:
+            members = grp.getgrnam("docker").gr_mem
+        except KeyError as e:
+            raise HarnessError("there is no docker group: is docker.io installed?") from e
+        if SERVICE_USER not in members:
+            subprocess.run(["usermod", "-aG", "docker", SERVICE_USER], check=True)
+        return pw.pw_uid, pw.pw_gid
+
+    @classmethod
+    def prepare(cls, builddir=None, build_image=True, image=TEST_TAG):
+        """builddir: RTS_BUILDDIR, else the source tree when built in place, else its
+        build-default (scripts/build.sh's default)."""
+        cls.check_host()
+        if not builddir:
+            builddir = os.environ.get("RTS_BUILDDIR")
+        if not builddir:
+            in_place = os.access(os.path.join(SRCDIR, PROGRAMS["cli"]), os.X_OK)
+            builddir = SRCDIR if in_place else os.path.join(SRCDIR, "build-default")
+        builddir = os.path.abspath(builddir)
+        found = {name: _find_program(builddir, rel) for name, rel in PROGRAMS.items()}
+        missing = [PROGRAMS[name] for name, path in found.items() if not path]
+        if missing:
+            raise HarnessError(f"not built in {builddir}: {', '.join(missing)} (run scripts/build.sh, or set "
+                               "RTS_BUILDDIR to the build directory)")
+        uid, gid = cls.ensure_account()
+        # The build tree may sit under a 0700 home the service account cannot enter.
+        bindir = tempfile.mkdtemp(prefix="rts-bin-", dir="/tmp")
+        os.chmod(bindir, 0o755)
+        for name, rel in PROGRAMS.items():
+            dst = os.path.join(bindir, os.path.basename(rel))
+            shutil.copy2(found[name], dst)
+            os.chmod(dst, 0o755)
+        env = cls(builddir, bindir, uid, gid, image)
+        if build_image:
+            env.build_image()
+        return env
+
+    def program(self, name):
+        return os.path.join(self.bindir, os.path.basename(PROGRAMS[name]))
+
+    def build_image(self):
+        imagedir = os.path.join(self.builddir, "worker", "image")
+        p = subprocess.run([self.program("cli"), "image", "build", "--dir", imagedir, "--tag", self.image],
+                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise HarnessError(f"image build failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+
+    def probe_image(self):
+        """Build (once per session) the test-only image whose payload reports what a turn
+        container gets (tests/images/probe.c); returns its tag."""
+        if getattr(self, "_probe_built", False):
+            return PROBE_TAG
+        probe = os.path.join(self.builddir, "tests", "images", "probe")
+        if not os.access(probe, os.X_OK):
+            p = subprocess.run(["make", "-C", self.builddir, "tests/images/probe"], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                raise HarnessError(f"cannot build the probe: {p.stderr.strip()[-2000:]}")
+        ctx = tempfile.mkdtemp(prefix="rts-probe-", dir="/tmp")
+        try:
+            shutil.copy2(probe, os.path.join(ctx, "probe"))
+            shutil.copy2(os.path.join(SRCDIR, "tests", "images", "Dockerfile.probe"), os.path.join(ctx, "Dockerfile"))
+            p = subprocess.run([self.program("cli"), "image", "build", "--dir", ctx, "--tag", PROBE_TAG],
+                               capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                raise HarnessError(f"probe image build failed: {p.stderr.strip()[-2000:]}")
+        finally:
+            shutil.rmtree(ctx, ignore_errors=True)
+        self._probe_built = True
+        return PROBE_TAG
+
+    def cleanup(self):
+        shutil.rmtree(self.bindir, ignore_errors=True)
+
+
+class FakeModel:
+    """tests/fakes/fake_model.py with a test CA, running as root on 127.0.0.1."""
+
+    def __init__(self, cadir, record, logfile):
+        self.record = record
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(SRCDIR, "tests", "fakes", "fake_model.py"), "--port", "0",
+             "--cert", os.path.join(cadir, "server.pem"), "--key", os.path.join(cadir, "server.key"),
+             "--record", record],
+            stdout=subprocess.PIPE, stderr=logfile, stdin=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()  # printed once the socket listens
+        if not line.startswith("PORT "):
+            self.stop()
+            raise HarnessError("the fake model endpoint did not start")
+        self.port = int(line.split()[1])
+        self.url = f"https://localhost:{self.port}/v1/chat/completions"
+
+    def requests(self):
+        """Every request received so far, oldest first (see fake_model.py for the fields)."""
+        try:
+            with open(self.record, encoding="utf-8") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+class ControlConnection:
+    """One NDJSON connection to statd's control.sock, for tests that need several requests
+    on one connection (answer order, interleaved events)."""
+
+    def __init__(self, path, timeout=30):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.next_id = 1
+
+    def send(self, obj):
+        """Send obj (an "id" is added when missing); returns the id."""
+        if "id" not in obj:
+            obj = dict(obj, id=f"t{self.next_id}")
+            self.next_id += 1
+        self.sock.sendall(json.dumps(obj).encode() + b"\n")
+        return obj["id"]
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def recv(self, timeout=None):
+        """The next line as a parsed object; raises TimeoutError or EOFError."""
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        while b"\n" not in self.buf:
+            if len(self.buf) > ANSWER_MAX:
+                raise HarnessError("answer line too long")
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("statd closed the control connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self):
+        self.sock.close()
+
+
+class Suite:
+    """One installation: its directories, config, fake model endpoint and three daemons."""
+
+    def __init__(self, env, config=None, api_key=None, start=True, fake_model=True):
+        """config: keys merged over the defaults (a None value removes a key). With
+        fake_model=False no local endpoint is started and config must name the real one
+        (model, modelUrl); api_key is then the real key, written for brokerd as usual."""
+        self.env = env
+        self.root = tempfile.mkdtemp(prefix="rts-", dir="/tmp")
+        os.chmod(self.root, 0o755)
+        self.dirs = {k: os.path.join(self.root, k) for k in ("run", "ws", "state", "rt", "etc", "ca", "logs")}
+        self.procs = {}
+        self.exit_codes = {}
+        self.fake = None
+        self._logfiles = []
+        self.api_key = api_key or "sk-test-" + secrets.token_hex(24)
+        self.config_overrides = config or {}
+        self.use_fake_model = fake_model
+        self.stopped = False
+        self._final_logs = None
+        if start:
+            try:
+                self.start()
+            except BaseException:
+                self.stop(check_leftovers=False)
+                raise
+
+    # ---- set-up ----
+
+    def _make_dirs(self):
+        uid, gid = self.env.uid, self.env.gid
+        for k, mode in (("run", 0o700), ("ws", 0o700), ("state", 0o700), ("rt", 0o750)):
+            os.mkdir(self.dirs[k])
+            _chown(self.dirs[k], uid, gid, mode)
+        for k in ("etc", "logs"):
+            os.mkdir(self.dirs[k], 0o755)
+        probe = os.path.join(self.dirs["run"], "0" * 16, "broker.sock")
+        if len(probe) > SOCKET_PATH_MAX:
+            raise HarnessError(f"runRoot {self.dirs['run']} is too long for a broker socket path")
+
+    def _write_config(self):
+        uid, gid = self.env.uid, self.env.gid
+        self.key_file = os.path.join(self.dirs["etc"], "api-key")
+        # Created private: with a real key (the demo), there must be no readable moment.
+        fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(self.api_key + "\n")  # as an operator's `echo` writes it
+        _chown(self.key_file, uid, gid, 0o400)
+        self.state_file = os.path.join(self.dirs["state"], "channels.json")
+        self.config = {
+            "image": self.env.image,
+            "runRoot": self.dirs["run"],
+            "workspaceRoot": self.dirs["ws"],
+            "stateFile": self.state_file,
+            "uid": uid,
+            "gid": gid,
+            "model": "fake-model",
+            "modelUrl": self.fake.url if self.fake else None,
+            "caFile": os.path.join(self.dirs["ca"], "ca.pem") if self.fake else None,
+            "apiKey": {"file": self.key_file},
+            "turnTimeoutMs": 60000,
+        }
+        self.config.update(self.config_overrides)
+        self.config = {k: v for k, v in self.config.items() if v is not None}
+        self.config_path = os.path.join(self.dirs["etc"], "sandbox.json")
+        with open(self.config_path, "w", encoding="utf-8") as f:
+            json.dump(self.config, f, indent=2)
+        _chown(self.config_path, 0, gid, 0o640)
+        self.installation = installation_id(self.state_file)
+
+    def log_path(self, name):
+        return os.path.join(self.dirs["logs"], f"{name}.log")
+
+    def start_daemon(self, name, extra_env=None):
+        log = open(self.log_path(name), "ab")
+        self._logfiles.append(log)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+        if os.environ.get("RTS_LOG_LEVEL"):
+            env["RTS_LOG_LEVEL"] = os.environ["RTS_LOG_LEVEL"]
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        env.update(extra_env or {})
+        self.procs[name] = subprocess.Popen(
+            ["runuser", "-u", SERVICE_USER, "--", self.env.program(name), "--config", self.config_path,
+             "--runtime-dir", self.dirs["rt"]],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        pending = set(self.procs)
+        while pending:
+            for name in list(pending):
+                if self.procs[name].poll() is not None:
+                    raise HarnessError(f"{name} exited with {self.procs[name].returncode} at start:\n"
+                                       + self.log_tail(name))
+                path = os.path.join(self.dirs["rt"], SOCKETS[name])
+                try:
+                    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                        continue
+                except FileNotFoundError:
+                    continue
+                # Only control.sock takes a connection from root; the daemon links would
+                # (rightly) refuse a peer that is not the service account.
+                if name == "statd":
+                    try:
+                        self.control({"op": "status"}, timeout=5)
+                    except (OSError, EOFError):
+                        continue
+                pending.discard(name)
+            if pending and time.monotonic() > deadline:
+                raise HarnessError(f"not ready after {START_TIMEOUT_S} s: {', '.join(sorted(pending))}\n"
+                                   + self.logs())
+            time.sleep(0.05)
+
+    def start(self):
+        self._make_dirs()
+        if self.use_fake_model:
+            subprocess.run([os.path.join(SRCDIR, "tests", "fakes", "make-ca.sh"), self.dirs["ca"]], check=True,
+                           capture_output=True)
+            model_log = open(self.log_path("fake-model"), "ab")
+            self._logfiles.append(model_log)
+            self.fake = FakeModel(self.dirs["ca"], os.path.join(self.dirs["logs"], "model.jsonl"), model_log)
+        self._write_config()
+        for name in ("brokerd", "runnerd", "statd"):
+            self.start_daemon(name)
+        self._wait_ready()
+
+    # ---- helpers for tests ----
+
+    def cli(self, *args, timeout=180, input=None):
+        """Run the CLI as root against this suite; returns a CompletedProcess (text)."""
+        return subprocess.run([self.env.program("cli"), "--config", self.config_path, "--runtime-dir",
+                               self.dirs["rt"], *args], capture_output=True, text=True, timeout=timeout,
+                              input=input, stdin=None if input is not None else subprocess.DEVNULL)
+
+    def connect(self, timeout=30):
+        return ControlConnection(os.path.join(self.dirs["rt"], "control.sock"), timeout)
+
+    def control(self, obj, timeout=180):
+        """Send one request on a new connection and return what came back for it: the
+        answer, then for a "sandbox" route also the reply/error event."""
+        c = self.connect(timeout)
+        try:
+            rid = c.send(obj)
+            out = []
+            while True:
+                o = c.recv()
+                if o.get("id") != rid and not ("error" in o and "id" not in o):
+                    continue
+                out.append(o)
+                if "event" in o or o.get("route") != "sandbox":
+                    return out
+        finally:
+            c.close()
+
+    def workspace(self, channel):
+        return os.path.join(self.dirs["ws"], hashlib.sha256(channel.encode()).hexdigest())
+
+    @staticmethod
+    def docker_inspect(name):
+        return docker_inspect(name)
+
+    def containers(self):
+        """Names of this installation's containers that exist right now."""
+        return installation_containers(self.installation)
+
+    def log_tail(self, name, limit=8000):
+        try:
+            with open(self.log_path(name), encoding="utf-8", errors="replace") as f:
+                return f.read()[-limit:]
+        except FileNotFoundError:
+            return ""
+
+    def logs(self):
+        """All daemon and fake-model logs, for a failing test's report (kept after stop())."""
+        if self._final_logs is not None:
+            return self._final_logs
+        parts = []
+        for name in ("statd", "runnerd", "brokerd", "fake-model"):
+            text = self.log_tail(name)
+            if text:
+                parts.append(f"----- {name} -----\n{text}")
+        return "\n".join(parts)
+
+    # ---- tear-down ----
+
+    @staticmethod
+    def _daemon_pid(runuser):
+        """runuser forks the program; signal that child directly so runuser reports its
+        exit status (a signal to runuser itself is forwarded, then SIGKILL after 2 s)."""
+        try:
+            with open(f"/proc/{runuser.pid}/task/{runuser.pid}/children", encoding="ascii") as f:
+                kids = f.read().split()
+        except OSError:
+            return None
+        return int(kids[0]) if kids else None
+
+    def stop_daemon(self, name, sig=signal.SIGTERM):
+        p = self.procs.get(name)
+        if not p or p.poll() is not None:
+            return
+        pid = self._daemon_pid(p)
+        try:
+            if pid:
+                os.kill(pid, sig)
+            else:
+                p.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.exit_codes[name] = p.returncode
+
+    def stop(self, check_leftovers=True):
+        """Stop the daemons (SIGTERM, SIGKILL after a grace period) and the fake endpoint,
+        remove this installation's containers and directories. Raises HarnessError when
+        containers of this installation were still there after the daemons stopped."""
+        if self.stopped:
+            return
+        self.stopped = True
+        for name in ("statd", "runnerd", "brokerd"):
+            self.stop_daemon(name)
+        if self.fake:
+            self.fake.stop()
+        leftovers = []
+        if hasattr(self, "installation"):
+            try:
+                leftovers = self.containers()
+                for n in leftovers:
+                    docker("rm", "-f", n, check=False, timeout=30)
+            except (HarnessError, subprocess.TimeoutExpired):
+                pass
+        for f in self._logfiles:
+            f.close()
+        self._final_logs = self.logs()
+        if os.environ.get("RTS_KEEP"):
+            print(f"keeping {self.root}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if check_leftovers and leftovers:
+            raise HarnessError(f"containers left behind after the daemons stopped: {', '.join(leftovers)}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop(check_leftovers=exc[0] is None)
+        return False
