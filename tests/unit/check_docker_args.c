@@ -391,6 +391,7 @@ START_TEST(test_worker_input_shape)
 		.text = "hello\n\x01 world",
 		.attachments = 3,
 		.start_fresh = true,
+		.time_left_ms = 90000,
 	};
 	cleanup_free char *s = NULL;
 	size_t n = 0;
@@ -418,10 +419,11 @@ START_TEST(test_worker_input_shape)
 	ck_assert(json_object_is_type(tl, json_type_array));
 	ck_assert_uint_eq(json_object_array_length(tl), 1);
 	json_object *lim = rts_json_get(o, "limits");
-	ck_assert_int_eq(json_object_object_length(lim), 3);
+	ck_assert_int_eq(json_object_object_length(lim), 4);
 	ck_assert_int_eq(json_object_get_int(rts_json_get(lim, "modelCalls")), 12);
 	ck_assert_int_eq(json_object_get_int(rts_json_get(lim, "toolCallsPerResponse")), 8);
 	ck_assert_int_eq(json_object_get_int(rts_json_get(lim, "maxOutputTokens")), 4096);
+	ck_assert_int_eq(json_object_get_int(rts_json_get(lim, "turnTimeoutMs")), 90000);
 	/* The principal id never reaches the container. */
 	ck_assert_ptr_null(strstr(s, "rincipal"));
 }
