@@ -1,3 +1,16 @@
+/* The sealed agent loop: Chat Completions against the broker's /model, the memory tools run
+ * here, public tools through /tools/<name> and /mcp/<server>.
+ *
+ * Seed rules this file carries out ("Threat model", "Memory and scope"): at most
+ * limits.modelCalls (12) model calls, the last of which asks for an answer (tool_choice
+ * "none") and runs no tools; at most limits.toolCallsPerResponse (8) tools per response,
+ * every further call answered with an error result; malformed or unoffered tool names
+ * echoed as a placeholder with an error result; call ids that are not [A-Za-z0-9_-]{1,64}
+ * or repeat one already used in the turn renamed together with their results; every
+ * request under 192 KiB by dropping the oldest history first, then the oldest whole
+ * tool-call groups (worker.h shows the parts that always remain fit); the broker's 48-call
+ * budget never spent on a tool when the final model call would go without; only the
+ * settled exchange saved to history, never the tool transcript. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -41,17 +54,18 @@ struct agent {
 	json_object *ids; /* set of tool call ids used in this turn (object keys) */
 	unsigned next_id;
 	unsigned rpc_id;
+	unsigned broker_calls; /* POSTs attempted in this turn, model and tools */
 	char *tool_names; /* the offered public tools, comma separated */
 };
 
 /* One tool call of a response after normalisation. */
 struct pending {
-	char *id;		       /* as echoed, normalised */
-	const char *name;	       /* as echoed: the real name or PLACEHOLDER_TOOL */
+	char *id;			/* as echoed, normalised */
+	const char *name;		/* as echoed: the real name or PLACEHOLDER_TOOL */
 	const struct worker_tool *tool; /* public tool, or NULL for a memory tool / refusal */
-	json_object *args;	       /* parsed arguments object, or NULL */
-	char *args_text;	       /* as echoed */
-	const char *refusal;	       /* non-NULL: not run, the model gets this error */
+	json_object *args;		/* parsed arguments object, or NULL */
+	char *args_text;		/* as echoed: args re-serialised, or "{}" */
+	char *refusal;			/* non-NULL: not run, the model gets this error */
 };
 
 static size_t dump_len(json_object *o)
@@ -90,6 +104,19 @@ static uint64_t call_deadline(const struct agent *a)
 	return cap < a->deadline_ms ? cap : a->deadline_ms;
 }
 
+/* One broker call, counted against the broker's per-turn budget whatever its outcome. */
+static int agent_post(struct agent *a, const char *route, const char *body, unsigned *status, json_object **answer)
+{
+	a->broker_calls++;
+	return worker_broker_post(a->broker, route, body, strlen(body), call_deadline(a), status, answer);
+}
+
+/* Broker calls left in this turn's budget. */
+static unsigned broker_calls_left(const struct agent *a)
+{
+	return a->broker_calls < WORKER_BROKER_CALLS_MAX ? WORKER_BROKER_CALLS_MAX - a->broker_calls : 0;
+}
+
 /* How a guest's message is shown to the model; the name is the display name the host
  * resolved, the id tells apart two guests who share one. */
 static char *user_text(const char *name, const char *id, const char *when, const char *text, uint32_t attachments)
@@ -103,6 +130,8 @@ static char *user_text(const char *name, const char *id, const char *when, const
 			     when ? when : "", body, note ? note : "");
 }
 
+/* The request's "tools": the memory tools, then the public tools in input order while they
+ * fit WORKER_TOOLS_BUDGET together with their names in the system prompt. */
 static void agent_tools(struct agent *a)
 {
 	a->tools = worker_memory_tool_specs();
@@ -119,7 +148,7 @@ static void agent_tools(struct agent *a)
 		json_object *spec = json_object_new_object();
 		json_object_object_add(spec, "type", json_object_new_string("function"));
 		json_object_object_add(spec, "function", fn);
-		size_t cost = dump_len(spec) + 1;
+		size_t cost = dump_len(spec) + 1 + 2 + strlen(t->name);
 		if (used + cost > WORKER_TOOLS_BUDGET) {
 			/* Bounded tool descriptions keep every request under the broker's limit. */
 			fprintf(stderr, "worker: tool %s left out: the tool list is full\n", t->name);
@@ -231,7 +260,7 @@ static char *agent_request(struct agent *a, bool last_call)
 static bool id_valid(const char *id)
 {
 	size_t n = id ? strlen(id) : 0;
-	if (n == 0 || n > 64)
+	if (n == 0 || n > WORKER_CALL_ID_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = id[i];
@@ -279,7 +308,7 @@ static char *agent_call_public(struct agent *a, const struct worker_tool *t, jso
 	cleanup_free char *text = rts_json_dump(body);
 	unsigned status = 0;
 	cleanup_json json_object *answer = NULL;
-	int r = worker_broker_post(a->broker, t->route, text, strlen(text), call_deadline(a), &status, &answer);
+	int r = agent_post(a, t->route, text, &status, &answer);
 	if (r < 0) {
 		fprintf(stderr, "worker: tool call %s failed: %s\n", t->name, strerror(-r));
 		return error_text("the tool call failed: %s", r == -ETIMEDOUT ? "timed out" : "no usable answer");
@@ -332,8 +361,13 @@ static char *agent_call_public(struct agent *a, const struct worker_tool *t, jso
 	return out;
 }
 
-/* Check and echo one tool call; nothing of it is trusted. */
-static void agent_pending(struct agent *a, json_object *call, size_t index, size_t *args_used, struct pending *p)
+/* Check one tool call of a response; nothing of it is trusted. index is its position in
+ * the response, n the response's number of calls. Usable arguments are echoed
+ * re-serialised, so the echo is JSON the worker wrote itself and escapes a model chose
+ * cannot inflate it; *args_used sums their encoded size over the response against
+ * WORKER_GROUP_ARGUMENTS_MAX. Arguments that are unusable are echoed as "{}". */
+static void agent_pending(struct agent *a, json_object *call, size_t index, size_t n, size_t *args_used,
+			  struct pending *p)
 {
 	*p = (struct pending){0};
 	p->id = agent_call_id(a, rts_json_get_string(call, "id"));
@@ -344,41 +378,52 @@ static void agent_pending(struct agent *a, json_object *call, size_t index, size
 	p->name = name && tool_offered(a, name) ? name : PLACEHOLDER_TOOL;
 
 	/* Chat Completions sends arguments as JSON text; tolerate an object or nothing. */
-	cleanup_free char *raw = NULL;
-	if (args && json_object_is_type(args, json_type_string))
-		raw = rts_xstrdup(json_object_get_string(args));
-	else if (args && json_object_is_type(args, json_type_object))
-		raw = rts_json_dump(args);
-	else if (!args || json_object_is_type(args, json_type_null))
-		raw = rts_xstrdup("{}");
-	size_t cost = raw ? worker_text_json_len(raw, strlen(raw)) : 0;
-	bool fits = raw && *args_used + cost <= WORKER_GROUP_ARGUMENTS_MAX;
 	json_object *parsed = NULL;
 	const char *why;
-	if (fits && rts_json_parse(raw, strlen(raw), WORKER_JSON_DEPTH, &parsed, &why) == 0) {
-		if (json_object_is_type(parsed, json_type_object))
+	if (!args || json_object_is_type(args, json_type_null))
+		parsed = json_object_new_object();
+	else if (json_object_is_type(args, json_type_object))
+		parsed = json_object_get(args);
+	else if (json_object_is_type(args, json_type_string) &&
+		 rts_json_parse(json_object_get_string(args), (size_t)json_object_get_string_len(args),
+				WORKER_JSON_DEPTH, &parsed, &why) < 0)
+		parsed = NULL;
+	if (parsed && !json_object_is_type(parsed, json_type_object))
+		json_object_put(steal_pointer(&parsed));
+	bool too_large = false;
+	if (parsed) {
+		cleanup_free char *text = rts_json_dump(parsed);
+		size_t cost = worker_text_json_len(text, strlen(text));
+		if (*args_used + cost <= WORKER_GROUP_ARGUMENTS_MAX) {
+			*args_used += cost;
 			p->args = steal_pointer(&parsed);
-		else
+			p->args_text = steal_pointer(&text);
+		} else {
+			too_large = true;
 			json_object_put(steal_pointer(&parsed));
+		}
 	}
-	if (p->args) {
-		p->args_text = steal_pointer(&raw);
-		*args_used += cost;
-	} else {
-		/* What could not be used is not echoed either. */
+	if (!p->args_text)
 		p->args_text = rts_xstrdup("{}");
-	}
 
-	if (index >= a->in->tool_calls_per_response)
-		p->refusal = "too many tool calls in one response; this one was not run";
-	else if (type && strcmp(type, "function") != 0)
-		p->refusal = "unsupported tool call type";
-	else if (strcmp(p->name, PLACEHOLDER_TOOL) == 0)
-		p->refusal = "unknown or malformed tool name; use one of the offered tools";
-	else if (raw && !fits)
-		p->refusal = "the tool call's arguments are too large";
-	else if (!p->args)
-		p->refusal = "the tool call's arguments are not a JSON object";
+	size_t limit = a->in->tool_calls_per_response;
+	if (index >= limit) {
+		/* Seed: calls beyond the per-response bound get an error result, not silence. */
+		bool more_hidden = n > WORKER_TOOL_CALLS_ECHO_MAX && index + 1 == WORKER_TOOL_CALLS_ECHO_MAX;
+		p->refusal = rts_xasprintf("too many tool calls in one response: only the first %zu of %zu run; this "
+					   "one was not run%s",
+					   limit, n, more_hidden ? ", nor were the ones after it" : "");
+	} else if (type && strcmp(type, "function") != 0) {
+		p->refusal = rts_xstrdup("unsupported tool call type; this call was not run");
+	} else if (strcmp(p->name, PLACEHOLDER_TOOL) == 0) {
+		p->refusal = rts_xstrdup("unknown or malformed tool name; use one of the offered tools");
+	} else if (too_large) {
+		p->refusal = rts_xasprintf("the arguments of this response's tool calls exceed %u KiB in total; this "
+					   "call was not run",
+					   WORKER_GROUP_ARGUMENTS_MAX / 1024);
+	} else if (!p->args) {
+		p->refusal = rts_xstrdup("the tool call's arguments are not a JSON object; it was not run");
+	}
 	if (!p->refusal && !worker_memory_is_tool(p->name))
 		p->tool = worker_input_tool(a->in, p->name);
 }
@@ -387,14 +432,15 @@ static void agent_pending(struct agent *a, json_object *call, size_t index, size
 static void agent_tool_calls(struct agent *a, json_object *msg, json_object *calls)
 {
 	size_t n = json_object_array_length(calls);
-	size_t echoed = n < WORKER_TOOL_CALLS_MAX ? n : WORKER_TOOL_CALLS_MAX;
-	if (n > echoed)
-		fprintf(stderr, "worker: %zu tool calls in one response, %zu dropped\n", n, n - echoed);
+	size_t echoed = n < WORKER_TOOL_CALLS_ECHO_MAX ? n : WORKER_TOOL_CALLS_ECHO_MAX;
+	if (n > a->in->tool_calls_per_response)
+		fprintf(stderr, "worker: %zu tool calls in one response, %zu not run\n", n,
+			n - a->in->tool_calls_per_response);
 
-	struct pending p[WORKER_TOOL_CALLS_MAX];
+	struct pending p[WORKER_TOOL_CALLS_ECHO_MAX];
 	size_t args_used = 0, runnable = 0;
 	for (size_t i = 0; i < echoed; i++) {
-		agent_pending(a, json_object_array_get_idx(calls, i), i, &args_used, &p[i]);
+		agent_pending(a, json_object_array_get_idx(calls, i), i, n, &args_used, &p[i]);
 		if (!p[i].refusal)
 			runnable++;
 	}
@@ -420,20 +466,28 @@ static void agent_tool_calls(struct agent *a, json_object *msg, json_object *cal
 		json_object_object_add(c, "function", fn);
 		json_object_array_add(echo, c);
 
+		/* A public tool needs a broker call and must leave one for the final answer. */
+		if (!p[i].refusal && p[i].tool && broker_calls_left(a) < 2)
+			p[i].refusal = rts_xstrdup("the turn's budget of broker calls is used up; this call was not run. "
+						   "Answer with what you have.");
 		cleanup_free char *result = NULL;
-		if (p[i].refusal)
+		size_t max = result_max;
+		if (p[i].refusal) {
 			result = error_text("%s", p[i].refusal);
-		else if (p[i].tool)
+			max = WORKER_REFUSAL_MAX;
+		} else if (p[i].tool) {
 			result = agent_call_public(a, p[i].tool, p[i].args);
-		else
+		} else {
 			result = worker_memory_call(&a->mem, &a->store, a->in->speaker_id, p[i].name, p[i].args);
-		cleanup_free char *bounded = worker_text_bound(result, result_max, NULL);
+		}
+		cleanup_free char *bounded = worker_text_bound(result, max, NULL);
 		json_object *m = message("tool", bounded);
 		json_object_object_add(m, "tool_call_id", json_object_new_string(p[i].id));
 		json_object_array_add(results, m);
 
 		free(p[i].id);
 		free(p[i].args_text);
+		free(p[i].refusal);
 		if (p[i].args)
 			json_object_put(p[i].args);
 	}
@@ -460,7 +514,9 @@ static void agent_free(struct agent *a)
 static int agent_loop(struct agent *a, char **reply, const char **error_code)
 {
 	for (unsigned call = 0; call < a->in->model_calls; call++) {
-		bool last = call + 1 == a->in->model_calls;
+		/* The last call allowed, by the model-call bound or the broker's call budget,
+		 * asks for an answer; tool calls it returns anyway are not run. */
+		bool last = call + 1 == a->in->model_calls || broker_calls_left(a) <= 1;
 		cleanup_free char *body = agent_request(a, last);
 		if (!body) {
 			*error_code = "context_overflow";
@@ -472,7 +528,7 @@ static int agent_loop(struct agent *a, char **reply, const char **error_code)
 		}
 		unsigned status = 0;
 		cleanup_json json_object *answer = NULL;
-		int r = worker_broker_post(a->broker, "/model", body, strlen(body), call_deadline(a), &status, &answer);
+		int r = agent_post(a, "/model", body, &status, &answer);
 		if (r < 0 || status != 200) {
 			fprintf(stderr, "worker: model call %u failed: %s (HTTP %u)\n", call + 1,
 				r < 0 ? strerror(-r) : "refused", status);
@@ -491,6 +547,8 @@ static int agent_loop(struct agent *a, char **reply, const char **error_code)
 		}
 		json_object *calls = rts_json_get(msg, "tool_calls");
 		if (calls && json_object_is_type(calls, json_type_array) && json_object_array_length(calls) > 0) {
+			if (last)
+				break;
 			agent_tool_calls(a, msg, calls);
 			continue;
 		}

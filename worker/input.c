@@ -7,9 +7,6 @@
 #include "worker/input.h"
 #include "worker/worker.h"
 
-/* Tool names the model sees: host_<48> or mcp_<index>_<48> fit in 64, the usual limit of
- * Chat Completions function names. */
-#define WORKER_TOOL_NAME_MAX 64u
 #define WORKER_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
 
 bool worker_input_name_valid(const char *s, size_t max_len)

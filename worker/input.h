@@ -30,14 +30,15 @@ struct worker_input {
 	struct worker_tool *tools;
 	size_t n_tools;
 	bool start_fresh;
-	unsigned model_calls;		 /* limits.modelCalls */
-	unsigned tool_calls_per_response; /* limits.toolCallsPerResponse */
+	unsigned model_calls;		 /* limits.modelCalls, 1..WORKER_MODEL_CALLS_MAX */
+	unsigned tool_calls_per_response; /* limits.toolCallsPerResponse, 1..WORKER_TOOL_CALLS_MAX */
 	unsigned max_output_tokens;	 /* limits.maxOutputTokens */
 	uint32_t turn_timeout_ms;	 /* limits.turnTimeoutMs, optional (0: not given) */
 };
 
 /* Parse and validate the len bytes at buf. Every field of HACKING.md's example is
- * required and type- and range-checked; unknown keys are ignored so the host can add
+ * required and type- and range-checked (the limits may lower the seed's 12 model calls and
+ * 8 tool calls per response, never raise them); unknown keys are ignored so the host can add
  * fields without breaking older images. Returns 0 with *out (free with
  * worker_input_free()), or -EINVAL with *why set to a short static reason for stderr. */
 int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why);

@@ -175,11 +175,13 @@ static char *memory_set(struct worker_memory *m, struct worker_store *s, const c
 		return error_result("value must be a string without NUL characters");
 	size_t chars = worker_text_chars(json_object_get_string(c->value));
 	if (chars > WORKER_MEMORY_VALUE_CHARS_MAX)
-		return error_result("value is too long: %zu characters (at most %u)", chars,
+		return error_result("value is too long: %zu characters (at most %u); nothing was stored", chars,
 				    WORKER_MEMORY_VALUE_CHARS_MAX);
 	bool existed = rts_json_get(c->scope, c->key) != NULL;
 	if (!existed && count_entries(m->root) >= WORKER_MEMORY_ENTRIES_MAX)
-		return error_result("memory is full: %u entries", WORKER_MEMORY_ENTRIES_MAX);
+		return error_result("memory is full: %u entries in this channel, all scopes together; remove a note "
+				    "with memory_remove first; nothing was stored",
+				    WORKER_MEMORY_ENTRIES_MAX);
 
 	bool new_scope = false;
 	if (!c->scope) {
@@ -192,9 +194,9 @@ static char *memory_set(struct worker_memory *m, struct worker_store *s, const c
 
 	const char *refusal = NULL;
 	if (serialized_size(m->root) > WORKER_MEMORY_BYTES_MAX)
-		refusal = "memory is full: 512 KiB in total";
+		refusal = "memory is full: 512 KiB in total; remove or shorten notes first; nothing was stored";
 	else if (save(m, s) < 0)
-		refusal = "memory could not be saved";
+		refusal = "memory could not be saved; nothing was stored";
 	if (refusal) {
 		/* Put the notes back exactly as they were stored. */
 		if (old)
@@ -392,8 +394,29 @@ char *worker_memory_preview(const struct worker_memory *m, const char *speaker_i
 {
 	json_object *ns = speaker_scope ? rts_json_get(rts_json_get(m->root, "speakers"), speaker_id)
 					: rts_json_get(m->root, "channel");
-	if (!ns || json_object_object_length(ns) == 0)
+	size_t total = ns ? (size_t)json_object_object_length(ns) : 0;
+	if (total == 0)
 		return rts_xstrdup("(none)");
-	cleanup_free char *text = rts_json_dump(ns);
-	return worker_text_bound(text, max, NULL);
+	/* Whole notes in stored order while they fit, each value cut to a preview length;
+	 * the rest is counted, not cut mid-note. */
+	static const char more_fmt[] = "\n[%zu more notes not shown; read them with memory_get]";
+	size_t reserve = sizeof(more_fmt) + 16;
+	cleanup_json json_object *shown = json_object_new_object();
+	size_t n_shown = 0;
+	json_object_object_foreach(ns, key, val)
+	{
+		cleanup_free char *v = worker_text_bound(json_object_get_string(val), WORKER_PREVIEW_VALUE_MAX, NULL);
+		json_object_object_add(shown, key, json_object_new_string(v));
+		cleanup_free char *text = rts_json_dump(shown);
+		if (worker_text_json_len(text, strlen(text)) + reserve > max) {
+			json_object_object_del(shown, key);
+			break;
+		}
+		n_shown++;
+	}
+	cleanup_free char *text = rts_json_dump(shown);
+	if (n_shown == total)
+		return steal_pointer(&text);
+	cleanup_free char *more = rts_xasprintf(more_fmt, total - n_shown);
+	return rts_xasprintf("%s%s", text, more);
 }

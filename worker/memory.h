@@ -3,9 +3,11 @@
  * can name another speaker), and "channel", shared by everyone in the channel's workspace.
  *
  * File .sandbox/memory.json: {"v":1,"speakers":{SPEAKER_ID:{KEY:VALUE}},"channel":{KEY:VALUE}}.
- * Caps (seed): 256 entries in all, 2,048 characters per value, 512 KiB serialised; keys are
- * 1..128 printable characters. A change that would break a cap is refused with an error
- * result and leaves the stored notes as they were. */
+ * Caps (seed): 256 entries in all (every speaker namespace and the channel scope together),
+ * 2,048 characters per value counted as Unicode code points (a value may hold up to 8 KiB of
+ * UTF-8), 512 KiB for the serialised file; keys are 1..128 printable characters. A change
+ * that would break a cap is refused with an error result the model reads, naming the cap,
+ * and leaves the stored notes (in memory and on disk) exactly as they were. */
 #ifndef WORKER_MEMORY_H
 #define WORKER_MEMORY_H
 
@@ -39,8 +41,11 @@ json_object *worker_memory_tool_specs(void);
 char *worker_memory_call(struct worker_memory *m, struct worker_store *s, const char *speaker_id, const char *tool,
 			 json_object *args);
 
-/* The notes of one scope (speaker_scope: speaker_id's, else the channel's) as compact JSON
- * text cut to max encoded bytes with a visible mark, or "(none)". Newly allocated. */
+/* The notes of one scope (speaker_scope: speaker_id's, else the channel's) for the system
+ * prompt, at most max JSON-encoded bytes (seed: 4 KiB per scope): a compact JSON object of
+ * whole notes in stored order, each value cut to WORKER_PREVIEW_VALUE_MAX with the visible
+ * mark, then a line counting the notes left out; "(none)" for an empty scope. The full
+ * notes stay reachable with memory_get. Newly allocated. */
 char *worker_memory_preview(const struct worker_memory *m, const char *speaker_id, bool speaker_scope, size_t max);
 
 #endif

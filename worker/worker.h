@@ -19,27 +19,59 @@
 /* Broker calls. */
 #define WORKER_HTTP_HEADERS_MAX (16u * 1024u)
 #define WORKER_HTTP_BODY_MAX (1024u * 1024u)
-#define WORKER_CALL_TIMEOUT_MS 90000u	    /* one broker call, capped by the turn's remainder */
-#define WORKER_TURN_TIMEOUT_MS 600000u	    /* when the input names no turnTimeoutMs */
-#define WORKER_MODEL_CALLS_MAX 48u	    /* the broker's per-turn call budget */
-#define WORKER_TOOL_CALLS_MAX 32u	    /* tool calls echoed back from one response */
+#define WORKER_CALL_TIMEOUT_MS 90000u /* one broker call, capped by the turn's remainder */
+#define WORKER_TURN_TIMEOUT_MS 600000u /* when the input names no turnTimeoutMs */
+/* The broker's per-turn call budget (brokerd BROKERD_CALLS_PER_TURN; seed: 48 broker calls
+ * per turn, refused ones included). The worker keeps the last one for a final model call,
+ * so running tools can never leave a turn without an answer. */
+#define WORKER_BROKER_CALLS_MAX 48u
 
-/* Model request budget. Seed: "Model request context stays below 192 KiB". The fixed
- * parts below plus one worst-case tool-call group stay under it by construction; the
- * dropping of history and older groups covers the rest. */
+/* Loop bounds. Seed: "The worker itself stops after 12 model calls and eight tools per
+ * response"; limits.modelCalls and limits.toolCallsPerResponse may only lower them. Calls
+ * past the per-response bound are answered with an error result; past
+ * WORKER_TOOL_CALLS_ECHO_MAX they are not echoed one by one, the last echoed result says
+ * how many more there were (the broker lets at most 64 through). */
+#define WORKER_MODEL_CALLS_MAX 12u
+#define WORKER_TOOL_CALLS_MAX 8u
+#define WORKER_TOOL_CALLS_ECHO_MAX 32u
+#define WORKER_CALL_ID_MAX 64u	 /* [A-Za-z0-9_-]{1,64}; anything else is renamed */
+#define WORKER_TOOL_NAME_MAX 64u /* host_<48> or mcp_<i>_<48>, the Chat Completions limit */
+
+/* Model request budget. Seed: "Model request context stays below 192 KiB". All sizes
+ * below are JSON-encoded bytes as they appear in the request body. */
 #define WORKER_REQUEST_MAX (192u * 1024u)
 #define WORKER_OPERATOR_PROMPT_MAX (16u * 1024u)
-#define WORKER_PREVIEW_MAX (4u * 1024u)	       /* seed: memory previews 4 KiB per scope */
-#define WORKER_USER_TEXT_MAX (48u * 1024u)     /* seed: current user context 48 KiB */
-#define WORKER_TOOLS_BUDGET (32u * 1024u)      /* the request's whole "tools" array */
+#define WORKER_PREVIEW_MAX (4u * 1024u)	   /* seed: memory previews 4 KiB per scope */
+#define WORKER_PREVIEW_VALUE_MAX 512u	   /* one note's value inside a preview */
+#define WORKER_USER_TEXT_MAX (48u * 1024u) /* seed: current user context 48 KiB */
+#define WORKER_TOOLS_BUDGET (32u * 1024u)  /* the "tools" array plus the names in the prompt */
 #define WORKER_TOOL_DESCRIPTION_MAX 1024u
 #define WORKER_TOOL_RESULT_MAX (16u * 1024u)   /* one tool result */
-#define WORKER_GROUP_RESULTS_MAX (32u * 1024u) /* all executed results of one response */
+#define WORKER_GROUP_RESULTS_MAX (32u * 1024u) /* all results of tools run for one response */
 #define WORKER_GROUP_ARGUMENTS_MAX (16u * 1024u)
+#define WORKER_REFUSAL_MAX 256u		       /* a locally refused call's error result */
 #define WORKER_ASSISTANT_TEXT_MAX (4u * 1024u) /* text beside tool calls */
 #define WORKER_REPLY_MAX (32u * 1024u)
 
-/* Memory. Seed: "capped at 256 entries, 2,048 characters per value and 512 KiB total". */
+/* What every request carries however much is dropped: the system message, the current
+ * user message, the tools and the latest tool-call group. Input strings are bounded in raw
+ * bytes (speaker fields 256, time zone and time 64); escaping can make a byte six. The
+ * fixed allowances cover JSON punctuation, member names and the prompt's own wording. */
+#define WORKER_ENCODED(raw) (6u * (raw))
+#define WORKER_SYSTEM_WORST                                                                                     \
+	(2048u + WORKER_OPERATOR_PROMPT_MAX + 2u * WORKER_PREVIEW_MAX + 2u * WORKER_ENCODED(64u))
+#define WORKER_USER_WORST (512u + WORKER_USER_TEXT_MAX + 2u * WORKER_ENCODED(256u))
+#define WORKER_GROUP_WORST                                                                                      \
+	(64u + WORKER_ASSISTANT_TEXT_MAX + WORKER_GROUP_ARGUMENTS_MAX + WORKER_GROUP_RESULTS_MAX +              \
+	 WORKER_TOOL_CALLS_ECHO_MAX * (66u + WORKER_CALL_ID_MAX + WORKER_TOOL_NAME_MAX) +                       \
+	 WORKER_TOOL_CALLS_ECHO_MAX * (47u + WORKER_CALL_ID_MAX + WORKER_REFUSAL_MAX))
+_Static_assert(256u + WORKER_SYSTEM_WORST + WORKER_USER_WORST + WORKER_TOOLS_BUDGET + WORKER_GROUP_WORST <
+		       WORKER_REQUEST_MAX,
+	       "the parts a request always carries must fit the 192 KiB budget");
+
+/* Memory. Seed: "capped at 256 entries, 2,048 characters per value and 512 KiB total".
+ * Entries count across all scopes of the channel (speakers and channel together);
+ * characters are Unicode code points; the total is the serialised memory.json. */
 #define WORKER_MEMORY_ENTRIES_MAX 256u
 #define WORKER_MEMORY_VALUE_CHARS_MAX 2048u
 #define WORKER_MEMORY_KEY_CHARS_MAX 128u

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -344,6 +345,7 @@ struct opts {
 	bool fresh;
 	int attachments;
 	int model_calls;
+	int tool_calls;
 	int turn_timeout_ms;
 };
 
@@ -368,7 +370,7 @@ static char *input_json(const struct opts *o)
 	json_object_object_add(in, "startFresh", json_object_new_boolean(o->fresh));
 	json_object *limits = json_object_new_object();
 	json_object_object_add(limits, "modelCalls", json_object_new_int(o->model_calls ? o->model_calls : 12));
-	json_object_object_add(limits, "toolCallsPerResponse", json_object_new_int(8));
+	json_object_object_add(limits, "toolCallsPerResponse", json_object_new_int(o->tool_calls ? o->tool_calls : 8));
 	json_object_object_add(limits, "maxOutputTokens", json_object_new_int(4096));
 	if (o->turn_timeout_ms)
 		json_object_object_add(limits, "turnTimeoutMs", json_object_new_int(o->turn_timeout_ms));
@@ -387,6 +389,8 @@ struct run {
 	char *out;
 	char *err;
 	double secs;
+	long maxrss_kb; /* wait4's ru_maxrss: the worker's peak resident set, or the forked
+			 * test process's before exec when that was larger (an upper bound) */
 };
 
 static void run_free(struct run *r)
@@ -479,8 +483,10 @@ static void run_raw(const char *input, size_t input_len, const char *broker, str
 	if (fds[0] >= 0)
 		close(fds[0]);
 	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	struct rusage ru;
+	ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	r->maxrss_kb = ru.ru_maxrss;
 	r->secs = (double)(rts_now_ms() - start) / 1000.0;
 	check_requests();
 }
@@ -727,6 +733,7 @@ START_TEST(test_plain_reply)
 	struct run r;
 	run_worker(&(struct opts){.text = "hello there", .attachments = 2}, &r);
 	expect_reply(&r, "Hi Alice!");
+	printf("worker peak RSS in a one-call turn: %ld KiB\n", r.maxrss_kb);
 	ck_assert_uint_eq(count_records("/model", 0), 1);
 
 	cleanup_json json_object *req = model_request(0);
@@ -1446,12 +1453,34 @@ START_TEST(test_mcp_route)
 }
 END_TEST
 
-static char *eight_big_calls(size_t call, json_object *req)
+/* Three public tool calls with 5 KiB of arguments each and 5 KiB of text beside them:
+ * 12 model calls and 33 tool calls stay within the broker's 48. */
+static char *three_big_calls(size_t call, json_object *req)
+{
+	char pad[5001];
+	memset(pad, 'a', 5000);
+	pad[5000] = '\0';
+	json_object *calls = json_object_new_array();
+	for (int i = 0; i < 3; i++) {
+		char id[32];
+		snprintf(id, sizeof(id), "b%zu_%d", call, i);
+		cleanup_free char *args = rts_xasprintf("{\"pad\":\"%s\"}", pad);
+		json_object_array_add(calls, tc(id, "host_echo", args));
+	}
+	json_object *msg = json_object_new_object();
+	json_object_object_add(msg, "role", json_object_new_string("assistant"));
+	json_object_object_add(msg, "content", json_object_new_string(pad));
+	json_object_object_add(msg, "tool_calls", calls);
+	return ans_message(msg);
+}
+
+/* Eight public tool calls per response, for ever. */
+static char *eight_calls(size_t call, json_object *req)
 {
 	json_object *calls = json_object_new_array();
 	for (int i = 0; i < 8; i++) {
 		char id[32];
-		snprintf(id, sizeof(id), "b%zu_%d", call, i);
+		snprintf(id, sizeof(id), "e%zu_%d", call, i);
 		json_object_array_add(calls, tc(id, "host_echo", "{}"));
 	}
 	return ans_call_array(calls);
@@ -1504,12 +1533,24 @@ START_TEST(test_context_budget)
 	memset(F.tool_result, '\n', 100 * 1024);
 	F.tool_result[100 * 1024] = '\0';
 	fake_script_reset();
-	F.fn = eight_big_calls;
+	F.fn = three_big_calls;
 
 	struct run r;
 	run_worker(&(struct opts){.text = text, .system_prompt = prompt, .tools = ECHO_TOOL}, &r);
 	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
+	/* The issue asks for the worker's peak RSS in a turn with a full context. */
+	size_t biggest = 0;
+	pthread_mutex_lock(&F.lock);
+	for (size_t i = run_first; i < F.n_rec; i++)
+		if (strcmp(F.rec[i].url, "/model") == 0 && F.rec[i].body_len > biggest)
+			biggest = F.rec[i].body_len;
+	pthread_mutex_unlock(&F.lock);
+	printf("worker peak RSS with full context: %ld KiB (largest request %zu bytes)\n", r.maxrss_kb, biggest);
+	ck_assert_uint_gt(biggest, WORKER_REQUEST_MAX - 16 * 1024);
+	ck_assert_int_lt(r.maxrss_kb, 32 * 1024);
 	run_free(&r);
+	ck_assert_uint_eq(count_records("/model", 0), 12);
+	ck_assert_uint_eq(count_records("/tools/echo", 0), 33);
 
 	/* check_requests() proved every body < 192 KiB and every group whole. */
 	size_t prev_history = SIZE_MAX;
@@ -1528,11 +1569,15 @@ START_TEST(test_context_budget)
 			group_dropped = true;
 		}
 		if (k > 0) {
-			/* The latest group is always there, with its tool results cut visibly. */
+			/* The latest group is always there, whole, with its text and results cut
+			 * visibly. */
 			size_t n = n_messages(req);
+			char want[32];
+			snprintf(want, sizeof(want), "b%zu_2", k - 1);
 			ck_assert_str_eq(msg_field(req, n - 1, "role"), "tool");
+			ck_assert_str_eq(msg_field(req, n - 1, "tool_call_id"), want);
 			ck_assert_ptr_nonnull(strstr(msg_field(req, n - 1, "content"), "[truncated]"));
-			ck_assert_ptr_nonnull(strstr(msg_field(req, n - 1, "tool_call_id"), "b"));
+			ck_assert_ptr_nonnull(strstr(msg_field(req, n - 4, "content"), "[truncated]"));
 		}
 		/* The current message is cut visibly too. */
 		const char *user = NULL;
@@ -1603,6 +1648,209 @@ START_TEST(test_error_text_stays_utf8)
 }
 END_TEST
 
+START_TEST(test_loop_limits_from_input)
+{
+	/* The input may lower the seed's bounds, never raise them. */
+	static const char *edits[][2] = {
+		{"\"modelCalls\":12", "\"modelCalls\":13"},
+		{"\"toolCallsPerResponse\":8", "\"toolCallsPerResponse\":9"},
+		{"\"toolCallsPerResponse\":8", "\"toolCallsPerResponse\":0"},
+	};
+	cleanup_free char *good = input_json(&(struct opts){0});
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(edits); i++) {
+		char *at = strstr(good, edits[i][0]);
+		ck_assert_msg(at != NULL, "edit %zu does not apply", i);
+		cleanup_free char *in = rts_xasprintf("%.*s%s%s", (int)(at - good), good, edits[i][1],
+						      at + strlen(edits[i][0]));
+		struct run r;
+		run_raw(in, strlen(in), F.sock, &r, 10);
+		expect_error(&r, "bad_input");
+		run_free(&r);
+	}
+	ck_assert_uint_eq(count_records("/model", 0), 0);
+
+	/* Lower bounds are obeyed: 3 model calls, 2 tool calls per response. */
+	fake_script_reset();
+	F.fn = eight_calls;
+	struct run r;
+	run_worker(&(struct opts){.tools = ECHO_TOOL, .model_calls = 3, .tool_calls = 2}, &r);
+	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
+	run_free(&r);
+	ck_assert_uint_eq(count_records("/model", 0), 3);
+	ck_assert_uint_eq(count_records("/tools/echo", 0), 4);
+	cleanup_json json_object *req = model_request(2);
+	ck_assert_str_eq(rts_json_get_string(req, "tool_choice"), "none");
+	size_t n = n_messages(req);
+	ck_assert_ptr_nonnull(strstr(msg_field(req, n - 1, "content"), "only the first 2 of 8 run"));
+}
+END_TEST
+
+static char *set_key_per_call(size_t call, json_object *req)
+{
+	char id[32], args[96];
+	snprintf(id, sizeof(id), "s%zu", call);
+	snprintf(args, sizeof(args), "{\"scope\":\"channel\",\"key\":\"k%zu\",\"value\":\"v\"}", call);
+	return ans_calls(tc(id, "memory_set", args), NULL);
+}
+
+START_TEST(test_last_call_runs_no_tools)
+{
+	/* The twelfth call asks for an answer; tool calls it returns anyway are not run. */
+	fake_script_reset();
+	F.fn = set_key_per_call;
+	struct run r;
+	run_worker(&(struct opts){0}, &r);
+	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
+	run_free(&r);
+	ck_assert_uint_eq(count_records("/model", 0), 12);
+	cleanup_json json_object *mem = read_json(".sandbox/memory.json");
+	json_object *ch = rts_json_get(mem, "channel");
+	ck_assert_int_eq(json_object_object_length(ch), 11);
+	ck_assert_ptr_nonnull(rts_json_get(ch, "k10"));
+	ck_assert_ptr_null(rts_json_get(ch, "k11"));
+}
+END_TEST
+
+START_TEST(test_broker_call_budget)
+{
+	/* Eight public tools per response would need 12 + 88 broker calls; the broker allows
+	 * 48. The worker stops running tools while one call is left and spends it on a final
+	 * model call that asks for an answer. */
+	fake_script_reset();
+	F.fn = eight_calls;
+	struct run r;
+	run_worker(&(struct opts){.tools = ECHO_TOOL}, &r);
+	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
+	run_free(&r);
+	size_t models = count_records("/model", 0), tools = count_records("/tools/echo", 0);
+	ck_assert_uint_eq(models + tools, WORKER_BROKER_CALLS_MAX);
+	ck_assert_uint_eq(models, 7);
+	cleanup_json json_object *last = model_request(models - 1);
+	ck_assert_str_eq(rts_json_get_string(last, "tool_choice"), "none");
+	/* The sixth response: one tool ran, seven were refused with a result that says why. */
+	size_t n = n_messages(last);
+	ck_assert_ptr_nonnull(strstr(msg_field(last, n - 8, "content"), "ran echo"));
+	for (size_t i = 1; i < 8; i++)
+		ck_assert_ptr_nonnull(strstr(msg_field(last, n - 8 + i, "content"), "budget of broker calls"));
+}
+END_TEST
+
+START_TEST(test_many_tool_calls_in_one_response)
+{
+	/* More calls than the worker echoes: 8 run, the next ones get an error result each,
+	 * and the last echoed one says that more were left out. */
+	json_object *calls = json_object_new_array();
+	for (int i = 0; i < 40; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "m%d", i);
+		json_object_array_add(calls, tc(id, "host_echo", "{}"));
+	}
+	fake_script(ans_call_array(calls), ans_text("done"), NULL);
+	struct run r;
+	run_worker(&(struct opts){.tools = ECHO_TOOL}, &r);
+	expect_reply(&r, "done");
+	run_free(&r);
+	ck_assert_uint_eq(count_records("/tools/echo", 0), 8);
+	cleanup_json json_object *req = model_request(1);
+	ck_assert_uint_eq(count_role(req, "tool"), WORKER_TOOL_CALLS_ECHO_MAX);
+	size_t n = n_messages(req);
+	for (size_t i = 8; i < WORKER_TOOL_CALLS_ECHO_MAX; i++) {
+		const char *c = msg_field(req, n - WORKER_TOOL_CALLS_ECHO_MAX + i, "content");
+		ck_assert_ptr_nonnull(strstr(c, "only the first 8 of 40 run"));
+		ck_assert(!!strstr(c, "nor were the ones after it") == (i == WORKER_TOOL_CALLS_ECHO_MAX - 1));
+	}
+}
+END_TEST
+
+START_TEST(test_arguments_echoed_normalised)
+{
+	/* 2,048 non-BMP characters written as \u escapes (twelve bytes each in the model's
+	 * text): a valid value, stored whole, and echoed as the worker's own compact JSON. */
+	size_t n = 2048;
+	cleanup_free char *escaped = rts_xmalloc(12 * n + 1);
+	cleanup_free char *raw = rts_xmalloc(4 * n + 1);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(escaped + 12 * i, "\\ud83d\\ude00", 12);
+		memcpy(raw + 4 * i, "\xf0\x9f\x98\x80", 4);
+	}
+	escaped[12 * n] = '\0';
+	raw[4 * n] = '\0';
+	cleanup_free char *args =
+		rts_xasprintf("{ \"scope\" : \"channel\", \"key\":\"smile\", \"value\":\"%s\" }", escaped);
+	fake_script(ans_calls(tc("e1", "memory_set", args), NULL), ans_text("ok"), NULL);
+	struct run r;
+	run_worker(&(struct opts){0}, &r);
+	expect_reply(&r, "ok");
+	run_free(&r);
+	cleanup_json json_object *mem = read_json(".sandbox/memory.json");
+	ck_assert_str_eq(rts_json_get_string(rts_json_get(mem, "channel"), "smile"), raw);
+	cleanup_json json_object *req = model_request(1);
+	size_t m = n_messages(req);
+	json_object *call = json_object_array_get_idx(rts_json_get(json_object_array_get_idx(messages(req), m - 2),
+								  "tool_calls"),
+						      0);
+	const char *echoed = rts_json_get_string(rts_json_get(call, "function"), "arguments");
+	cleanup_free char *want = rts_xasprintf("{\"scope\":\"channel\",\"key\":\"smile\",\"value\":\"%s\"}", raw);
+	ck_assert_str_eq(echoed, want);
+	ck_assert_ptr_nonnull(strstr(msg_field(req, m - 1, "content"), "\"ok\":true"));
+}
+END_TEST
+
+START_TEST(test_memory_preview_bounded)
+{
+	/* 40 notes of 2,048 characters in each scope: the prompt shows whole notes up to
+	 * 4 KiB per scope, values cut visibly, and counts the rest; memory_get still reads a
+	 * note the preview left out, in full. */
+	char value[2049];
+	memset(value, 'q', 2048);
+	value[2048] = '\0';
+	json_object *ch = json_object_new_object();
+	json_object *mine = json_object_new_object();
+	for (int i = 0; i < 40; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "c%02d", i);
+		json_object_object_add(ch, k, json_object_new_string(value));
+		snprintf(k, sizeof(k), "s%02d", i);
+		json_object_object_add(mine, k, json_object_new_string(value));
+	}
+	make_sandbox();
+	cleanup_json json_object *root = json_object_new_object();
+	json_object_object_add(root, "v", json_object_new_int(1));
+	json_object *speakers = json_object_new_object();
+	json_object_object_add(speakers, "1001", mine);
+	json_object_object_add(root, "speakers", speakers);
+	json_object_object_add(root, "channel", ch);
+	cleanup_free char *p = ws_path(".sandbox/memory.json");
+	cleanup_free char *text = rts_json_dump(root);
+	write_file(p, text);
+
+	fake_script(ans_calls(tc("g", "memory_get", "{\"scope\":\"channel\",\"key\":\"c39\"}"), NULL), ans_text("ok"),
+		    NULL);
+	struct run r;
+	run_worker(&(struct opts){0}, &r);
+	expect_reply(&r, "ok");
+	run_free(&r);
+	cleanup_json json_object *req = model_request(0);
+	const char *sys = system_text(req);
+	ck_assert_ptr_null(strstr(sys, RESET_NOTE));
+	/* Encoded size of the whole system message: the operator prompt and wording plus at
+	 * most two 4 KiB previews. */
+	ck_assert_uint_le(strlen(sys), 2 * WORKER_PREVIEW_MAX + 1024);
+	ck_assert_ptr_nonnull(strstr(sys, "\"s00\":\"qqq"));
+	ck_assert_ptr_nonnull(strstr(sys, "\"c00\":\"qqq"));
+	ck_assert_ptr_nonnull(strstr(sys, "[truncated]"));
+	ck_assert_ptr_null(strstr(sys, "c39"));
+	ck_assert_ptr_nonnull(strstr(sys, "more notes not shown; read them with memory_get"));
+	const char *speaker_part = strstr(sys, "Memory notes of the current speaker");
+	const char *channel_part = strstr(sys, "Channel memory notes");
+	ck_assert(speaker_part && channel_part && speaker_part < channel_part);
+	ck_assert_uint_le((size_t)(channel_part - speaker_part), WORKER_PREVIEW_MAX + 200);
+	cleanup_free char *res = last_tool_result();
+	cleanup_free char *full = rts_xasprintf("\"value\":\"%s\"", value);
+	ck_assert_ptr_nonnull(strstr(res, full));
+}
+END_TEST
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -1624,6 +1872,12 @@ static Suite *worker_suite(void)
 		{"loop", test_model_and_tool_errors},
 		{"loop", test_mcp_route},
 		{"loop", test_stuck_broker},
+		{"loop", test_loop_limits_from_input},
+		{"loop", test_last_call_runs_no_tools},
+		{"loop", test_broker_call_budget},
+		{"loop", test_many_tool_calls_in_one_response},
+		{"loop", test_arguments_echoed_normalised},
+		{"memory", test_memory_preview_bounded},
 		{"history", test_history_keeps_ten},
 		{"history", test_start_fresh},
 		{"hostile", test_hostile_memory_symlink},
