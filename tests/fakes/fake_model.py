@@ -36,10 +36,26 @@ Rules, applied to the conversation in the request body's "messages":
     "remember <X>"   a memory_set {"scope":"speaker","key":"note","value":"<X>"} tool call
                      (a leading "that " is dropped from X)
     anything else    "echo: <the last user message>"
+
+Upstream misbehaviour (checked before every other rule): "#upstream WORD" in the last user
+message answers with redirect (302 with Location), html / sse (a completion under that
+Content-Type), errorobj (200 with an "error" member), emptychoices / nochoices, notjson,
+headers (a completion plus Set-Cookie, Mcp-Session-Id and X-Upstream-Detail), mask (text
+that only looks like a key: "sk-", "sk-...<last 4>"), or the bearer key reflected as
+b64url, b64shift (base64 at another byte alignment) or escaped (\\u escapes in the JSON text).
+
+Script mode (a separate path, checked before the conversation rules): "#script NAME" in the last
+user message (NAME [a-z0-9_-]{1,64}) replays canned answers from SCRIPT_DIR/script-NAME.json
+(SCRIPT_DIR: --script-dir, else the --record file's directory), a JSON array whose entries
+are {"content": str|null, "tool_calls": [...]?} (sent as the assistant message, tool calls
+verbatim, so a test can send odd ids or names) or {"status": CODE}. The n-th request naming
+NAME gets entry n (counted per NAME since start); past the end, the last entry repeats. A
+missing or unreadable file is answered with status 500.
 """
 import argparse
 import base64
 import json
+import os
 import re
 import socket
 import ssl
@@ -121,6 +137,23 @@ class Rules:
     def __init__(self):
         self.lock = threading.Lock()
         self.counter = 0
+        self.script_dir = None  # script mode; see the module docstring
+        self.script_calls = {}
+
+    def scripted(self, name):
+        """The next canned answer of script NAME: (content, tool_calls or None)."""
+        with self.lock:
+            n = self.script_calls.get(name, 0)
+            self.script_calls[name] = n + 1
+        try:
+            with open(os.path.join(self.script_dir or ".", f"script-{name}.json"), encoding="utf-8") as f:
+                entries = json.load(f)
+            entry = entries[min(n, len(entries) - 1)]
+        except (OSError, ValueError, TypeError, IndexError, KeyError):
+            raise Scripted(500)
+        if "status" in entry:
+            raise Scripted(int(entry["status"]))
+        return entry.get("content"), entry.get("tool_calls")
 
     def call_id(self):
         with self.lock:
@@ -138,6 +171,9 @@ class Rules:
             raise Scripted(400)
         user = last_user_text(messages)
         low = user.lower()
+        m = re.search(r"#script\s+([a-z0-9_-]{1,64})", low)
+        if m:
+            return self.scripted(m.group(1))
         calls, results = pending_tool_calls(messages)
         if results:
             names = {c.get("id"): (c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)}
@@ -228,6 +264,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(400, {"error": {"message": err, "type": "invalid_request_error"}})
         auth = self.headers.get("Authorization", "")
         bearer = auth[7:] if auth.startswith("Bearer ") else ""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        m = re.search(r"#upstream\s+([a-z0-9]+)", last_user_text(messages).lower()) if isinstance(messages, list) else None
+        if m:
+            return self.misbehave(m.group(1), bearer)
         try:
             content, tool_calls = self.server.rules.answer(body, bearer)
         except Scripted as s:
@@ -241,6 +281,57 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         })
+
+    def misbehave(self, what, bearer):
+        """The "#upstream WORD" directives (module docstring): answers a broker must refuse,
+        or pass without leaking anything but the rebuilt completion."""
+        ok = {"id": "chatcmpl-fake", "object": "chat.completion", "model": "fake-model",
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": "upstream " + what},
+                           "finish_reason": "stop"}]}
+        extra, ctype, status = [], "application/json", 200
+        if what == "redirect":
+            status = 302
+            extra.append(("Location", f"https://localhost:{self.server.server_address[1]}/elsewhere"))
+        elif what == "html":
+            ctype = "text/html"
+        elif what == "sse":
+            ctype = "text/event-stream"
+        elif what == "errorobj":
+            ok["error"] = {"message": "quota exceeded", "type": "insufficient_quota"}
+        elif what == "emptychoices":
+            ok["choices"] = []
+        elif what == "nochoices":
+            del ok["choices"]
+        elif what == "headers":
+            extra += [("Set-Cookie", "session=upstream-cookie; Secure"), ("X-Upstream-Detail", "internal"),
+                      ("Mcp-Session-Id", "upstream-session")]
+        elif what == "mask":
+            ok["choices"][0]["message"]["content"] = (
+                f"API keys start with sk- and look like sk-...{bearer[-4:]}; try sk-proj-example")
+        elif what == "b64url":
+            enc = base64.urlsafe_b64encode(bearer.encode()).decode().rstrip("=")
+            ok["choices"][0]["message"]["content"] = "key " + enc
+        elif what == "b64shift":
+            enc = base64.b64encode(b"ab" + bearer.encode()).decode()
+            ok["choices"][0]["message"]["content"] = "key " + enc
+        elif what == "escaped":
+            escaped = "".join(f"\\u{ord(c):04x}" for c in bearer)
+            data = ('{"choices":[{"index":0,"message":{"role":"assistant","content":"key %s"},'
+                    '"finish_reason":"stop"}]}' % escaped).encode()
+            return self.send_raw(200, data, ctype)
+        elif what == "notjson":
+            return self.send_raw(200, b"{not json", ctype)
+        data = json.dumps(ok).encode()
+        return self.send_raw(status, data, ctype, extra)
+
+    def send_raw(self, status, data, ctype, extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
 
     def other(self):
         body, err = (None, None)
@@ -292,11 +383,13 @@ def main():
     ap.add_argument("--key", required=True)
     ap.add_argument("--path", default="/v1/chat/completions")
     ap.add_argument("--record")
+    ap.add_argument("--script-dir", help="where script mode finds script-NAME.json (default: the record's directory)")
     a = ap.parse_args()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(a.cert, a.key)
     srv = Server((a.host, a.port), ctx, a.path, a.record)
+    srv.rules.script_dir = a.script_dir or (os.path.dirname(os.path.abspath(a.record)) if a.record else None)
     print(f"PORT {srv.server_address[1]}", flush=True)
     try:
         srv.serve_forever()
