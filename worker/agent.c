@@ -118,9 +118,13 @@ static unsigned broker_calls_left(const struct agent *a)
 }
 
 /* How a guest's message is shown to the model; the name is the display name the host
- * resolved, the id tells apart two guests who share one. */
-static char *user_text(const char *name, const char *id, const char *when, const char *text, uint32_t attachments)
+ * resolved, the id tells apart two guests who share one. Both are quoted: a guest picks
+ * its own display name and must not be able to end our header line with it. */
+static char *user_text(const char *raw_name, const char *raw_id, const char *when, const char *text,
+		       uint32_t attachments)
 {
+	cleanup_free char *name = worker_text_quote(raw_name);
+	cleanup_free char *id = worker_text_quote(raw_id);
 	cleanup_free char *body = worker_text_bound(text, WORKER_USER_TEXT_MAX, NULL);
 	cleanup_free char *note = NULL;
 	if (attachments > 0)

@@ -1,6 +1,9 @@
 #include "config.h"
 
+#include <json.h>
+
 #include "common/util.h"
+
 #include "worker/text.h"
 
 static size_t byte_cost(unsigned char c)
@@ -80,4 +83,12 @@ char *worker_text_bound(const char *s, size_t max, bool *truncated)
 	memcpy(out, s, cut);
 	memcpy(out + cut, WORKER_TRUNCATED_MARK, mark_len + 1);
 	return out;
+}
+
+char *worker_text_quote(const char *s)
+{
+	json_object *o = json_object_new_string(s);
+	char *q = rts_xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return q;
 }

@@ -25,4 +25,9 @@ void worker_text_trim_utf8(char *s);
  * says which. max must be at least the mark's length. Never fails (allocation aborts). */
 char *worker_text_bound(const char *s, size_t max, bool *truncated);
 
+/* A newly allocated JSON string literal (quotes included) holding s, so text a guest chose
+ * (a display name, an id) shows its line breaks and quotes escaped and cannot pose as a
+ * line of our own framing. Never fails (allocation aborts). */
+char *worker_text_quote(const char *s);
+
 #endif
