@@ -142,3 +142,12 @@ int rts_peer_is_self(int fd)
 		return -errno;
 	return uc.uid == geteuid() ? 0 : -EPERM;
 }
+
+int rts_listener_is_trusted(int fd)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -errno;
+	return uc.uid == geteuid() || uc.uid == 0 ? 0 : -EPERM;
+}

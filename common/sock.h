@@ -36,6 +36,12 @@ int rts_connect_unix(const char *path, int type, unsigned retry_ms);
  * (or -errno when SO_PEERCRED fails). The daemon links accept only the service account. */
 int rts_peer_is_self(int fd);
 
+/* For the connecting side of a daemon link: 0 when the socket we connected to was made by
+ * our effective uid or by root, else -EPERM (or -errno when SO_PEERCRED fails). For a
+ * socket-activated listener SO_PEERCRED names whoever called listen(2), which is systemd
+ * (uid 0); root is trusted anyway. A socket planted by any other account is refused. */
+int rts_listener_is_trusted(int fd);
+
 /* Set O_NONBLOCK on or off. Returns 0 or -errno. */
 int rts_fd_set_nonblock(int fd, bool on);
 

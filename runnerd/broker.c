@@ -137,8 +137,9 @@ static void broker_try_connect(struct runnerd *rd)
 		broker_connect_failed(rd, fd);
 		return;
 	}
-	/* We hand brokerd listening sockets: make sure it is the service account. */
-	int r = rts_peer_is_self(fd);
+	/* We hand brokerd listening sockets: make sure it is the service account (or a
+	 * listener systemd made for it). */
+	int r = rts_listener_is_trusted(fd);
 	if (r < 0) {
 		close(fd);
 		broker_connect_failed(rd, r);

@@ -254,7 +254,7 @@ static int link_try_connect(struct statd *d)
 		return fd;
 	/* runnerd checks us with SO_PEERCRED; we check it too, so a socket planted by
 	 * another account cannot receive guest messages and workspace fds. */
-	int r = rts_peer_is_self(fd);
+	int r = rts_listener_is_trusted(fd);
 	if (r < 0) {
 		log_error_errno(r, "%s: the listening process is not this service account, refusing it: %m", l->path);
 		return -EPERM;
