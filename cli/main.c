@@ -1,4 +1,4 @@
-/* roundtable-sandbox: the admin CLI (DESIGN.md section 5 "Admin CLI").
+/* roundtable-sandbox: the admin CLI (doc/DESIGN.md section 5 "Admin CLI").
  *
  *   roundtable-sandbox [--config PATH] [--runtime-dir DIR] COMMAND [ARGS...]
  *
@@ -33,6 +33,11 @@
  *       Force-removes this installation's leftover containers: those carrying the
  *       installation label and named roundtable-sandbox-<installation id>-...; prints each
  *       removed name. Refuses while statd reports running turns, unless --force.
+ *   doctor [--offline]
+ *       Checks the installation (cli/doctor.h): one line per check, "ok: ...", "warn: ..." or
+ *       "FAIL: ...; fix: ...", then a summary line; exit 1 when a check failed. Reads the
+ *       config when it can and reports it when it cannot. --offline skips Docker and the
+ *       daemons' sockets.
  *
  * Output. --json prints statd's answer object as one line of JSON. In the other status and
  * channel lines a channel key has backslash and control characters escaped ("\\", "\xNN"),
@@ -45,7 +50,7 @@
  *   0  success
  *   1  failure: statd refused the request, the turn ended with an error event (the line
  *      names its code), statd's answer was not understood, the config could not be used,
- *      docker failed, or gc left containers behind
+ *      docker failed, gc left containers behind, or a doctor check failed
  *   2  usage error (also: TEXT or another argument too long or not UTF-8)
  *   3  say: statd routed the message "pass": the channel is not sandboxed
  *   4  say: statd routed the message "drop": sandboxed channel, message not eligible
@@ -60,6 +65,7 @@
 #include <sys/stat.h>
 
 #include "cli/control.h"
+#include "cli/doctor.h"
 #include "cli/spawn.h"
 #include "common/conf.h"
 #include "common/daemon.h"
@@ -111,6 +117,7 @@ static const char usage[] =
 	"  image build [--tag TAG] [--dir DIR]\n"
 	"                      build the worker image with docker\n"
 	"  gc [--force]        remove this installation's leftover containers\n"
+	"  doctor [--offline]  check the installation and say how to fix problems\n"
 	"\n"
 	"Exit status: 0 ok, 1 failed, 2 usage, 3 say routed pass, 4 say routed drop,\n"
 	"5 statd unreachable.\n";
@@ -808,6 +815,7 @@ static const struct cli_command {
 	{"on", cmd_mode},	      {"off", cmd_mode},	 {"status", cmd_status},
 	{"fresh", cmd_channel_op},    {"cancel", cmd_channel_op}, {"channels", cmd_channels},
 	{"say", cmd_say},	      {"image", cmd_image},	 {"gc", cmd_gc},
+	{"doctor", cli_doctor},
 };
 
 int main(int argc, char **argv)

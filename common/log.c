@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 
 static const char *log_ident = "roundtable-sandbox";
 static int log_max_prio = LOG_INFO;
@@ -71,18 +73,39 @@ static void sanitize(char *s)
 			*s = '?';
 }
 
+/* One journal entry with only the fields that are present, so that a match such as
+ * `journalctl RTS_OUTCOME=timeout` finds turn lines and nothing else. Returns 0 or the
+ * negative errno of sd_journal_sendv() (the caller then falls back to stderr). */
+static int emit_journal(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
+			uint64_t duration_ms, const char *msg)
+{
+	char *fields[7];
+	size_t n = 0;
+	fields[n++] = rts_xasprintf("MESSAGE=%s", msg);
+	fields[n++] = rts_xasprintf("PRIORITY=%d", prio);
+	fields[n++] = rts_xasprintf("SYSLOG_IDENTIFIER=%s", log_ident);
+	if (turn_id)
+		fields[n++] = rts_xasprintf("RTS_TURN_ID=%s", turn_id);
+	if (channel_hash)
+		fields[n++] = rts_xasprintf("RTS_CHANNEL_HASH=%s", channel_hash);
+	if (outcome)
+		fields[n++] = rts_xasprintf("RTS_OUTCOME=%s", outcome);
+	if (duration_ms)
+		fields[n++] = rts_xasprintf("RTS_DURATION_MS=%" PRIu64, duration_ms);
+	struct iovec iov[RTS_ARRAY_SIZE(fields)];
+	for (size_t i = 0; i < n; i++)
+		iov[i] = (struct iovec){.iov_base = fields[i], .iov_len = strlen(fields[i])};
+	int r = sd_journal_sendv(iov, (int)n);
+	for (size_t i = 0; i < n; i++)
+		free(fields[i]);
+	return r;
+}
+
 static void emit(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
 		 uint64_t duration_ms, const char *msg)
 {
-	if (log_to_journal) {
-		char dur[32];
-		snprintf(dur, sizeof(dur), "%" PRIu64, duration_ms);
-		sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio, "SYSLOG_IDENTIFIER=%s", log_ident,
-				"RTS_TURN_ID=%s", turn_id ? turn_id : "", "RTS_CHANNEL_HASH=%s",
-				channel_hash ? channel_hash : "", "RTS_OUTCOME=%s", outcome ? outcome : "",
-				"RTS_DURATION_MS=%s", duration_ms ? dur : "", NULL);
+	if (log_to_journal && emit_journal(prio, turn_id, channel_hash, outcome, duration_ms, msg) >= 0)
 		return;
-	}
 	char extra[160] = "";
 	if (turn_id || channel_hash || outcome)
 		snprintf(extra, sizeof(extra), " [turn=%s channel=%.12s outcome=%s ms=%" PRIu64 "]",

@@ -1,7 +1,10 @@
 /* Logging for the daemons and the CLI.
  *
- * Lines go to the systemd journal (with structured fields) when stderr is connected to it
- * ($JOURNAL_STREAM names stderr), otherwise to stderr as "ident: level: message".
+ * Lines go to the systemd journal when stderr is connected to it ($JOURNAL_STREAM names
+ * stderr, as under a unit), otherwise (or when the journal refuses a line) to stderr as
+ * "ident: level: message". Journal entries carry MESSAGE, PRIORITY, SYSLOG_IDENTIFIER and,
+ * for rts_log_turn() lines, only the fields given: RTS_TURN_ID, RTS_CHANNEL_HASH (the full
+ * 64 hex digits), RTS_OUTCOME, RTS_DURATION_MS (e.g. `journalctl RTS_OUTCOME=timeout`).
  * Rules every caller follows: never log a request or reply payload, a credential, or an
  * upstream URL; channel keys are logged only as their hash. */
 #ifndef RTS_LOG_H

@@ -1,0 +1,255 @@
+#!/bin/bash
+# Distribution checks, as root on Debian 12 with a Docker daemon running (CI runs it after
+# the integration tests):
+#   1. make distcheck: the release tarball builds, passes `make check` and installs;
+#   2. dpkg-buildpackage -us -uc -b from that tarball plus debian/, and lintian;
+#   3. installs the package, checks what it put where (units verified by
+#      systemd-analyze), builds the worker image with the installed CLI, starts the three
+#      installed daemons as the installed service account (no systemd here: by hand, the
+#      way the units would), runs `doctor` and real turns through the installed binaries
+#      against the fake model endpoint, and stops them;
+#   4. purges the package and checks that nothing is left running or installed.
+# Prints package sizes and the installed footprint. Exits non-zero on the first failure.
+#
+# RTS_PKG_BUILDDIR (default build-package in the source tree) is its build directory;
+# RTS_PKG_CHECK=1 also runs `make check` inside dpkg-buildpackage (CI already ran it);
+# RTS_PKG_OUTDIR=DIR keeps a copy of the built packages and the build log there.
+set -euo pipefail
+
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+builddir=${RTS_PKG_BUILDDIR:-$srcdir/build-package}
+user=roundtable-sandbox
+tag=roundtable-sandbox:pkgtest
+jobs=$(nproc)
+pids=()
+
+step() { printf '\n==== ci-package: %s ====\n' "$*"; }
+die() {
+	echo "ci-package: FAILED: $*" >&2
+	exit 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	die "run this as root (it installs and purges a package)"
+fi
+if dpkg-query -W -f='${Status}' roundtable-sandbox 2>/dev/null | grep -q installed; then
+	die "roundtable-sandbox is already installed here; purge it first"
+fi
+
+work=$(mktemp -d /tmp/rts-pkg-XXXXXX)
+chmod 0755 "$work"
+fake_pid=""
+cleanup() {
+	set +e
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	[ -n "$fake_pid" ] && kill "$fake_pid" 2>/dev/null
+	wait 2>/dev/null
+	if dpkg-query -W -f='${Status}' roundtable-sandbox 2>/dev/null | grep -q installed; then
+		apt-get purge -y -q roundtable-sandbox >/dev/null 2>&1
+	fi
+	/usr/bin/docker image rm "$tag" >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "build dependencies"
+"$srcdir/scripts/setup-debian.sh"
+need="debhelper dpkg-dev lintian systemd"
+missing=""
+for p in $need; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "ci-package: installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	# shellcheck disable=SC2086 # one word per package
+	apt-get install -y -q --no-install-recommends $missing
+fi
+
+step "debian/control names every build dependency configure.ac does"
+# configure.ac spells out the Debian package of each dependency (RTS_NEED's third
+# argument, and the error messages of the static worker checks).
+for p in $(sed -n 's/^RTS_NEED(\[[^]]*\], *\[[^]]*\], *\[\([^]]*\)\]).*/\1/p' "$srcdir/configure.ac") libhttp-parser-dev; do
+	grep -qE "^ +$p(,| |$)" "$srcdir/debian/control" || die "debian/control lacks the build dependency $p"
+done
+
+step "make distcheck ($builddir)"
+(cd "$srcdir" && { [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi; })
+mkdir -p "$builddir"
+(cd "$builddir" && { [ -f Makefile ] || "$srcdir/configure" -q --enable-werror; } && make -j"$jobs" distcheck) ||
+	die "make distcheck"
+tarball=$(ls "$builddir"/roundtable-sandbox-*.tar.gz | head -n1)
+version=$(basename "$tarball" .tar.gz)
+version=${version#roundtable-sandbox-}
+
+step "dpkg-buildpackage from $(basename "$tarball")"
+tar -C "$work" -xzf "$tarball"
+pkgsrc="$work/roundtable-sandbox-$version"
+cp -a "$srcdir/debian" "$pkgsrc/"
+rm -rf "$pkgsrc/debian/build" "$pkgsrc/debian/.debhelper"
+ln -s "$tarball" "$work/roundtable-sandbox_$version.orig.tar.gz"
+opts="parallel=$jobs"
+[ "${RTS_PKG_CHECK:-0}" = 1 ] || opts="$opts nocheck"
+(cd "$pkgsrc" && DEB_BUILD_OPTIONS="$opts" dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
+	{ tail -n 60 "$work/build.log"; die "dpkg-buildpackage"; }
+deb=$(ls "$work"/roundtable-sandbox_"$version"-*_*.deb)
+changes=$(ls "$work"/roundtable-sandbox_"$version"-*_*.changes)
+if [ -n "${RTS_PKG_OUTDIR:-}" ]; then
+	mkdir -p "$RTS_PKG_OUTDIR"
+	cp "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$work/build.log" "$RTS_PKG_OUTDIR/"
+fi
+
+step "lintian"
+# Errors fail the run; warnings are shown.
+lintian --fail-on error --suppress-tags bad-distribution-in-changes-file "$changes" || die "lintian errors"
+
+step "package contents and sizes"
+for f in "$work"/*.deb "$work"/*.ddeb; do
+	[ -f "$f" ] && printf '%-60s %8d bytes\n' "$(basename "$f")" "$(stat -c %s "$f")"
+done
+echo "Installed-Size: $(dpkg-deb -f "$deb" Installed-Size) KiB"
+echo "Depends: $(dpkg-deb -f "$deb" Depends)"
+contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
+for want in ./usr/bin/roundtable-sandbox ./usr/sbin/roundtable-sandbox-statd ./usr/sbin/roundtable-sandbox-runnerd \
+	./usr/sbin/roundtable-sandbox-brokerd ./usr/lib/roundtable-sandbox/image/Dockerfile \
+	./usr/lib/roundtable-sandbox/image/roundtable-sandbox-worker ./etc/roundtable-sandbox/sandbox.json.example \
+	./usr/lib/sysusers.d/roundtable-sandbox.conf ./usr/share/man/man1/roundtable-sandbox.1.gz \
+	./usr/share/man/man5/roundtable-sandbox.json.5.gz ./usr/share/man/man7/roundtable-sandbox.7.gz \
+	./usr/share/man/man8/roundtable-sandbox-statd.8.gz ./usr/share/man/man8/roundtable-sandbox-runnerd.8.gz \
+	./usr/share/man/man8/roundtable-sandbox-brokerd.8.gz; do
+	grep -qxF "$want" <<<"$contents" || die "the package lacks $want"
+done
+for d in statd runnerd brokerd; do
+	for t in socket service; do
+		grep -qxF "./lib/systemd/system/roundtable-sandbox-$d.$t" <<<"$contents" ||
+			die "the package lacks roundtable-sandbox-$d.$t"
+	done
+done
+
+step "install"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" >"$work/install.log" 2>&1 ||
+	{ cat "$work/install.log"; die "apt-get install"; }
+id "$user" >/dev/null || die "the package did not create the service account $user"
+# Here the account may predate the package (the integration tests create it): check what
+# the package's sysusers.d file creates on a system without it, and that it stays out of
+# the docker group (only runnerd's unit adds that group).
+sysroot="$work/sysroot"
+mkdir -p "$sysroot/etc"
+printf 'root:x:0:0:root:/root:/bin/bash\n' >"$sysroot/etc/passwd"
+printf 'root:x:0:\ndocker:x:4242:\n' >"$sysroot/etc/group"
+systemd-sysusers --root="$sysroot" /usr/lib/sysusers.d/roundtable-sandbox.conf >/dev/null 2>&1 ||
+	die "systemd-sysusers rejects the package's sysusers.d file"
+grep -qE "^$user:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:[^:]*:/usr/sbin/nologin\$" "$sysroot/etc/passwd" ||
+	die "sysusers.d does not create $user as a system account without a shell"
+grep -qE "^docker:x:4242:\$" "$sysroot/etc/group" || die "sysusers.d puts $user into the docker group"
+uid=$(id -u "$user")
+gid=$(id -g "$user")
+systemd-analyze verify /lib/systemd/system/roundtable-sandbox-*.socket /lib/systemd/system/roundtable-sandbox-*.service ||
+	die "systemd-analyze verify of the installed units"
+for d in statd runnerd brokerd; do
+	systemd-analyze security --offline=yes --no-pager "/lib/systemd/system/roundtable-sandbox-$d.service" 2>/dev/null |
+		grep 'Overall exposure' || true
+done
+du -sk /usr/sbin/roundtable-sandbox-* /usr/bin/roundtable-sandbox /usr/lib/roundtable-sandbox \
+	/lib/systemd/system/roundtable-sandbox-* /usr/share/man/man?/roundtable-sandbox* | awk '{s += $1} END {print "installed footprint: " s " KiB"}'
+
+step "configure the installed service"
+"$srcdir/tests/fakes/make-ca.sh" "$work/ca"
+python3 "$srcdir/tests/fakes/fake_model.py" --port 0 --cert "$work/ca/server.pem" --key "$work/ca/server.key" \
+	--record "$work/model.jsonl" >"$work/fake.out" 2>"$work/fake.err" &
+fake_pid=$!
+for _ in $(seq 100); do grep -q '^PORT ' "$work/fake.out" && break; sleep 0.1; done
+port=$(awk '/^PORT /{print $2}' "$work/fake.out")
+[ -n "$port" ] || die "the fake model endpoint did not start"
+# The example, with the two required keys set, as an operator would write it.
+python3 - "$port" "$work/ca/ca.pem" "$tag" <<'EOF'
+import json, sys
+with open("/etc/roundtable-sandbox/sandbox.json.example") as f:
+    c = json.load(f)
+c["model"] = "fake-model"
+c["modelUrl"] = f"https://localhost:{sys.argv[1]}/v1/chat/completions"
+c["caFile"] = sys.argv[2]
+c["image"] = sys.argv[3]
+with open("/etc/roundtable-sandbox/sandbox.json", "w") as f:
+    json.dump(c, f, indent=2)
+EOF
+chown "root:$gid" /etc/roundtable-sandbox/sandbox.json
+chmod 0640 /etc/roundtable-sandbox/sandbox.json
+key="sk-pkg-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+(umask 077 && printf '%s\n' "$key" >/etc/roundtable-sandbox/model-api-key)
+# What the units would do: socket directory, runRoot, state directories, and the
+# credential systemd copies for brokerd (LoadCredential=model-api-key:...).
+install -d -m 0755 -o "$uid" -g "$gid" /run/roundtable-sandbox
+install -d -m 0700 -o "$uid" -g "$gid" /run/roundtable-sandbox/turns
+install -d -m 0755 /var/lib/roundtable-sandbox
+install -d -m 0700 -o "$uid" -g "$gid" /var/lib/roundtable-sandbox/state /var/lib/roundtable-sandbox/workspaces
+creds="$work/credentials"
+install -d -m 0500 -o "$uid" -g "$gid" "$creds"
+install -m 0400 -o "$uid" -g "$gid" /etc/roundtable-sandbox/model-api-key "$creds/model-api-key"
+
+step "image build with the installed CLI"
+roundtable-sandbox image build >"$work/image.log" 2>&1 || { tail -n 20 "$work/image.log"; die "image build"; }
+
+step "start the installed daemons as $user"
+start() { # NAME EXTRA-SETPRIV-ARGS...
+	local name=$1
+	shift
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 CREDENTIALS_DIRECTORY="$creds" \
+		setpriv --reuid="$uid" --regid="$gid" "$@" -- "/usr/sbin/roundtable-sandbox-$name" \
+		>"$work/$name.log" 2>&1 </dev/null &
+	pids+=($!)
+}
+start brokerd --clear-groups
+start runnerd --groups=docker
+start statd --clear-groups
+for _ in $(seq 150); do
+	[ -S /run/roundtable-sandbox/control.sock ] && [ -S /run/roundtable-sandbox/runnerd.sock ] &&
+		[ -S /run/roundtable-sandbox/brokerd.sock ] && break
+	sleep 0.1
+done
+
+step "doctor"
+roundtable-sandbox doctor || { tail -n 5 "$work"/*.log; die "doctor found problems"; }
+
+step "real turns through the installed binaries"
+roundtable-sandbox on pkg-channel
+reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "remember that the blue key opens the shed") ||
+	{ tail -n 20 "$work"/*.log; die "say failed"; }
+[ "$reply" = "I will remember that." ] || die "unexpected reply: $reply"
+reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "what do you remember?") || die "second say failed"
+grep -q "the blue key opens the shed" <<<"$reply" || die "the second turn did not recall the memory: $reply"
+grep -qF "\"authorization\": \"Bearer $key\"" "$work/model.jsonl" || die "the model endpoint never saw the real key"
+for d in statd runnerd brokerd; do
+	! grep -qF "$key" "$work/$d.log" || die "the model key appears in $d's log"
+	! grep -qF "blue key opens" "$work/$d.log" || die "guest text appears in $d's log"
+done
+echo "two turns answered; the upstream saw the key from the credential"
+
+step "stop and purge"
+for p in "${pids[@]}"; do kill -TERM "$p"; done
+for p in "${pids[@]}"; do
+	st=0
+	wait "$p" || st=$?
+	[ "$st" -eq 0 ] || die "a daemon exited with status $st on SIGTERM"
+done
+pids=()
+inst=$(python3 -c 'import hashlib; print(hashlib.sha256(b"/var/lib/roundtable-sandbox/state/channels.json").hexdigest()[:12])')
+left=$(/usr/bin/docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst")
+[ -z "$left" ] || die "containers left behind: $left"
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -q roundtable-sandbox >"$work/purge.log" 2>&1 ||
+	{ cat "$work/purge.log"; die "apt-get purge"; }
+for p in /usr/bin/roundtable-sandbox /usr/sbin/roundtable-sandbox-statd /usr/lib/roundtable-sandbox \
+	/lib/systemd/system/roundtable-sandbox-statd.service /etc/roundtable-sandbox /var/lib/roundtable-sandbox \
+	/run/roundtable-sandbox; do
+	[ ! -e "$p" ] || die "$p is still there after purge"
+done
+# No process runs one of the package's programs (a removed binary shows as "(deleted)").
+for exe in /proc/[0-9]*/exe; do
+	t=$(readlink "$exe" 2>/dev/null) || continue
+	case $t in
+	/usr/sbin/roundtable-sandbox-* | /usr/bin/roundtable-sandbox*) die "still running: ${exe%/exe} ($t)" ;;
+	esac
+done
+echo "purged; nothing left running"
+step "passed"

@@ -1,0 +1,127 @@
+#!/bin/sh
+# make check: the generated systemd units and the example configuration.
+#   - the units carry the sandboxing DESIGN.md section 2 asks of each daemon (and nothing a
+#     daemon must not have: no network for statd and runnerd, the credential for brokerd
+#     alone, writable directories only where the daemon writes);
+#   - the paths in the units are the defaults the programs compile in (common/sock.h,
+#     common/conf.c), and the example configuration spells out the same defaults and loads
+#     with the real loader;
+#   - `systemd-analyze verify` accepts them (when systemd-analyze exists), with ExecStart=
+#     pointed at the programs just built; `systemd-analyze security --offline` scores are
+#     printed for the log.
+# Runs from the build directory; $srcdir is the source directory (automake sets it).
+set -eu
+srcdir=${srcdir:-.}
+failed=0
+fail() {
+	echo "FAIL: $*"
+	failed=1
+}
+
+unit() { echo "systemd/roundtable-sandbox-$1"; }
+
+# has FILE LINE: FILE has exactly this line; lacks FILE REGEX: no line matches.
+has() { grep -qxF -- "$2" "$1" || fail "$1 lacks the line '$2'"; }
+lacks() { if grep -qE -- "$2" "$1"; then fail "$1 must not match '$2'"; fi; }
+
+runtime=$(sed -n 's/^#define RTS_DEFAULT_RUNTIME_DIR "\(.*\)"$/\1/p' "$srcdir/common/sock.h")
+run_root=$(sed -n 's/.*c->run_root = rts_xstrdup("\(.*\)");/\1/p' "$srcdir/common/conf.c")
+ws_root=$(sed -n 's/.*c->workspace_root = rts_xstrdup("\(.*\)");/\1/p' "$srcdir/common/conf.c")
+state_file=$(sed -n 's/.*c->state_file = rts_xstrdup("\(.*\)");/\1/p' "$srcdir/common/conf.c")
+[ -n "$runtime" ] && [ -n "$run_root" ] && [ -n "$ws_root" ] && [ -n "$state_file" ] ||
+	fail "cannot read the compiled-in defaults from common/sock.h and common/conf.c"
+[ "$run_root" = "$runtime/turns" ] || fail "runRoot default $run_root is not RuntimeDirectory $runtime/turns"
+[ "$ws_root" = /var/lib/roundtable-sandbox/workspaces ] || fail "workspaceRoot default $ws_root is not the unit's StateDirectory"
+[ "$(dirname "$state_file")" = /var/lib/roundtable-sandbox/state ] || fail "stateFile default $state_file is not in the unit's StateDirectory"
+
+for d in statd runnerd brokerd; do
+	s=$(unit "$d.service")
+	[ -f "$s" ] || { fail "$s was not generated"; continue; }
+	grep -q '@[A-Za-z_]*@' "$s" && fail "$s has unsubstituted placeholders"
+	has "$s" "Type=notify"
+	has "$s" "User=roundtable-sandbox"
+	has "$s" "Group=roundtable-sandbox"
+	grep -qE "^ExecStart=/.*/roundtable-sandbox-$d --config /.*/roundtable-sandbox/sandbox.json --runtime-dir $runtime\$" "$s" ||
+		fail "$s: ExecStart does not run roundtable-sandbox-$d with --config and --runtime-dir $runtime"
+	has "$s" "Requires=roundtable-sandbox-$d.socket"
+	for line in "NoNewPrivileges=yes" "CapabilityBoundingSet=" "ProtectSystem=strict" "ProtectHome=yes" \
+		"PrivateTmp=yes" "PrivateDevices=yes" "ProtectKernelTunables=yes" "ProtectKernelModules=yes" \
+		"ProtectKernelLogs=yes" "ProtectControlGroups=yes" "RestrictNamespaces=yes" "RestrictSUIDSGID=yes" \
+		"LockPersonality=yes" "MemoryDenyWriteExecute=yes" "SystemCallArchitectures=native" "UMask=0077"; do
+		has "$s" "$line"
+	done
+	# The daemons install their own libseccomp filter with TSYNC, which needs seccomp(2).
+	grep -qE '^SystemCallFilter=@system-service( .*)? seccomp( |$)' "$s" || fail "$s: SystemCallFilter lacks seccomp"
+	lacks "$s" '^(AmbientCapabilities|ReadWritePaths|DynamicUser)='
+	k=$(unit "$d.socket")
+	[ -f "$k" ] || { fail "$k was not generated"; continue; }
+	has "$k" "SocketUser=roundtable-sandbox"
+	has "$k" "SocketGroup=roundtable-sandbox"
+done
+
+s=$(unit statd.service)
+has "$s" "PrivateNetwork=yes"
+has "$s" "RestrictAddressFamilies=AF_UNIX"
+has "$s" "StateDirectory=roundtable-sandbox/state roundtable-sandbox/workspaces"
+has "$s" "StateDirectoryMode=0700"
+has "$s" "InaccessiblePaths=-/run/docker.sock"
+lacks "$s" '^(LoadCredential|SupplementaryGroups|RuntimeDirectory)='
+k=$(unit statd.socket)
+has "$k" "ListenStream=$runtime/control.sock"
+has "$k" "SocketMode=0660"
+
+s=$(unit runnerd.service)
+has "$s" "PrivateNetwork=yes"
+has "$s" "RestrictAddressFamilies=AF_UNIX"
+has "$s" "SupplementaryGroups=docker"
+has "$s" "RuntimeDirectory=${run_root#/run/}"
+has "$s" "RuntimeDirectoryMode=0700"
+lacks "$s" '^(LoadCredential|StateDirectory)='
+k=$(unit runnerd.socket)
+has "$k" "ListenSequentialPacket=$runtime/runnerd.sock"
+has "$k" "SocketMode=0600"
+
+s=$(unit brokerd.service)
+has "$s" "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
+has "$s" "InaccessiblePaths=-/run/docker.sock"
+grep -qE '^LoadCredential=model-api-key:/.*/roundtable-sandbox/model-api-key$' "$s" || fail "$s: no LoadCredential=model-api-key"
+lacks "$s" '^(PrivateNetwork|SupplementaryGroups|StateDirectory|RuntimeDirectory)='
+k=$(unit brokerd.socket)
+has "$k" "ListenSequentialPacket=$runtime/brokerd.sock"
+has "$k" "SocketMode=0600"
+
+# The account is not put in the docker group: only runnerd's unit adds it.
+c=systemd/roundtable-sandbox.conf
+has "$c" 'u roundtable-sandbox - "roundtable-sandbox service account" - -'
+lacks "$c" '^m '
+
+# The example configuration loads and spells out the compiled-in defaults.
+ex="$srcdir/etc/sandbox.json.example"
+out=$(cli/roundtable-sandbox --config "$ex" doctor --offline 2>&1 || true)
+printf '%s\n' "$out" | grep -q "^ok: config: " || fail "the example configuration does not load: $(printf '%s\n' "$out" | head -1)"
+for kv in "\"runRoot\": \"$run_root\"" "\"workspaceRoot\": \"$ws_root\"" "\"stateFile\": \"$state_file\""; do
+	grep -qF -- "$kv" "$ex" || fail "$ex lacks $kv"
+done
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	for d in statd runnerd brokerd; do
+		cp "$(unit "$d.socket")" "$tmp/"
+		# The installed path does not exist yet: verify with the program just built.
+		sed "s|^ExecStart=[^ ]*|ExecStart=$PWD/$d/roundtable-sandbox-$d|" "$(unit "$d.service")" \
+			>"$tmp/roundtable-sandbox-$d.service"
+	done
+	if ! out=$(cd "$tmp" && systemd-analyze verify --man=no ./*.socket ./*.service 2>&1) || [ -n "$out" ]; then
+		fail "systemd-analyze verify: $out"
+	fi
+	for d in statd runnerd brokerd; do
+		(cd "$tmp" && systemd-analyze security --offline=yes --no-pager "./roundtable-sandbox-$d.service" 2>/dev/null |
+			grep 'Overall exposure') || true
+	done
+else
+	echo "systemd-analyze not installed: verify skipped"
+fi
+
+[ "$failed" -eq 0 ] && echo "units: ok"
+exit "$failed"
