@@ -274,6 +274,11 @@ static void log_stderr(const struct brokerd_exec *e, struct run *p, int exit_sta
 	p->err[line] = '\0';
 	if (line == 0)
 		return;
+	/* The host log only (never the worker), and only printable ASCII: a tool cannot
+	 * forge log lines or terminal escapes. */
+	for (size_t i = 0; i < line; i++)
+		if ((unsigned char)p->err[i] < 0x20 || (unsigned char)p->err[i] >= 0x7f)
+			p->err[i] = '?';
 	rts_log_turn(exit_status == 0 ? LOG_DEBUG : LOG_WARNING, e->turn_id, NULL, NULL, 0, "%s stderr: %s",
 		     e->stderr_label, p->err);
 }

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <strings.h>
 
+#include "brokerd/gate.h"
 #include "brokerd/http.h"
 #include "brokerd/turn.h"
 #include "common/json.h"
@@ -144,12 +145,22 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 	struct brokerd_turn *t = cls;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-		struct brokerd_conn *c = rts_xcalloc(1, sizeof(*c));
-		c->turn = t;
-		c->fd = ci ? ci->connect_fd : -1;
-		c->accepted_ms = rts_now_ms();
-		c->deadline_ms = c->accepted_ms + BROKERD_HEADER_DEADLINE_MS;
+		int fd = ci ? ci->connect_fd : -1;
 		pthread_mutex_lock(&t->lock);
+		struct brokerd_conn *c = brokerd_gate_claim_locked(t, fd);
+		if (!c) {
+			/* Only when the gate already forgot this hand-off as stale (gate.c).
+			 * Counting the call twice is the safe side of that race. */
+			c = rts_xcalloc(1, sizeof(*c));
+			c->turn = t;
+			c->fd = fd;
+			c->accepted_ms = rts_now_ms();
+			c->deadline_ms = c->accepted_ms + BROKERD_REQUEST_DEADLINE_MS;
+			if (t->calls < UINT_MAX)
+				t->calls++;
+			c->call_no = t->calls;
+		}
+		c->prev = NULL;
 		c->next = t->conns;
 		if (t->conns)
 			t->conns->prev = c;
@@ -181,21 +192,16 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 
 void *brokerd_http_on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
 {
-	struct brokerd_turn *t = cls;
+	(void)cls;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct brokerd_conn *c = ci ? ci->socket_context : NULL;
 	if (!c)
 		return NULL;
-	/* Every request line counts against the budget, whatever happens to it next (seed:
-	 * refused calls count). */
-	pthread_mutex_lock(&t->lock);
-	if (t->calls < UINT_MAX)
-		t->calls++;
-	c->call_no = t->calls;
-	pthread_mutex_unlock(&t->lock);
+	/* The gate counted this request against the budget (refused ones are counted there
+	 * too). */
 	if (c->state != BROKERD_CONN_NEW) {
-		/* A second request on one connection: we answer with Connection: close, so only
-		 * a client ignoring that gets here. */
+		/* A second request on one connection. Every answer carries Connection: close
+		 * and libmicrohttpd closes after it, so this is a second line of defence. */
 		c->state = BROKERD_CONN_DROP;
 		return c;
 	}
@@ -347,10 +353,6 @@ enum MHD_Result brokerd_http_on_request(void *cls, struct MHD_Connection *mc, co
 	switch (c->state) {
 	case BROKERD_CONN_HEADER: {
 		c->state = BROKERD_CONN_BODY;
-		/* The sweep reads the deadline from the main thread. */
-		pthread_mutex_lock(&t->lock);
-		c->deadline_ms = c->accepted_ms + BROKERD_REQUEST_DEADLINE_MS;
-		pthread_mutex_unlock(&t->lock);
 		enum brokerd_result r = admit(t, c, mc, method, version);
 		return r == BROKERD_OK ? MHD_YES : refuse(t, c, mc, r);
 	}

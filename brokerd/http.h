@@ -54,7 +54,9 @@ struct brokerd_header {
  *   Host not "broker", Content-Type not application/json, Content-Length
  *   missing or not all digits                                              -> BAD_REQUEST
  *   Content-Length above BROKERD_BODY_MAX                                  -> TOO_LARGE
- * On BROKERD_OK *content_length holds the body size. */
+ * On BROKERD_OK *content_length holds the body size. The gate (gate.h) has already
+ * refused bad syntax, framing fields and oversized bodies before this runs; this is the
+ * semantic check, and a second line for the framing ones. */
 enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length);
 
 /* {"error":"<code>"} for r, newly allocated. */
@@ -71,8 +73,8 @@ void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* Per-connection state, shared with the deadline sweep in turn.c under the turn lock. */
 enum brokerd_conn_state {
-	BROKERD_CONN_NEW,    /* accepted, request line not seen yet */
-	BROKERD_CONN_HEADER, /* request line seen, header not complete */
+	BROKERD_CONN_NEW,    /* handed over by the gate, request line not parsed yet */
+	BROKERD_CONN_HEADER, /* request line parsed, header not complete */
 	BROKERD_CONN_BODY,   /* admitted, reading the body */
 	BROKERD_CONN_DONE,   /* answered */
 	BROKERD_CONN_DROP,   /* to be closed without an answer */
@@ -80,13 +82,14 @@ enum brokerd_conn_state {
 
 struct brokerd_conn {
 	struct brokerd_turn *turn;
-	struct brokerd_conn *prev, *next;
+	struct brokerd_conn *prev, *next; /* in turn->conns; only next in turn->handoff */
 	int fd;		      /* libmicrohttpd's socket; valid until the CLOSED notification */
 	bool shut;	      /* the sweep shut it down */
 	uint64_t accepted_ms; /* CLOCK_MONOTONIC */
-	uint64_t deadline_ms; /* header deadline, then request deadline */
+	uint64_t handed_ms;   /* when the gate handed it to libmicrohttpd */
+	uint64_t deadline_ms; /* the request deadline (the gate enforced the header deadline) */
 	enum brokerd_conn_state state;
-	unsigned call_no;
+	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */
 	bool holds_slot;      /* this connection's call is the turn's call in flight */
 	char *target;	      /* raw request target */
 	const struct brokerd_route *route;

@@ -2,10 +2,11 @@
  *
  * The main thread runs an sd-event loop for the runnerd link (brokerd.sock): runnerd binds
  * each turn's broker.sock, hands brokerd the listening fd with BROKER_BIND, and ends the
- * turn with BROKER_CLOSE. Each bound turn serves HTTP on its fd with libmicrohttpd (see
- * turn.c, http.c). Tearing a turn down waits for its connection threads, which may take
- * up to the tool kill grace period, so it runs on a short-lived closer thread and the
- * main loop is told when it is done. */
+ * turn with BROKER_CLOSE. Each bound turn's fd is accepted on here, on the main loop,
+ * and every connection whose request head passes the gate is served by libmicrohttpd
+ * (see gate.c, turn.c, http.c). Tearing a turn down waits for its connection threads,
+ * which may take up to the tool kill grace period, so it runs on a short-lived closer
+ * thread and the main loop is told when it is done. */
 #include "config.h"
 
 #include <curl/curl.h>
@@ -18,7 +19,9 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/strictjson.h"
 #include "brokerd/turn.h"
+#include "brokerd/upstream.h"
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/msg.h"
@@ -258,7 +261,7 @@ static int on_bind(void *ctx, struct rts_msg *m)
 	snprintf(b.turn_id, sizeof(b.turn_id), "%s", turn_id);
 	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", channel_hash);
 	struct brokerd_turn *t = NULL;
-	r = brokerd_turn_new(d->cfg, &b, steal_fd(&fd), &t);
+	r = brokerd_turn_new(d->cfg, &b, steal_fd(&fd), d->ev, &t);
 	if (r < 0) {
 		log_warning_errno(r, "turn %s refused: %m", rts_turn_id_valid(turn_id) ? turn_id : "(invalid id)");
 		return answer_bound(l, turn_id, r);
@@ -422,6 +425,7 @@ int main(int argc, char **argv)
 	unsetenv("SSLKEYLOGFILE");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
+	brokerd_json_strict_init();
 	/* Writes to a worker that hung up must fail with EPIPE, not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 	/* Blocked before any thread exists, so every thread inherits it and sd-event's
@@ -470,6 +474,7 @@ int main(int argc, char **argv)
 	close(d.done_fd);
 	sd_event_unref(d.ev);
 	pthread_mutex_destroy(&d.done_lock);
+	brokerd_upstream_cleanup();
 	curl_global_cleanup();
 	rts_config_free(cfg);
 	return r < 0 ? 1 : 0;

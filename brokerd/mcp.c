@@ -2,6 +2,7 @@
 
 #include "brokerd/keys.h"
 #include "brokerd/mcp.h"
+#include "brokerd/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -147,8 +148,10 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 
 	const char *why = NULL;
 	cleanup_json json_object *req = NULL;
-	if (rts_json_parse(call->body, call->body_len, BROKERD_JSON_DEPTH, &req, &why) < 0)
+	if (brokerd_body_parse(call->body, call->body_len, &req, &why) < 0) {
+		log_debug("turn %s: /mcp body refused: %s", b->turn_id, why);
 		return BROKERD_BAD_REQUEST;
+	}
 	cleanup_json json_object *up = NULL;
 	enum brokerd_result res = brokerd_mcp_request_build(req, srv, &up);
 	if (res != BROKERD_OK)
@@ -172,6 +175,9 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 		.url = srv->url,
 		.ca_file = call->cfg->ca_file,
 		.bearer = key,
+		/* The Streamable HTTP transport wants both listed; an SSE answer is still refused
+		 * (brokerd_upstream_json() accepts application/json only). */
+		.accept = "application/json, text/event-stream",
 		.body = up_body,
 		.body_len = strlen(up_body),
 		.max_answer = BROKERD_ANSWER_MAX,

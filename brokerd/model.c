@@ -5,6 +5,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/keys.h"
 #include "brokerd/model.h"
+#include "brokerd/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -189,6 +190,8 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 	json_object *calls = rts_json_get(m, "tool_calls");
 	/* json-c gives NULL for both a missing member and a JSON null. */
 	bool has_calls = calls != NULL;
+	if (!has_calls && json_object_object_get_ex(m, "tool_calls", NULL))
+		FAIL("tool_calls must be an array");
 	/* Arrays of content parts (images, audio, files) are refused: text only. */
 	if (!is_type(content, json_type_string) && !(is_assistant && has_calls && content == NULL))
 		FAIL("message content must be a string (null only for assistant tool calls)");
@@ -208,6 +211,13 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 			json_object *tc = NULL;
 			if (!copy_tool_call(json_object_array_get_idx(calls, i), &tc, why))
 				return false;
+			/* A tool message names the call it answers by id: ids must be unambiguous. */
+			for (size_t j = 0; j < i; j++)
+				if (strcmp(rts_json_get_string(tc, "id"),
+					   rts_json_get_string(json_object_array_get_idx(arr, j), "id")) == 0) {
+					json_object_put(tc);
+					FAIL("tool call ids of one message must be distinct");
+				}
 			json_object_array_add(arr, tc);
 		}
 	}
@@ -219,6 +229,39 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 	}
 	*out = steal_pointer(&o);
 	return true;
+}
+
+/* The tool calls of the assistant message that tool messages may answer right now. */
+struct call_group {
+	json_object *calls; /* that message's copied tool_calls, or NULL */
+	bool answered[BROKERD_MODEL_TOOL_CALLS_MAX];
+};
+
+/* Every tool message answers a call of the assistant message before it (other tool
+ * messages of the same group may sit in between), and each call is answered at most
+ * once. m is an already validated copy. */
+static bool check_tool_order(struct call_group *g, json_object *m, const char **why)
+{
+	const char *role = rts_json_get_string(m, "role");
+	if (strcmp(role, "tool") != 0) {
+		json_object *calls = rts_json_get(m, "tool_calls");
+		g->calls = strcmp(role, "assistant") == 0 && calls ? calls : NULL;
+		memset(g->answered, 0, sizeof(g->answered));
+		return true;
+	}
+	if (!g->calls)
+		FAIL("a tool message must follow an assistant message with tool calls");
+	const char *id = rts_json_get_string(m, "tool_call_id");
+	size_t n = json_object_array_length(g->calls);
+	for (size_t k = 0; k < n; k++) {
+		if (strcmp(rts_json_get_string(json_object_array_get_idx(g->calls, k), "id"), id) != 0)
+			continue;
+		if (g->answered[k])
+			FAIL("a tool call is answered twice");
+		g->answered[k] = true;
+		return true;
+	}
+	FAIL("a tool message answers no call of the assistant message before it");
 }
 
 static bool copy_tool(json_object *t, json_object **out, const char **why)
@@ -268,6 +311,13 @@ static bool build(json_object *req, const char *model, uint32_t max_output_token
 		FAIL("body must be a JSON object");
 	if (!only_members(req, members))
 		FAIL("unknown top-level member");
+	/* json-c reads a null member as a missing one: refuse it rather than guess. */
+	json_object_object_foreach(req, member, value)
+	{
+		(void)member;
+		if (!value)
+			FAIL("a top-level member is null");
+	}
 
 	json_object *messages = rts_json_get(req, "messages");
 	if (!is_type(messages, json_type_array))
@@ -280,11 +330,14 @@ static bool build(json_object *req, const char *model, uint32_t max_output_token
 	json_object_object_add(o, "model", json_object_new_string(model));
 	json_object *msgs = json_object_new_array_ext((int)n);
 	json_object_object_add(o, "messages", msgs);
+	struct call_group group = {.calls = NULL};
 	for (size_t i = 0; i < n; i++) {
 		json_object *m = NULL;
 		if (!copy_message(json_object_array_get_idx(messages, i), &m, why))
 			return false;
 		json_object_array_add(msgs, m);
+		if (!check_tool_order(&group, m, why))
+			return false;
 	}
 
 	json_object *tools = rts_json_get(req, "tools");
@@ -459,7 +512,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 	const struct rts_config *cfg = call->cfg;
 	const char *why = NULL;
 	cleanup_json json_object *req = NULL;
-	if (rts_json_parse(call->body, call->body_len, BROKERD_JSON_DEPTH, &req, &why) < 0) {
+	if (brokerd_body_parse(call->body, call->body_len, &req, &why) < 0) {
 		log_debug("turn %s: /model body refused: %s", call->binding->turn_id, why);
 		return BROKERD_BAD_REQUEST;
 	}

@@ -22,14 +22,19 @@
  *   messages     1..BROKERD_MODEL_MESSAGES_MAX objects; role system|user|assistant|tool;
  *                content a string (assistant: string, or null/absent with tool_calls);
  *                assistant tool_calls [{id, type:"function", function:{name, arguments
- *                (string)}}]; tool messages need tool_call_id; no other member;
+ *                (string)}}] with distinct ids; tool messages need tool_call_id naming a
+ *                call of the assistant message before them (other tool messages may sit
+ *                between), each call answered at most once; no other member (so no
+ *                content parts: no image_url, input_audio or file, no file ids);
  *   tools        [{type:"function", function:{name, description?, parameters?}}], names
  *                [A-Za-z0-9_-]{1,64} and distinct, parameters a JSON schema whose
  *                $ref-like keywords are local (brokerd_schema_refs_local);
  *   max_tokens   a positive integer;
  *   tool_choice  "auto" or "none" (sent only with tools);
- * and no other top-level member. Returns 0 with *out (caller owns it), or -EINVAL with
- * *why set to a short static description of the first problem (no request data). */
+ * and no other top-level member (n, stream, model, logprobs, temperature, user, ... are
+ * all refused, as are provider-native tool types). Returns 0 with *out (caller owns it),
+ * or -EINVAL with *why set to a short static description of the first problem (no
+ * request data). The body must have been parsed with brokerd_body_parse(). */
 int brokerd_model_request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
 				const char **why);
 

@@ -6,6 +6,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/exec.h"
 #include "brokerd/keys.h"
+#include "brokerd/strictjson.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -27,7 +28,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 
 	const char *why = NULL;
 	cleanup_json json_object *args = NULL;
-	if (rts_json_parse(call->body, call->body_len, BROKERD_JSON_DEPTH, &args, &why) < 0 ||
+	if (brokerd_body_parse(call->body, call->body_len, &args, &why) < 0 ||
 	    !json_object_is_type(args, json_type_object)) {
 		log_debug("turn %s: /tools body refused: %s", b->turn_id, why ? why : "not a JSON object");
 		return BROKERD_BAD_REQUEST;
@@ -76,8 +77,14 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	else if (!rts_utf8_valid(out, res.len))
 		problem = "output is not UTF-8 text";
 	else {
+		/* Output that is JSON text is also checked after decoding, so a key spelled
+		 * with \u escapes is caught too (issue 3: "after JSON decoding"). */
+		const char *ignored = NULL;
+		cleanup_json json_object *decoded = NULL;
+		if (rts_json_parse(out, res.len, BROKERD_JSON_DEPTH, &decoded, &ignored) < 0)
+			decoded = NULL;
 		brokerd_keyring_prime(call->keys, &call->cfg->api_key, b, &call->cancel);
-		if (brokerd_keyring_reflected(call->keys, out, res.len, NULL))
+		if (brokerd_keyring_reflected(call->keys, out, res.len, decoded))
 			problem = "output reflects a credential";
 	}
 	if (problem) {

@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "brokerd/gate.h"
+#include "brokerd/head.h"
 #include "brokerd/http.h"
 #include "brokerd/keys.h"
 #include "brokerd/turn.h"
@@ -11,9 +13,12 @@
 #include "common/sock.h"
 #include "common/util.h"
 
-/* Header block plus the read buffer of one connection. The worker's header is a few
- * hundred bytes; a larger one gets libmicrohttpd's 431. */
-#define CONNECTION_MEMORY (16u * 1024u)
+/* Header block plus the read buffer of one connection: four times the longest head the
+ * gate lets through, so libmicrohttpd never answers 431 itself. */
+#define CONNECTION_MEMORY (4u * BROKERD_HEAD_MAX)
+/* libmicrohttpd's own connection limit is only a backstop above the gate's (which counts
+ * a connection until libmicrohttpd reports it closed, slightly before it forgets it). */
+#define MHD_CONNECTION_LIMIT (2u * BROKERD_CONNECTIONS_PER_TURN)
 
 static bool field_ok(const char *s, size_t min, size_t max)
 {
@@ -72,6 +77,8 @@ void brokerd_turn_free(struct brokerd_turn *t)
 {
 	if (!t)
 		return;
+	brokerd_gate_stop(t);
+	brokerd_gate_free_handoffs(t);
 	binding_release(&t->b);
 	brokerd_keyring_free(t->keys);
 	if (t->wake_fd >= 0)
@@ -80,7 +87,7 @@ void brokerd_turn_free(struct brokerd_turn *t)
 	free(t);
 }
 
-int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd,
+int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
 		     struct brokerd_turn **out)
 {
 	cleanup_close int fd = listen_fd;
@@ -103,6 +110,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	t->b.principal_id = rts_xstrdup(b->principal_id);
 	t->cfg = cfg;
 	t->keys = brokerd_keyring_new();
+	t->listen_fd = steal_fd(&fd);
 	atomic_init(&t->closing, false);
 	pthread_mutex_init(&t->lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -114,21 +122,18 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 
 	/* One thread per connection: a connection's handler may block in libcurl or on a
 	 * tool process without holding up the others. Poll, not select, so descriptor
-	 * numbers above FD_SETSIZE work. The turn is complete before the server starts,
-	 * since callbacks may run at once. From here on the listener belongs to
-	 * libmicrohttpd, which closes it in MHD_stop_daemon() and also when
-	 * MHD_start_daemon() fails (checked with libmicrohttpd 0.9.75), so it is never
-	 * closed here again. */
+	 * numbers above FD_SETSIZE work. No listen socket: the gate accepts and hands over
+	 * connections whose request head it has checked (gate.h). The turn is complete
+	 * before the server starts, since callbacks may run at once. */
 	t->mhd = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ITC |
-			MHD_USE_ERROR_LOG,
+		MHD_USE_NO_LISTEN_SOCKET | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 		0, NULL, NULL, brokerd_http_on_request, t,
 		/* First, so that nothing is printed by libmicrohttpd's own logger. */
 		MHD_OPTION_EXTERNAL_LOGGER, brokerd_http_on_mhd_log, t,
-		MHD_OPTION_LISTEN_SOCKET, steal_fd(&fd),
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)BROKERD_CONNECTIONS_PER_TURN,
-		/* Idle limit; the total header and request deadlines are brokerd_turn_sweep(). */
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(BROKERD_HEADER_DEADLINE_MS / 1000),
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTION_LIMIT,
+		/* An idle limit only; the request deadline is brokerd_turn_sweep(). */
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(BROKERD_REQUEST_DEADLINE_MS / 1000),
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_NOTIFY_CONNECTION, brokerd_http_on_connection, t,
@@ -138,12 +143,20 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 		brokerd_turn_free(t);
 		return -EIO;
 	}
+	r = brokerd_gate_start(t, ev);
+	if (r < 0) {
+		MHD_stop_daemon(t->mhd);
+		t->mhd = NULL;
+		brokerd_turn_free(t);
+		return r;
+	}
 	*out = t;
 	return 0;
 }
 
 void brokerd_turn_begin_close(struct brokerd_turn *t)
 {
+	brokerd_gate_stop(t);
 	if (atomic_exchange(&t->closing, true))
 		return;
 	uint64_t one = 1;
@@ -157,10 +170,13 @@ void brokerd_turn_stop(struct brokerd_turn *t)
 	if (t->mhd)
 		MHD_stop_daemon(t->mhd);
 	t->mhd = NULL;
+	/* Connections added but never started were closed by MHD_stop_daemon(). */
+	brokerd_gate_free_handoffs(t);
 }
 
 void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms)
 {
+	brokerd_gate_sweep(t, now_ms);
 	pthread_mutex_lock(&t->lock);
 	for (struct brokerd_conn *c = t->conns; c; c = c->next) {
 		uint64_t limit = c->deadline_ms < t->b.deadline_ms ? c->deadline_ms : t->b.deadline_ms;

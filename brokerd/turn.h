@@ -1,7 +1,8 @@
 /* A bound turn: its binding, its HTTP listener and the state every connection shares.
  *
  * Threads: the main thread (sd-event, runnerd link) creates, sweeps, closes and frees
- * turns; libmicrohttpd runs one thread per connection that calls into http.c. Members
+ * turns, and runs the gate (gate.c) that accepts connections and checks request heads;
+ * libmicrohttpd runs one thread per admitted connection that calls into http.c. Members
  * under "lock" are shared with those threads; the others are set before the listener
  * starts or touched by the main thread only. */
 #ifndef BROKERD_TURN_H
@@ -12,10 +13,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <systemd/sd-event.h>
+
 #include "brokerd/brokerd.h"
 
 struct MHD_Daemon;
 struct brokerd_conn;
+struct brokerd_pending;
 
 struct brokerd_turn {
 	struct brokerd_binding b;
@@ -26,11 +30,17 @@ struct brokerd_turn {
 	atomic_bool closing;
 
 	pthread_mutex_t lock;
-	unsigned calls;		    /* broker calls so far, refused ones included */
-	bool busy;		    /* a call is in flight */
-	struct brokerd_conn *conns; /* open connections, for the deadline sweep */
+	unsigned calls;		      /* broker calls so far, refused ones included */
+	bool busy;		      /* a call is in flight */
+	struct brokerd_conn *conns;   /* connections libmicrohttpd serves, for the deadline sweep */
+	struct brokerd_conn *handoff; /* admitted by the gate, not yet started by libmicrohttpd */
 
 	/* main thread only */
+	sd_event *ev;
+	int listen_fd;			  /* the broker socket; -1 once the turn is closing */
+	sd_event_source *listen_src;
+	struct brokerd_pending *pending;  /* accepted, request head not checked yet */
+	unsigned n_pending;
 	void *owner;		  /* the runnerd link that bound the turn; NULL once it is gone */
 	bool answer_close;	  /* send BROKER_CLOSED when the teardown is done */
 	pthread_t closer;	  /* the thread running brokerd_turn_stop() */
@@ -39,20 +49,21 @@ struct brokerd_turn {
 	struct brokerd_turn *done_next; /* in the finished list, under its own lock */
 };
 
-/* Validate a BROKER_BIND and create the turn serving HTTP on listen_fd. The binding's
- * strings are copied. listen_fd is always taken (closed on failure, owned by the HTTP
- * server on success, which closes it when stopped). Checks: turn id of 16 lowercase hex
+/* Validate a BROKER_BIND and create the turn serving HTTP on listen_fd, accepting from
+ * ev's loop (the main thread's). The binding's strings are copied. listen_fd is always
+ * taken (closed on failure, and by brokerd_turn_begin_close()). Checks: turn id of 16 lowercase hex
  * digits; channel 1..RTS_CHANNEL_MAX bytes of UTF-8 whose sha256 is channel_hash; speaker
  * id 1.., name and principal 0..RTS_SPEAKER_FIELD_MAX bytes of UTF-8; a deadline in the
  * future and no further than the configured turn timeout; listen_fd a listening AF_UNIX
  * SOCK_STREAM socket. Returns 0 with *out, -EINVAL for a bad field, -ENOTSOCK for a bad
  * socket, -ETIME for a deadline already past, or -errno when the server cannot start. */
-int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd,
+int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
 		     struct brokerd_turn **out);
 
-/* Mark the turn closing and wake every blocking step of its calls (upstream transfers are
- * aborted, tool processes get SIGTERM then SIGKILL). New requests get 503. Non-blocking;
- * idempotent. */
+/* Mark the turn closing, stop accepting (the listener and connections still waiting for
+ * their head are closed) and wake every blocking step of its calls (upstream transfers are
+ * aborted, tool processes get SIGTERM then SIGKILL). Requests already handed to the HTTP
+ * server get 503. Main thread; non-blocking; idempotent. */
 void brokerd_turn_begin_close(struct brokerd_turn *t);
 
 /* Stop the HTTP server: closes the listener and every connection and waits until every
@@ -60,12 +71,13 @@ void brokerd_turn_begin_close(struct brokerd_turn *t);
  * that is not one of the server's. Blocks for at most about BROKERD_KILL_GRACE_MS. */
 void brokerd_turn_stop(struct brokerd_turn *t);
 
-/* Free a stopped turn. */
+/* Free a stopped turn. Main thread. */
 void brokerd_turn_free(struct brokerd_turn *t);
 
-/* Enforce the per-connection deadlines (BROKERD_HEADER_DEADLINE_MS until the request
- * header is complete, BROKERD_REQUEST_DEADLINE_MS for the whole request) and the turn
- * deadline: an expired connection is shut down. Main thread, every few hundred ms. */
+/* Enforce the per-connection deadlines (BROKERD_HEADER_DEADLINE_MS from accept until the
+ * request head is complete, BROKERD_REQUEST_DEADLINE_MS from accept for the whole request)
+ * and the turn deadline: an expired connection is closed or shut down. Main thread, every
+ * few hundred ms. */
 void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms);
 
 /* Calls made so far (for BROKER_CLOSED). */

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <strings.h>
 
 #include "brokerd/keys.h"
@@ -25,6 +26,49 @@ static inline void slist_wipe_freep(struct curl_slist **l)
 	curl_slist_free_all(*l);
 }
 #define cleanup_slist _cleanup_(slist_wipe_freep)
+
+/* Multi handles kept between calls, for libcurl's CA store cache: building the store from
+ * the system bundle costs about 25 ms of CPU per call with OpenSSL 3 (measured on Debian
+ * 12: 25.0 ms with a new multi handle per call, 1.3 ms with a reused one). Only the CA store
+ * (and libcurl's DNS cache) outlives a call: every call still opens a fresh TCP connection
+ * and TLS session (CURLOPT_FORBID_REUSE, a new easy handle each time). A handle is used by
+ * one thread at a time; at most POOL_MAX idle ones are kept. */
+#define POOL_MAX 8u
+#define CA_CACHE_SECONDS 600L /* a changed CA bundle is picked up within ten minutes */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static CURLM *pool[POOL_MAX];
+static size_t pool_len;
+
+static CURLM *multi_take(void)
+{
+	CURLM *m = NULL;
+	pthread_mutex_lock(&pool_lock);
+	if (pool_len > 0)
+		m = pool[--pool_len];
+	pthread_mutex_unlock(&pool_lock);
+	return m ? m : curl_multi_init();
+}
+
+static void multi_give(CURLM *m)
+{
+	pthread_mutex_lock(&pool_lock);
+	if (pool_len < POOL_MAX) {
+		pool[pool_len++] = m;
+		m = NULL;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (m)
+		curl_multi_cleanup(m);
+}
+
+void brokerd_upstream_cleanup(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	while (pool_len > 0)
+		curl_multi_cleanup(pool[--pool_len]);
+	pthread_mutex_unlock(&pool_lock);
+}
 
 struct sink {
 	char *buf;
@@ -85,6 +129,9 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 	SET(CURLOPT_SSL_VERIFYPEER, 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, 2L);
 	SET(CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	/* No connection outlives its call (see the pool above). */
+	SET(CURLOPT_FORBID_REUSE, 1L);
+	SET(CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
 	if (req->ca_file) {
 		/* caFile is trusted instead of the system store, not in addition to it. */
 		SET(CURLOPT_CAINFO, req->ca_file);
@@ -126,7 +173,8 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 		explicit_bzero(auth, strlen(auth));
 	}
 	headers = curl_slist_append(headers, "Content-Type: application/json");
-	headers = curl_slist_append(headers, "Accept: application/json");
+	cleanup_free char *accept = rts_xasprintf("Accept: %s", req->accept ? req->accept : "application/json");
+	headers = curl_slist_append(headers, accept);
 	headers = curl_slist_append(headers, "Expect:");
 	if (!headers)
 		abort();
@@ -143,7 +191,7 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 
 	/* The multi interface lets the wait include the turn's wake fd: closing the turn
 	 * aborts the transfer at once, not at the next progress tick. */
-	CURLM *m = curl_multi_init();
+	CURLM *m = multi_take();
 	if (!m) {
 		free(sink.buf);
 		return -ENOMEM;
@@ -202,8 +250,9 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 		a->body = steal_pointer(&sink.buf);
 		a->len = sink.len;
 	}
+	/* Removing an unfinished transfer closes its connection. */
 	curl_multi_remove_handle(m, e);
-	curl_multi_cleanup(m);
+	multi_give(m);
 	free(sink.buf);
 	return r;
 }

@@ -3,7 +3,8 @@
  * The request is built from scratch: only the headers below are sent, the URL is the
  * configured one, https only, no redirects (a 3xx comes back as a status), no proxy from
  * the environment, peer and host verification always on (caFile replaces the system store
- * when configured), no compression, no cookies. The answer is bounded and never streamed
+ * when configured), no compression, no cookies, a fresh connection and TLS session per
+ * call (only the parsed CA store is cached, for ten minutes). The answer is bounded and never streamed
  * to the worker: callers parse and rebuild it. */
 #ifndef BROKERD_UPSTREAM_H
 #define BROKERD_UPSTREAM_H
@@ -17,6 +18,7 @@ struct brokerd_upstream_req {
 	const char *url;     /* https:// only (the config checks it) */
 	const char *ca_file; /* NULL: the system trust store */
 	const char *bearer;  /* real credential for "Authorization: Bearer", or NULL for none */
+	const char *accept;  /* the Accept header's value; NULL: application/json */
 	const char *body;    /* JSON text */
 	size_t body_len;
 	size_t max_answer;   /* answer body bytes; more is -EFBIG */
@@ -39,6 +41,10 @@ struct brokerd_upstream_answer {
 int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd_upstream_answer *a);
 
 void brokerd_upstream_answer_release(struct brokerd_upstream_answer *a);
+
+/* Free the libcurl handles kept between calls (upstream.c). At exit, after every call has
+ * returned and before curl_global_cleanup(). */
+void brokerd_upstream_cleanup(void);
 
 /* The common tail of every upstream call a route makes: post req, then require a 2xx
  * status, a JSON Content-Type, a JSON document (depth BROKERD_JSON_DEPTH) and no reflection

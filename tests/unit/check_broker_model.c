@@ -92,6 +92,10 @@ START_TEST(test_max_tokens)
 }
 END_TEST
 
+#define CALL(id) "{\"id\":\"" id "\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}"
+#define CALLS(id) "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[" CALL(id) "]}"
+#define ANSWER(id) "{\"role\":\"tool\",\"tool_call_id\":\"" id "\",\"content\":\"r\"}"
+
 static const char *const bad_requests[] = {
 	"[]",
 	"\"hi\"",
@@ -141,7 +145,37 @@ static const char *const bad_requests[] = {
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":99999999999999999999}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":{\"type\":\"function\"}}",
+	/* a null member is not a missing one */
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":null}",
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":null}",
+	"{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":null}]}",
+	/* every tool message answers a call of the assistant message before it */
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"r\"}]}",
+	"{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"},{\"role\":\"tool\",\"tool_call_id\":\"c\","
+	"\"content\":\"r\"}]}",
+	"{\"messages\":[" CALLS("c") ",{\"role\":\"tool\",\"tool_call_id\":\"d\",\"content\":\"r\"}]}",
+	"{\"messages\":[" CALLS("c") "," ANSWER("c") "," ANSWER("c") "]}",
+	"{\"messages\":[" CALLS("c") "," ANSWER("c") ",{\"role\":\"user\",\"content\":\"u\"}," ANSWER("c") "]}",
+	"{\"messages\":[" CALLS("c") "," ANSWER("c") "," CALLS("d") "," ANSWER("c") "]}",
+	/* call ids of one message must be distinct */
+	"{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[" CALL("c") "," CALL("c") "]}]}",
 };
+
+static const char *const good_shapes[] = {
+	"{\"messages\":[" CALLS("c") "," ANSWER("c") "]}",
+	"{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[" CALL("a") "," CALL("b") "]},"
+	ANSWER("b") "," ANSWER("a") ",{\"role\":\"user\",\"content\":\"u\"}]}",
+	"{\"messages\":[" CALLS("c") ",{\"role\":\"user\",\"content\":\"unanswered is fine\"}]}",
+	"{\"messages\":[" CALLS("c") "," ANSWER("c") "," CALLS("c") "," ANSWER("c") "]}",
+};
+
+START_TEST(test_good_shape)
+{
+	json_object *out = NULL;
+	ck_assert_msg(build(good_shapes[_i], &out) == 0, "refused: %s", good_shapes[_i]);
+	json_object_put(out);
+}
+END_TEST
 
 START_TEST(test_bad_request)
 {
@@ -179,6 +213,39 @@ START_TEST(test_schema_refs)
 	ck_assert(!schema_ok("{\"dependentSchemas\":{\"a\":{\"$ref\":\"https://e\"}}}"));
 	ck_assert(!schema_ok("{\"$vocabulary\":{\"https://json-schema.org/draft/2020-12/vocab/core\":true}}"));
 	ck_assert(!schema_ok("{\"properties\":{\"a\":\"not a schema\"}}"));
+}
+END_TEST
+
+/* Every keyword whose value holds schemas is walked: one schema, a list, or a map. */
+START_TEST(test_schema_every_position)
+{
+	static const char *const one[] = {"additionalProperties", "additionalItems", "items", "contains", "not", "if",
+					  "then", "else", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+					  "contentSchema"};
+	static const char *const list[] = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+	static const char *const map[] = {"properties", "patternProperties", "$defs", "definitions",
+					  "dependentSchemas", "dependencies"};
+	static const char *const refs[] = {"$ref", "$dynamicRef", "$recursiveRef", "$id", "$schema"};
+	char buf[256];
+	for (size_t r = 0; r < RTS_ARRAY_SIZE(refs); r++) {
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(one); i++) {
+			snprintf(buf, sizeof(buf), "{\"%s\":{\"%s\":\"https://e/x\"}}", one[i], refs[r]);
+			ck_assert_msg(!schema_ok(buf), "accepted %s", buf);
+			snprintf(buf, sizeof(buf), "{\"%s\":{\"%s\":\"#/x\"}}", one[i], refs[r]);
+			ck_assert_msg(schema_ok(buf), "refused %s", buf);
+		}
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(list); i++) {
+			snprintf(buf, sizeof(buf), "{\"%s\":[true,{\"%s\":\"https://e/x\"}]}", list[i], refs[r]);
+			ck_assert_msg(!schema_ok(buf), "accepted %s", buf);
+		}
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(map); i++) {
+			snprintf(buf, sizeof(buf), "{\"%s\":{\"https://e/x\":{\"%s\":\"https://e/x\"}}}", map[i], refs[r]);
+			ck_assert_msg(!schema_ok(buf), "accepted %s", buf);
+			/* the map's keys are names, not references */
+			snprintf(buf, sizeof(buf), "{\"%s\":{\"https://e/x\":{\"%s\":\"#a\"}}}", map[i], refs[r]);
+			ck_assert_msg(schema_ok(buf), "refused %s", buf);
+		}
+	}
 }
 END_TEST
 
@@ -261,7 +328,9 @@ int main(void)
 	tcase_add_test(tc, test_good_request);
 	tcase_add_test(tc, test_max_tokens);
 	tcase_add_loop_test(tc, test_bad_request, 0, (int)RTS_ARRAY_SIZE(bad_requests));
+	tcase_add_loop_test(tc, test_good_shape, 0, (int)RTS_ARRAY_SIZE(good_shapes));
 	tcase_add_test(tc, test_schema_refs);
+	tcase_add_test(tc, test_schema_every_position);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("answer");
 	tcase_add_test(tc, test_answer_rebuild_drops_unknown);

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for a stateless MCP server (Streamable HTTP, JSON answers), over HTTPS.
+
+It answers JSON-RPC 2.0 tools/call requests from fixed rules, so tests can check what
+brokerd forwards and how it treats what comes back. python3 stdlib only.
+
+    fake_mcp.py --cert server.pem --key server.key [--port 0] [--host 127.0.0.1]
+                [--path /mcp] [--record FILE]
+
+With --port 0 it picks a free port. The first stdout line is always "PORT <n>", printed
+once the socket listens. Certificates: tests/fakes/make-ca.sh.
+
+Every request (any method, any path) is appended to --record as one JSON line {"method",
+"path", "headers": {lowercase name: value}, "body": parsed JSON or null, "raw": the body
+text}, flushed at once, so a test can assert what arrived (or that nothing did).
+
+A POST to --path with a JSON-RPC request is answered by the tool it calls (params.name):
+  echo       result {"content":[{"type":"text","text": <arguments as JSON text>}]}
+  whoami     result text: the Authorization header that arrived (to check the bearer)
+  reflect    result text: the bearer credential, encoded as arguments.enc says (raw,
+             base64, base64url, hex, url, escaped: \\u-escaped in the JSON text)
+  mask       result text that only looks like a key ("sk-" prefix, "sk-...<last 4>")
+  session    an echo answer that also carries Mcp-Session-Id and Set-Cookie headers
+  sse        the answer as text/event-stream (one SSE event)
+  html       the answer with Content-Type text/html
+  redirect   302 to another path of this server
+  status     HTTP status arguments.code with a JSON-RPC error body
+  rpcerror   a JSON-RPC error with free-form "data"
+  wrongid    a result for another id
+  big        result text of arguments.n bytes
+  sleep      wait arguments.ms milliseconds, then echo
+  notjson    Content-Type application/json, body that is not JSON
+Any other method or tool: a JSON-RPC error -32601 (brokerd should never forward those).
+"""
+import argparse
+import base64
+import json
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BODY_MAX = 8 * 1024 * 1024
+BIG_MAX = 16 * 1024 * 1024
+SLEEP_MAX_MS = 600_000
+
+
+def encode_key(key, enc):
+    raw = key.encode()
+    if enc == "base64":
+        return base64.b64encode(raw).decode()
+    if enc == "base64url":
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    if enc == "hex":
+        return raw.hex()
+    if enc == "url":
+        return urllib.parse.quote(key, safe="")
+    return key
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-mcp/1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_body(self, status, data, ctype="application/json", headers=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def rpc(self, rid, result=None, error=None, **kw):
+        msg = {"jsonrpc": "2.0", "id": rid}
+        if error is not None:
+            msg["error"] = error
+        else:
+            msg["result"] = result
+        self.send_body(kw.pop("status", 200), json.dumps(msg).encode(), **kw)
+
+    def do_POST(self):
+        try:
+            n = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            n = -1
+        if n < 0 or n > BODY_MAX:
+            self.close_connection = True
+            return self.send_body(400, b'{"error":"bad length"}')
+        raw = self.rfile.read(n)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        self.server.record({"method": "POST", "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "body": body, "raw": raw.decode("utf-8", "replace"), "time": time.time()})
+        if self.path != self.server.api_path:
+            return self.send_body(404, b'{"error":"not found"}')
+        if not isinstance(body, dict):
+            return self.send_body(400, b'{"error":"not a JSON-RPC request"}')
+        rid = body.get("id")
+        params = body.get("params") if isinstance(body.get("params"), dict) else {}
+        args = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+        tool = params.get("name")
+        if body.get("method") != "tools/call":
+            return self.rpc(rid, error={"code": -32601, "message": "method not found"})
+        auth = self.headers.get("Authorization", "")
+        bearer = auth[7:] if auth.startswith("Bearer ") else ""
+
+        def text(t):
+            return {"content": [{"type": "text", "text": t}], "isError": False}
+
+        if tool == "echo":
+            return self.rpc(rid, text(json.dumps(args, sort_keys=True)))
+        if tool == "whoami":
+            return self.rpc(rid, text(auth))
+        if tool == "reflect":
+            enc = args.get("enc", "raw")
+            if enc == "escaped":
+                escaped = "".join(f"\\u{ord(c):04x}" for c in bearer)
+                data = ('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"key %s"}]}}'
+                        % (json.dumps(rid), escaped)).encode()
+                return self.send_body(200, data)
+            return self.rpc(rid, text("the key is " + encode_key(bearer, enc)))
+        if tool == "mask":
+            return self.rpc(rid, text(f"keys look like sk-... ; yours ends sk-...{bearer[-4:]}; sk-proj-example"))
+        if tool == "session":
+            return self.rpc(rid, text("with session"), headers=(("Mcp-Session-Id", "fake-session-1"),
+                                                                 ("Set-Cookie", "sid=fake-cookie; Secure"),
+                                                                 ("X-Upstream-Detail", "internal")))
+        if tool == "sse":
+            event = json.dumps({"jsonrpc": "2.0", "id": rid, "result": text("over sse")})
+            return self.send_body(200, f"event: message\ndata: {event}\n\n".encode(), ctype="text/event-stream")
+        if tool == "html":
+            return self.send_body(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": text("html")}).encode(),
+                                  ctype="text/html")
+        if tool == "redirect":
+            return self.rpc(rid, text("redirected"), status=302,
+                            headers=(("Location", f"https://localhost:{self.server.server_address[1]}/elsewhere"),))
+        if tool == "status":
+            code = int(args.get("code", 500))
+            return self.rpc(rid, error={"code": -32000, "message": "scripted status"}, status=code)
+        if tool == "rpcerror":
+            return self.rpc(rid, error={"code": -32000, "message": "tool failed", "data": {"trace": "internal"}})
+        if tool == "wrongid":
+            return self.rpc(f"not-{rid}", text("wrong id"))
+        if tool == "big":
+            return self.rpc(rid, text("x" * min(int(args.get("n", 0)), BIG_MAX)))
+        if tool == "sleep":
+            time.sleep(min(int(args.get("ms", 0)), SLEEP_MAX_MS) / 1000.0)
+            return self.rpc(rid, text("slept"))
+        if tool == "notjson":
+            return self.send_body(200, b"{this is not json")
+        return self.rpc(rid, error={"code": -32601, "message": "unknown tool"})
+
+    def other(self):
+        self.server.record({"method": self.command, "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "body": None, "raw": "", "time": time.time()})
+        self.send_body(405, b'{"error":"method not allowed"}')
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = other
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr, ctx, api_path, record_path):
+        super().__init__(addr, Handler)
+        self.ctx = ctx
+        self.api_path = api_path
+        self.record_lock = threading.Lock()
+        self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
+
+    def record(self, entry):
+        if not self.record_file:
+            return
+        with self.record_lock:
+            self.record_file.write(json.dumps(entry) + "\n")
+            self.record_file.flush()
+
+    def finish_request(self, request, client_address):
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        request.settimeout(60)
+        try:
+            tls = self.ctx.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        super().finish_request(tls, client_address)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--path", default="/mcp")
+    ap.add_argument("--record")
+    a = ap.parse_args()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(a.cert, a.key)
+    srv = Server((a.host, a.port), ctx, a.path, a.record)
+    print(f"PORT {srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
