@@ -20,7 +20,7 @@ srcdir=$(cd "$(dirname "$0")/.." && pwd)
 export RTS_BUILDDIR=${RTS_BUILDDIR:-$srcdir/build-default}
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "demo.sh: run as root (sudo scripts/demo.sh)" >&2
+	echo "demo.sh: run as root (scripts/demo.sh)" >&2
 	exit 1
 fi
 if [ -n "${RTS_MODEL_URL:-}" ] && { [ -z "${RTS_MODEL:-}" ] || [ -z "${RTS_API_KEY_FILE:-}" ]; }; then

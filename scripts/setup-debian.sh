@@ -5,13 +5,13 @@
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "setup-debian.sh: run this as root (sudo scripts/setup-debian.sh)" >&2
+	echo "setup-debian.sh: run this as root (as root: scripts/setup-debian.sh)" >&2
 	exit 1
 fi
 
 packages="autoconf automake pkg-config make gcc libcurl4-openssl-dev libjson-c-dev libseccomp-dev
-libcap-ng-dev libsystemd-dev libmicrohttpd-dev check libhttp-parser-dev libssl-dev docker.io python3
-python3-pytest openssl mandoc clang"
+libcap-ng-dev libsystemd-dev libmicrohttpd-dev check libhttp-parser-dev libssl-dev libjansson-dev
+docker.io python3 python3-pytest openssl mandoc clang systemd debhelper lintian tzdata"
 
 missing=""
 for p in $packages; do

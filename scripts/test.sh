@@ -40,6 +40,12 @@ step "integration tests"
 (cd "$srcdir" && RTS_BUILDDIR=$builddir /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration) ||
 	failed+=("integration tests")
 
+step "fuzz (libFuzzer, bounded time per target)"
+"$srcdir/scripts/ci-fuzz.sh" || failed+=("fuzz")
+
+step "packaging (distcheck, Debian package, a real turn through the installed binaries)"
+"$srcdir/scripts/ci-package.sh" || failed+=("packaging")
+
 if [ ${#failed[@]} -ne 0 ]; then
 	step "FAILED: ${failed[*]}"
 	exit 1
