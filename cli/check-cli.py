@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 CLI = os.environ.get("RTS_CLI", os.path.join(os.getcwd(), "cli", "roundtable-sandbox"))
@@ -69,6 +70,8 @@ def statd_script(req):
     op = req.get("op")
     if op == "mode":
         return [line({"id": rid, "ok": True, "channel": req["channel"], "mode": req["mode"]})]
+    if op == "status" and req.get("channel") == "silent":
+        return []  # accepted, never answered: a statd that hangs
     if op == "status" and "channel" in req:
         return [line({"id": rid, "ok": True, "channel": req["channel"], "mode": "on", "running": True,
                       "queued": 2, "fresh": False})]
@@ -93,7 +96,7 @@ def statd_script(req):
     if text == "garbage":
         return [b"{not json\n"]
     if text == "huge":
-        return [b"{\"id\": %d, \"pad\": \"" % rid + b"x" * (1024 * 1024) + b"\"}\n"]
+        return [b"{\"id\": %d, \"pad\": \"" % rid + b"x" * (16 * 1024 * 1024) + b"\"}\n"]
     answers = [line({"id": 999, "event": "reply", "text": "someone else's"}),
                line({"id": rid, "route": route})]
     if route != "sandbox":
@@ -120,6 +123,17 @@ class CliTest(unittest.TestCase):
         # A config path that does not exist: these commands must not need one.
         cmd = [CLI, "--config", "/nonexistent/sandbox.json", "--runtime-dir", runtime_dir or self.tmp.name]
         return subprocess.run(cmd + list(args), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+
+    def test_silent_statd_times_out(self):
+        # A status answer comes at once from a healthy statd; the CLI gives up after 30 s
+        # instead of hanging, and says statd is unreachable (exit 5).
+        start = time.monotonic()
+        cmd = [CLI, "--config", "/nonexistent/sandbox.json", "--runtime-dir", self.tmp.name, "status", "silent"]
+        p = subprocess.run(cmd, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        elapsed = time.monotonic() - start
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn(b"did not answer in time", p.stderr)
+        self.assertGreaterEqual(elapsed, 29)
 
     def test_mode_on_off(self):
         p = self.cli("on", "chan-1")
@@ -202,6 +216,8 @@ class CliTest(unittest.TestCase):
             self.assertEqual(p.returncode, code, (text, p.stderr))
             self.assertEqual(p.stdout, b"", text)
             self.assertEqual(len(p.stderr.splitlines()), 1, (text, p.stderr))
+            if text == "huge":
+                self.assertIn(b"longer than", p.stderr)
         p = self.cli("say", "c", "--author", "1", "--name", "A", "fail")
         self.assertIn(b"turn_timeout", p.stderr)
 

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <poll.h>
+
 #include <sys/socket.h>
 
 #include "cli/control.h"
@@ -68,7 +70,7 @@ int cli_control_send(struct cli_control *c, json_object *req, int64_t *id)
 /* Take the next complete line out of the buffer, reading more as needed. On success
  * *line points into c->buf, NUL-terminated in place of the newline; *consumed is the
  * number of bytes to drop once the caller is done with it. */
-static int control_next_line(struct cli_control *c, char **line, size_t *consumed)
+static int control_next_line(struct cli_control *c, uint64_t deadline_ms, char **line, size_t *consumed)
 {
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->len);
@@ -80,6 +82,21 @@ static int control_next_line(struct cli_control *c, char **line, size_t *consume
 		}
 		if (c->len >= CLI_ANSWER_MAX + 1)
 			return -EMSGSIZE;
+		if (deadline_ms) {
+			uint64_t now = rts_now_ms();
+			if (now >= deadline_ms)
+				return -ETIMEDOUT;
+			struct pollfd p = {.fd = c->fd, .events = POLLIN};
+			uint64_t left = deadline_ms - now;
+			int pr = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+			if (pr < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			if (pr == 0)
+				return -ETIMEDOUT;
+		}
 		ssize_t n = read(c->fd, c->buf + c->len, CLI_ANSWER_MAX + 1 - c->len);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -104,14 +121,15 @@ static bool answer_has_id(json_object *o, int64_t id)
 	return v && json_object_is_type(v, json_type_int) && json_object_get_int64(v) == id;
 }
 
-int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, json_object **out, const char **why)
+int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, uint64_t deadline_ms, json_object **out,
+		     const char **why)
 {
 	*out = NULL;
 	*why = NULL;
 	for (;;) {
 		char *line = NULL;
 		size_t consumed = 0;
-		int r = control_next_line(c, &line, &consumed);
+		int r = control_next_line(c, deadline_ms, &line, &consumed);
 		if (r < 0)
 			return r;
 		json_object *o = NULL;

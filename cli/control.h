@@ -10,8 +10,9 @@
 #include <stdint.h>
 
 /* Longest answer line we accept from statd, newline excluded (bytes). A reply event carries
- * at most RTS_REPLY_MAX bytes of text, which JSON escaping cannot push past this. */
-#define CLI_ANSWER_MAX (1024u * 1024u)
+ * at most RTS_REPLY_MAX bytes of text; the `channels` answer lists every recorded channel
+ * (statd bounds its state file to 4 MiB), which JSON escaping cannot push past this. */
+#define CLI_ANSWER_MAX (16u * 1024u * 1024u)
 /* Longest request line statd accepts, newline included (bytes; HACKING.md: "A line is at
  * most 256 KiB"). We refuse to send a longer one rather than have statd reject it. */
 #define CLI_REQUEST_MAX (256u * 1024u)
@@ -35,11 +36,13 @@ int cli_control_send(struct cli_control *c, json_object *req, int64_t *id);
  * answer, an error answer with no id: statd could not read the request) and which is an
  * event (has an "event" member) when want_event is true, or an answer (has none) when it is
  * false; lines about other ids are skipped. On success *out is that object (caller owns the
- * reference). No timeout: statd answers every request and ends every turn itself.
+ * reference). deadline_ms is a CLOCK_MONOTONIC time in milliseconds (rts_now_ms()) after
+ * which waiting stops with -ETIMEDOUT; 0 waits without limit.
  * Returns 0; -ECONNRESET when statd closed the connection first; -EMSGSIZE for a line longer
  * than CLI_ANSWER_MAX; -EBADMSG for a line that is not a JSON object (*why says why, static);
  * or -errno from read(2). */
-int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, json_object **out, const char **why);
+int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, uint64_t deadline_ms, json_object **out,
+		     const char **why);
 
 static inline void cli_control_freep(struct cli_control **c)
 {

@@ -225,10 +225,21 @@ static int unreachable(int r, const char *what)
 	return CLI_EXIT_UNREACHABLE;
 }
 
+/* How long the CLI waits for statd. Answers that need nothing but statd come at once;
+ * mode changes, fresh-starts and replies wait for the channel's queued turns, each bounded
+ * by turnTimeoutMs (at most 600 s), so only a generous bound guards against a statd that
+ * accepted the connection but never answers (for example a socket systemd holds while the
+ * service fails to start). */
+#define CLI_QUICK_TIMEOUT_MS (30u * 1000u)
+#define CLI_QUEUED_TIMEOUT_MS (60u * 60u * 1000u)
+
 /* Turn a failed cli_control_wait() into an exit code and one line on stderr. */
 static int wait_failed(int r, const char *why)
 {
 	switch (r) {
+	case -ETIMEDOUT:
+		log_error("statd did not answer in time (is roundtable-sandbox-statd running and healthy?)");
+		return CLI_EXIT_UNREACHABLE;
 	case -ECONNRESET:
 		log_error("statd closed the connection before answering");
 		return CLI_EXIT_UNREACHABLE;
@@ -278,7 +289,10 @@ static int control_request(const struct rts_opts *o, json_object *req, struct cl
 		return unreachable(r, "sending to the control socket");
 	const char *why = NULL;
 	json_object *a = NULL;
-	r = cli_control_wait(c, req_id, false, &a, &why);
+	const char *op = rts_json_get_string(req, "op");
+	bool queued = op && (strcmp(op, "mode") == 0 || strcmp(op, "fresh") == 0);
+	r = cli_control_wait(c, req_id, false, rts_now_ms() + (queued ? CLI_QUEUED_TIMEOUT_MS : CLI_QUICK_TIMEOUT_MS),
+			     &a, &why);
 	if (r < 0)
 		return wait_failed(r, why);
 	int ex = answer_refused(a);
@@ -578,7 +592,7 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 
 	cleanup_json json_object *event = NULL;
 	const char *why = NULL;
-	int r = cli_control_wait(c, id, true, &event, &why);
+	int r = cli_control_wait(c, id, true, rts_now_ms() + CLI_QUEUED_TIMEOUT_MS, &event, &why);
 	if (r < 0)
 		return wait_failed(r, why);
 	const char *kind = rts_json_get_string(event, "event");
@@ -715,7 +729,8 @@ static int gc_check_idle(const struct rts_opts *o)
 	int64_t id;
 	cleanup_json json_object *answer = NULL;
 	const char *why = NULL;
-	if (cli_control_send(c, req, &id) < 0 || cli_control_wait(c, id, false, &answer, &why) < 0) {
+	if (cli_control_send(c, req, &id) < 0 ||
+	    cli_control_wait(c, id, false, rts_now_ms() + CLI_QUICK_TIMEOUT_MS, &answer, &why) < 0) {
 		log_error("statd answers on the control socket but its status could not be read; pass --force "
 			  "to remove containers anyway");
 		return CLI_EXIT_FAILED;
@@ -784,6 +799,7 @@ static int cmd_gc(const struct rts_opts *o, int argc, char **argv)
 
 	cleanup_free char *prefix = rts_xasprintf("%s%s-", RTS_CONTAINER_PREFIX, cfg->installation_id);
 	int ex = CLI_EXIT_OK;
+	unsigned removed = 0;
 	char *save = NULL;
 	for (char *name = strtok_r(names, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
 		if (!gc_name_ok(name, prefix)) {
@@ -796,6 +812,7 @@ static int cmd_gc(const struct rts_opts *o, int argc, char **argv)
 		r = cli_spawn(rm, &ignored, 4096, CLI_DOCKER_RM_TIMEOUT_MS);
 		if (r == 0) {
 			puts(name);
+			removed++;
 			continue;
 		}
 		if (r > 0)
@@ -804,6 +821,9 @@ static int cmd_gc(const struct rts_opts *o, int argc, char **argv)
 			log_error_errno(r, "%s rm -f %s: %m", RTS_DOCKER, name);
 		ex = CLI_EXIT_FAILED;
 	}
+	/* stdout stays the list of removed names; say on stderr that none were found. */
+	if (removed == 0 && ex == CLI_EXIT_OK)
+		log_info("no stale containers of installation %s", cfg->installation_id);
 	return ex;
 }
 
