@@ -461,6 +461,11 @@ int main(int argc, char **argv)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
 	sd_event_source_set_enabled(d.sweep, SD_EVENT_OFF);
 
+	/* Start-up is over and no thread exists yet. Host tools and key commands inherit the
+	 * filter: like brokerd, they cannot open a file for writing (common/sandbox.c). */
+	r = rts_sandbox_apply(RTS_SANDBOX_BROKERD);
+	if (r < 0)
+		fatal_f("cannot install the seccomp filter: %s", strerror(-r));
 	log_info("listening on %s%s", path, activated ? " (socket activation)" : "");
 	sd_notify(0, "READY=1\nSTATUS=Serving turns");
 	r = sd_event_loop(d.ev);

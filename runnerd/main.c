@@ -2,7 +2,9 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -26,12 +28,44 @@ static const char usage[] = "Usage: roundtable-sandbox-runnerd [--config PATH] [
 			    "DIR/" RTS_SOCK_RUNNERD " (or the socket systemd passes) for statd and connects to\n"
 			    "DIR/" RTS_SOCK_BROKERD ". See roundtable-sandbox-runnerd(8).\n";
 
-/* Start-up clean-up of containers a crashed runnerd left behind. */
+/* Start-up, after the filter is on and before runnerd.sock is served, one docker CLI at a
+ * time: docker info (Docker answers; no root inside its data root), docker image inspect
+ * (the image exists locally), docker ps and docker rm -f (containers a crashed runnerd left
+ * behind). The first two refuse to start; clean-up problems are only logged. */
 struct startup {
 	struct runnerd *rd;
 	char **names;
 	size_t n, next;
 };
+
+/* Stop start-up with a message (exit status 1). */
+static void startup_refuse(struct startup *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void startup_refuse(struct startup *st, const char *fmt, ...)
+{
+	struct runnerd *rd = st->rd;
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	rts_strv_free(st->names);
+	free(st);
+	sd_event_exit(rd->event, 1);
+}
+
+/* Why a start-up docker command failed, for the refusal message. */
+static void startup_docker_error(const struct runnerd_proc_result *r, char *buf, size_t len)
+{
+	char line[RUNNERD_STDERR_LOG_MAX + 1];
+	runnerd_first_line(r->err, r->err_len, line);
+	if (r->timed_out)
+		snprintf(buf, len, "no answer within %u ms", RUNNERD_CHECK_TIMEOUT_MS);
+	else if (!r->exited)
+		snprintf(buf, len, "killed by signal %d", r->status);
+	else
+		snprintf(buf, len, "exit status %d: %s", r->status, line[0] ? line : "(no message)");
+}
 
 static void startup_done(struct startup *st)
 {
@@ -111,10 +145,13 @@ static void startup_ps_done(struct runnerd_proc *p, const struct runnerd_proc_re
 	startup_rm_next(st);
 }
 
-static void startup_begin(struct runnerd *rd)
+static void startup_ps(struct startup *st)
 {
-	struct startup *st = rts_xcalloc(1, sizeof(*st));
-	st->rd = rd;
+	struct runnerd *rd = st->rd;
+	if (rd->shutting_down) {
+		startup_done(st);
+		return;
+	}
 	cleanup_strv char **argv = runnerd_docker_ps_argv(RTS_DOCKER, rd->cfg->installation_id);
 	struct runnerd_proc *p;
 	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_PS_OUTPUT_MAX,
@@ -123,6 +160,108 @@ static void startup_begin(struct runnerd *rd)
 	if (r < 0) {
 		log_warning_errno(r, "cannot run docker ps to find stale containers: %m");
 		startup_done(st);
+	}
+}
+
+static void startup_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+{
+	struct startup *st = userdata;
+	const struct rts_config *c = st->rd->cfg;
+	if (r->exited && r->status == 0 && !r->out_overflow) {
+		startup_ps(st);
+		return;
+	}
+	if (r->exited && strstr(r->err, "No such image"))
+		startup_refuse(st,
+			       "%s: image: %s does not exist in the local Docker image store, and turns never pull "
+			       "(--pull never): build it with \"roundtable-sandbox image build --tag %s\"",
+			       c->path, c->image, c->image);
+	else {
+		char why[RUNNERD_STDERR_LOG_MAX + 64];
+		startup_docker_error(r, why, sizeof(why));
+		startup_refuse(st, "cannot check that the image %s exists (docker image inspect: %s)", c->image, why);
+	}
+}
+
+static void startup_image(struct startup *st)
+{
+	struct runnerd *rd = st->rd;
+	cleanup_strv char **argv = runnerd_docker_image_inspect_argv(RTS_DOCKER, rd->cfg->image);
+	struct runnerd_proc *p;
+	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
+					  RUNNERD_CHECK_TIMEOUT_MS, startup_image_done, st, &p)
+		     : -EINVAL;
+	if (r < 0) {
+		errno = -r;
+		startup_refuse(st, "cannot run %s image inspect: %m", RTS_DOCKER);
+	}
+}
+
+/* path as given and, where it exists, with symbolic links resolved: is either inside
+ * the data root (as given or resolved)? */
+static bool root_inside(const char *path, const char *data_root)
+{
+	cleanup_free char *rp = realpath(path, NULL);
+	cleanup_free char *rd = realpath(data_root, NULL);
+	const char *paths[] = {path, rp}, *roots[] = {data_root, rd};
+	for (size_t i = 0; i < 2; i++)
+		for (size_t j = 0; j < 2; j++)
+			if (paths[i] && roots[j] && runnerd_path_inside(paths[i], roots[j]))
+				return true;
+	return false;
+}
+
+static void startup_info_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+{
+	struct startup *st = userdata;
+	struct runnerd *rd = st->rd;
+	const struct rts_config *c = rd->cfg;
+	char data_root[PATH_MAX];
+	if (!r->exited || r->status != 0 || r->out_overflow) {
+		char why[RUNNERD_STDERR_LOG_MAX + 64];
+		startup_docker_error(r, why, sizeof(why));
+		startup_refuse(st,
+			       "the Docker daemon does not answer (%s info: %s): start dockerd, and make sure uid %lu "
+			       "is in the docker group",
+			       RTS_DOCKER, why, (unsigned long)geteuid());
+		return;
+	}
+	if (runnerd_parse_data_root(r->out, r->out_len, data_root, sizeof(data_root)) < 0) {
+		startup_refuse(st, "cannot read Docker's data root from %s info", RTS_DOCKER);
+		return;
+	}
+	/* This check is runnerd's: it hands both roots to Docker as bind sources, and statd
+	 * must never talk to Docker (DESIGN.md section 2). */
+	const struct {
+		const char *key, *path;
+	} roots[] = {{"runRoot", c->run_root}, {"workspaceRoot", c->workspace_root}};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(roots); i++)
+		if (root_inside(roots[i].path, data_root)) {
+			startup_refuse(st,
+				       "%s: %s: %s lies inside Docker's data root %s, where Docker refuses private "
+				       "propagation for bind sources: move it outside %s",
+				       c->path, roots[i].key, roots[i].path, data_root, data_root);
+			return;
+		}
+	if (rd->shutting_down) {
+		startup_done(st);
+		return;
+	}
+	startup_image(st);
+}
+
+static void startup_begin(struct runnerd *rd)
+{
+	struct startup *st = rts_xcalloc(1, sizeof(*st));
+	st->rd = rd;
+	cleanup_strv char **argv = runnerd_docker_info_argv(RTS_DOCKER);
+	struct runnerd_proc *p;
+	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
+					  RUNNERD_CHECK_TIMEOUT_MS, startup_info_done, st, &p)
+		     : -EINVAL;
+	if (r < 0) {
+		errno = -r;
+		startup_refuse(st, "cannot run %s info: %m", RTS_DOCKER);
 	}
 }
 
@@ -263,6 +402,13 @@ int main(int argc, char **argv)
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
 
+	/* Start-up is over (sockets bound, config and directories checked); the filter is
+	 * inherited by every docker CLI from here on, the start-up clean-up's included. */
+	r = rts_sandbox_apply(RTS_SANDBOX_RUNNERD);
+	if (r < 0) {
+		log_error_errno(r, "cannot install the seccomp filter: %m");
+		return 1;
+	}
 	startup_begin(&rd);
 	r = sd_event_loop(rd.event);
 	if (r < 0)
@@ -286,6 +432,7 @@ int main(int argc, char **argv)
 	free(rd.broker_path);
 	rd.event = sd_event_unref(rd.event);
 	rts_config_free(rd.cfg);
-	log_info("stopped");
-	return r < 0 ? 1 : 0;
+	if (r == 0)
+		log_info("stopped");
+	return r != 0 ? 1 : 0;
 }

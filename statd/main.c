@@ -202,6 +202,12 @@ int main(int argc, char **argv)
 	statd_queue_init(&d);
 	statd_link_init(&d);
 
+	/* Start-up is over: from here on only the calls statd needs to serve. */
+	r = rts_sandbox_apply(RTS_SANDBOX_STATD);
+	if (r < 0) {
+		log_error_errno(r, "cannot install the seccomp filter: %m");
+		return 1;
+	}
 	log_info("listening on %s", d.activated ? "the socket passed by systemd" : d.control_path);
 	sd_notify(0, "READY=1");
 
