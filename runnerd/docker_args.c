@@ -156,6 +156,59 @@ char **runnerd_docker_rm_argv(const char *docker, const char *name)
 	return v;
 }
 
+char **runnerd_docker_info_argv(const char *docker)
+{
+	if (!docker || docker[0] != '/')
+		return NULL;
+	char **v = rts_xcalloc(5, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("info");
+	v[2] = rts_xstrdup("--format");
+	v[3] = rts_xstrdup("{{.DockerRootDir}}");
+	return v;
+}
+
+char **runnerd_docker_image_inspect_argv(const char *docker, const char *image)
+{
+	if (!docker || docker[0] != '/' || !image_ok(image))
+		return NULL;
+	char **v = rts_xcalloc(7, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("image");
+	v[2] = rts_xstrdup("inspect");
+	v[3] = rts_xstrdup("--format");
+	v[4] = rts_xstrdup("{{.Id}}");
+	v[5] = rts_xstrdup(image);
+	return v;
+}
+
+int runnerd_parse_data_root(const char *out, size_t len, char *path, size_t pathlen)
+{
+	if (len < 2 || out[len - 1] != '\n' || out[0] != '/' || len > pathlen)
+		return -EINVAL;
+	for (size_t i = 0; i < len - 1; i++)
+		if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+			return -EINVAL;
+	memcpy(path, out, len - 1);
+	path[len - 1] = '\0';
+	/* Trailing slashes do not change the directory; keep "/" itself. */
+	for (size_t n = len - 1; n > 1 && path[n - 1] == '/'; n--)
+		path[n - 1] = '\0';
+	return 0;
+}
+
+bool runnerd_path_inside(const char *path, const char *dir)
+{
+	if (!path || !dir || path[0] != '/' || dir[0] != '/')
+		return false;
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 {
 	if (!docker || docker[0] != '/' || !hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN))

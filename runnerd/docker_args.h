@@ -52,6 +52,26 @@ char **runnerd_docker_rm_argv(const char *docker, const char *name);
  * Free with rts_strv_free. */
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id);
 
+/* `docker info --format {{.DockerRootDir}}`: Docker's data root, for the start-up check
+ * that no root lies inside it (seed: Docker rejects private propagation for bind sources
+ * there). NULL when docker is not an absolute path. Free with rts_strv_free. */
+char **runnerd_docker_info_argv(const char *docker);
+
+/* `docker image inspect --format {{.Id}} <image>`: does the image exist locally (turns run
+ * with --pull never). NULL when docker is not absolute or image is not of the shape
+ * runnerd_docker_run_argv accepts. Free with rts_strv_free. */
+char **runnerd_docker_image_inspect_argv(const char *docker, const char *image);
+
+/* Parse what runnerd_docker_info_argv printed: one absolute path and a newline. Copies the
+ * path into out (outlen bytes). Returns 0, or -EINVAL for anything else (empty, relative,
+ * several lines, too long, control characters). */
+int runnerd_parse_data_root(const char *out, size_t len, char *path, size_t pathlen);
+
+/* True when path is dir or lies below it, compared component-wise on absolute paths as
+ * given ("/var/lib/docker2" is not inside "/var/lib/docker"; "/" contains everything).
+ * Resolve symbolic links first where the paths exist. */
+bool runnerd_path_inside(const char *path, const char *dir);
+
 /* True when name (one line of the listing above, without its newline) is exactly
  * roundtable-sandbox-<installation_id>-<16 hex digits>: the only names start-up clean-up
  * removes (seed: remove only stale containers prefixed roundtable-sandbox- that belong to

@@ -46,6 +46,9 @@
 /* docker ps at start-up. */
 #define RUNNERD_PS_TIMEOUT_MS 5000u
 #define RUNNERD_PS_OUTPUT_MAX (256u * 1024u)
+/* docker info and docker image inspect at start-up: Docker must answer within this. */
+#define RUNNERD_CHECK_TIMEOUT_MS 10000u
+#define RUNNERD_CHECK_OUTPUT_MAX 4096u
 /* First line of a failed docker CLI's stderr that is logged. */
 #define RUNNERD_STDERR_LOG_MAX 200u
 /* The longest broker socket path (seed: "at most 100 characters including the per-turn
@@ -126,6 +129,11 @@ void runnerd_turns_link_lost(struct runnerd *rd, uint64_t gen, bool connect_fail
 void runnerd_turns_cancel_all(struct runnerd *rd);
 /* Called whenever a turn is freed: exits the loop when shutting down and none remain. */
 void runnerd_maybe_exit(struct runnerd *rd);
+
+/* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
+ * A turn's docker run may carry text from the container, so this is treated as untrusted:
+ * cut short and defanged. */
+void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 /* statd.c */
 void runnerd_statd_accept(struct runnerd *rd, int fd);

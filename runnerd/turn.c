@@ -82,9 +82,7 @@ static const char *outcome_word(enum rts_turn_status s)
 	}
 }
 
-/* The first line of a docker CLI's stderr, printable ASCII only, bounded. The container's
- * own stderr is attached too, so this is untrusted text: it is cut short and defanged. */
-static void first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1])
+void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1])
 {
 	size_t n = 0;
 	for (size_t i = 0; i < len && n < RUNNERD_STDERR_LOG_MAX && err[i] != '\n'; i++) {
@@ -243,7 +241,7 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	}
 	if (!gone && (!in_progress || t->rm_rounds_left == 0)) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		first_line(r->err, r->err_len, line);
+		runnerd_first_line(r->err, r->err_len, line);
 		if (r->timed_out)
 			log_warning("turn %s: docker rm -f did not finish within %u ms", t->id, RUNNERD_RM_TIMEOUT_MS);
 		else
@@ -359,7 +357,7 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	}
 	if (!r->exited || r->status != 0) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		first_line(r->err, r->err_len, line);
+		runnerd_first_line(r->err, r->err_len, line);
 		log_warning("turn %s: docker run %s %d: %s", t->id, r->exited ? "exited with status" : "died of signal",
 			    r->status, line[0] ? line : "(no stderr)");
 		turn_end(t, RTS_TURN_ERROR, "docker run failed", 1);

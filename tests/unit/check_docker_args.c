@@ -353,6 +353,57 @@ START_TEST(test_ps_argv)
 }
 END_TEST
 
+START_TEST(test_info_and_image_argv)
+{
+	cleanup_strv char **info = runnerd_docker_info_argv("/usr/bin/docker");
+	const char *expect_info[] = {"/usr/bin/docker", "info", "--format", "{{.DockerRootDir}}"};
+	ck_assert_uint_eq(rts_strv_len(info), RTS_ARRAY_SIZE(expect_info));
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect_info); i++)
+		ck_assert_str_eq(info[i], expect_info[i]);
+	ck_assert_ptr_null(runnerd_docker_info_argv("docker"));
+
+	cleanup_strv char **img = runnerd_docker_image_inspect_argv("/usr/bin/docker", "roundtable-sandbox:local");
+	const char *expect_img[] = {"/usr/bin/docker", "image", "inspect", "--format", "{{.Id}}",
+				    "roundtable-sandbox:local"};
+	ck_assert_uint_eq(rts_strv_len(img), RTS_ARRAY_SIZE(expect_img));
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect_img); i++)
+		ck_assert_str_eq(img[i], expect_img[i]);
+	/* An image that would read as an option, or with a character docker never has. */
+	ck_assert_ptr_null(runnerd_docker_image_inspect_argv("/usr/bin/docker", "--help"));
+	ck_assert_ptr_null(runnerd_docker_image_inspect_argv("/usr/bin/docker", "a b"));
+	ck_assert_ptr_null(runnerd_docker_image_inspect_argv("/usr/bin/docker", ""));
+}
+END_TEST
+
+START_TEST(test_data_root)
+{
+	char p[64];
+	const char *ok = "/var/lib/docker\n";
+	ck_assert_int_eq(runnerd_parse_data_root(ok, strlen(ok), p, sizeof(p)), 0);
+	ck_assert_str_eq(p, "/var/lib/docker");
+	const char *slash = "/srv/docker/\n";
+	ck_assert_int_eq(runnerd_parse_data_root(slash, strlen(slash), p, sizeof(p)), 0);
+	ck_assert_str_eq(p, "/srv/docker");
+	const char *root = "/\n";
+	ck_assert_int_eq(runnerd_parse_data_root(root, strlen(root), p, sizeof(p)), 0);
+	ck_assert_str_eq(p, "/");
+	const char *bad[] = {"", "\n", "var/lib/docker\n", "/var/lib/docker", "/a\n/b\n", "/a\tb\n"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++)
+		ck_assert_int_eq(runnerd_parse_data_root(bad[i], strlen(bad[i]), p, sizeof(p)), -EINVAL);
+	char small[8];
+	ck_assert_int_eq(runnerd_parse_data_root(ok, strlen(ok), small, sizeof(small)), -EINVAL);
+
+	ck_assert(runnerd_path_inside("/var/lib/docker", "/var/lib/docker"));
+	ck_assert(runnerd_path_inside("/var/lib/docker/volumes/x", "/var/lib/docker"));
+	ck_assert(runnerd_path_inside("/var/lib/docker/x", "/var/lib/docker/"));
+	ck_assert(runnerd_path_inside("/srv/x", "/"));
+	ck_assert(!runnerd_path_inside("/var/lib/docker2", "/var/lib/docker"));
+	ck_assert(!runnerd_path_inside("/var/lib", "/var/lib/docker"));
+	ck_assert(!runnerd_path_inside("/tmp/run", "/var/lib/docker"));
+	ck_assert(!runnerd_path_inside("relative", "/"));
+}
+END_TEST
+
 START_TEST(test_stale_names)
 {
 	ck_assert(runnerd_stale_name_ok(INST, "roundtable-sandbox-" INST "-" TURN));
@@ -603,6 +654,8 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_rm_argv);
 	tcase_add_test(tc, test_ps_argv);
 	tcase_add_test(tc, test_stale_names);
+	tcase_add_test(tc, test_info_and_image_argv);
+	tcase_add_test(tc, test_data_root);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("worker_io");
