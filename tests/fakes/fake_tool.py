@@ -3,8 +3,11 @@
 
     "command": ["/usr/bin/python3", "/path/fake_tool.py", OUTDIR]
 
-brokerd writes {"tool", "input", "channel", "speaker"} to its stdin. Every run appends one
-JSON line to OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "ppid",
+brokerd writes {"tool", "input", "channel", "speaker"} to its stdin. Host tools inherit
+brokerd's seccomp filter and cannot open any file for writing (common/sandbox.c), so this
+tool writes nothing itself: it sends each record to OUTDIR/recorder.sock, where the test rig
+(broker_rig.ToolRecorder) writes it down. Every run appends one JSON line to
+OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "ppid",
 "cwd", "env" (as exec'd), "fds"} (fds: the descriptors open in the tool). input.mode picks what it does:
 
   echo (default)  print {"tool", "input", "channel", "speaker"} as JSON
@@ -20,9 +23,22 @@ JSON line to OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+
+
+def record(outdir, name, text, mode="a"):
+    """Have the rig write text to OUTDIR/name (mode "a" or "w")."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(os.path.join(outdir, "recorder.sock"))
+        s.sendall(json.dumps({"file": name, "mode": mode, "text": text}).encode())
+        s.shutdown(socket.SHUT_WR)
+        s.recv(16)  # the rig closes once the file is written
+    finally:
+        s.close()
 
 
 def exec_environment():
@@ -50,10 +66,9 @@ def main():
         stdin = json.loads(raw)
     except ValueError:
         stdin = {"unparsed": raw.decode("utf-8", "replace")}
-    with open(os.path.join(outdir, "calls.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"stdin": stdin, "pid": os.getpid(), "pgid": os.getpgrp(), "sid": os.getsid(0),
-                            "ppid": os.getppid(), "cwd": os.getcwd(), "env": exec_environment(),
-                            "fds": open_fds()}) + "\n")
+    record(outdir, "calls.jsonl", json.dumps({"stdin": stdin, "pid": os.getpid(), "pgid": os.getpgrp(),
+                                              "sid": os.getsid(0), "ppid": os.getppid(), "cwd": os.getcwd(),
+                                              "env": exec_environment(), "fds": open_fds()}) + "\n")
     args = stdin.get("input") if isinstance(stdin.get("input"), dict) else {}
     mode = args.get("mode", "echo")
     out = sys.stdout.buffer
@@ -77,13 +92,11 @@ def main():
         tag = args.get("tag", "trap")
 
         def on_term(signum, frame):
-            with open(os.path.join(outdir, tag + ".term"), "a", encoding="utf-8") as f:
-                f.write("TERM\n")
+            record(outdir, tag + ".term", "TERM\n")
 
         signal.signal(signal.SIGTERM, on_term)
         child = subprocess.Popen(["/bin/sleep", "300"])
-        with open(os.path.join(outdir, tag + ".pids"), "w", encoding="utf-8") as f:
-            f.write(f"{os.getpid()} {child.pid}\n")
+        record(outdir, tag + ".pids", f"{os.getpid()} {child.pid}\n", "w")
         while True:
             time.sleep(1)
     out.flush()

@@ -22,8 +22,10 @@ import os
 import secrets
 import shutil
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -243,12 +245,46 @@ class Turn:
         return False
 
 
+class ToolRecorder:
+    """Writes files in OUTDIR for tests/fakes/fake_tool.py, which cannot: host tools inherit
+    brokerd's seccomp filter (no file opened for writing). One record per connection:
+    {"file": NAME, "mode": "a"|"w", "text": ...}; the file is written before the connection
+    is closed, so the tool's record is on disk when the tool goes on."""
+
+    def __init__(self, outdir, uid):
+        self.outdir = outdir
+        path = os.path.join(outdir, "recorder.sock")
+        rec = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                data = b""
+                while chunk := self.request.recv(65536):
+                    data += chunk
+                r = json.loads(data)
+                name = os.path.basename(r["file"])
+                with open(os.path.join(rec.outdir, name), "a" if r["mode"] == "a" else "w", encoding="utf-8") as f:
+                    f.write(r["text"])
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(path, Handler)
+        os.chown(path, uid, -1)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class BrokerRig(Suite):
     """A Suite with brokerd only, plus the fake MCP server and tool, and a runnerd stand-in."""
 
     def __init__(self, env, config=None, api_key=None, mcp_key=None, extra_env=None):
         self.mcp = None
         self.link = None
+        self.recorder = None
         self.mcp_key = mcp_key or "mcp-secret-" + secrets.token_hex(16)
         self.extra_env = extra_env
         self.rig_config = config or {}
@@ -262,6 +298,7 @@ class BrokerRig(Suite):
             os.mkdir(self.dirs[k])
             os.chown(self.dirs[k], owner, gid if owner else 0)
             os.chmod(self.dirs[k], mode)
+        self.recorder = ToolRecorder(self.dirs["toolout"], uid)
         subprocess.run([os.path.join(SRCDIR, "tests", "fakes", "make-ca.sh"), self.dirs["ca"]], check=True,
                        capture_output=True)
         for name in ("fake-model", "fake-mcp"):
@@ -355,6 +392,9 @@ class BrokerRig(Suite):
             self.link = None
         if self.mcp:
             self.mcp.stop()
+        if self.recorder:
+            self.recorder.stop()
+            self.recorder = None
         stopped = self.stopped
         super().stop(check_leftovers=False)
         code = self.exit_codes.get("brokerd")

@@ -369,7 +369,9 @@ class Suite:
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
         if os.environ.get("RTS_LOG_LEVEL"):
             env["RTS_LOG_LEVEL"] = os.environ["RTS_LOG_LEVEL"]
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        # RTS_SECCOMP_LOG=1: the daemons log system calls outside their allow-lists
+        # instead of dying of SIGSYS (common/sandbox.h), for finding a missing one.
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "RTS_SECCOMP_LOG"):
             if k in os.environ:
                 env[k] = os.environ[k]
         env.update(extra_env or {})

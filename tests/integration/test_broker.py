@@ -21,7 +21,7 @@ import urllib.parse
 
 import pytest
 
-from broker_rig import BrokerRig, DUMMY_AUTH, request_bytes
+from broker_rig import BrokerRig, DUMMY_AUTH, ToolRecorder, request_bytes
 from harness import Environment, HarnessError
 
 BODY_MAX = 256 * 1024
@@ -166,10 +166,10 @@ def test_tool_route_runs_the_command_with_the_bound_identity(rig, broker_env):
         assert call["pid"] == call["pgid"] == call["sid"]
         assert call["env"] == {"PATH": "/usr/bin:/bin"}
         assert call["cwd"] == "/"
-        # Nothing of brokerd's: three pipes, and the tool's own record file.
+        # Nothing of brokerd's: three pipes.
         fds = call["fds"]
-        assert sorted(fds) == ["0", "1", "2", "3"], fds
-        assert all(fds[k].startswith("pipe:") for k in ("0", "1", "2")) and fds["3"].endswith("calls.jsonl")
+        assert sorted(fds) == ["0", "1", "2"], fds
+        assert all(fds[k].startswith("pipe:") for k in ("0", "1", "2"))
     finally:
         t.close()
 
@@ -863,11 +863,17 @@ def test_key_is_read_for_every_call_and_missing_key_fails_closed(rig, turn):
         os.chmod(key_file, 0o400)
 
 
+# Key commands inherit brokerd's filter and cannot write files: the binding it got goes to
+# the test's ToolRecorder in argv[1].
 KEY_COMMAND = r"""#!/usr/bin/python3
-import json, sys
+import json, os, socket, sys
 data = sys.stdin.read()
-with open(sys.argv[1], "a") as f:
-    f.write(data + "\n")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.path.join(sys.argv[1], "recorder.sock"))
+s.sendall(json.dumps({"file": "key.log", "mode": "a", "text": data + "\n"}).encode())
+s.shutdown(socket.SHUT_WR)
+s.recv(16)
+s.close()
 speaker = json.loads(data)["speaker"]
 if speaker["id"] == "nokey":
     sys.exit(0)
@@ -885,7 +891,8 @@ def test_key_command_gets_the_binding(broker_env):
         f.write(KEY_COMMAND)
     os.chmod(cmd, 0o755)
     log = os.path.join(d, "key.log")
-    with BrokerRig(broker_env, config={"apiKey": {"command": ["/usr/bin/python3", cmd, log]}}) as r:
+    recorder = ToolRecorder(d, broker_env.uid)
+    with BrokerRig(broker_env, config={"apiKey": {"command": ["/usr/bin/python3", cmd, d]}}) as r:
         with r.turn(channel="chan-k", speaker_id="7", speaker_name="Kim", principal_id="p-7") as t:
             assert_answer(t.post("/model", GOOD_MODEL), 200)
         assert r.model_requests()[-1]["headers"]["authorization"] == "Bearer sk-from-command-p-7"
@@ -898,6 +905,7 @@ def test_key_command_gets_the_binding(broker_env):
                 with r.nothing_forwarded():
                     assert_answer(t.post("/model", GOOD_MODEL), 503, "unavailable")
         assert len(r.model_requests()) == n
+    recorder.stop()
     shutil.rmtree(d, ignore_errors=True)
 
 
