@@ -96,4 +96,10 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer);
 
+/* Parse a worker-supplied body strictly (rts_json_parse_strict(), depth BROKERD_JSON_DEPTH):
+ * duplicate keys, invalid UTF-8, raw control characters, lone surrogates and excessive
+ * depth are refused (issue 3). Returns 0 with *out (caller owns the reference), or -EINVAL
+ * with *why static (nothing from buf). */
+int brokerd_body_parse(const char *buf, size_t len, json_object **out, const char **why);
+
 #endif

@@ -19,7 +19,7 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "brokerd/turn.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
@@ -425,7 +425,7 @@ int main(int argc, char **argv)
 	unsetenv("SSLKEYLOGFILE");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
-	brokerd_json_strict_init();
+	rts_json_strict_init();
 	/* Writes to a worker that hung up must fail with EPIPE, not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 	/* Blocked before any thread exists, so every thread inherits it and sd-event's

@@ -2,7 +2,7 @@
 
 #include "brokerd/keys.h"
 #include "brokerd/mcp.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"

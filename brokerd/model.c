@@ -5,7 +5,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/keys.h"
 #include "brokerd/model.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"

@@ -6,7 +6,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/exec.h"
 #include "brokerd/keys.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -572,7 +572,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 {
 	cleanup_json json_object *root = NULL;
-	if (rts_json_read_file(path, RTS_CONFIG_MAX_BYTES, 64, &root, err, errlen) < 0)
+	if (rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, 64, &root, err, errlen) < 0)
 		return NULL;
 	return rts_config_from_json(root, path, err, errlen);
 }

@@ -52,10 +52,11 @@ int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out
 	return 0;
 }
 
-int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
-		       size_t errlen)
+int rts_json_read_bytes(const char *path, size_t max_bytes, char **out_buf, size_t *out_len, char *err,
+			size_t errlen)
 {
-	*out = NULL;
+	*out_buf = NULL;
+	*out_len = 0;
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		int e = errno;
@@ -90,6 +91,21 @@ int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_o
 			return -EFBIG;
 		}
 	}
+	buf[len] = '\0';
+	*out_buf = steal_pointer(&buf);
+	*out_len = len;
+	return 0;
+}
+
+int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
+		       size_t errlen)
+{
+	*out = NULL;
+	cleanup_free char *buf = NULL;
+	size_t len = 0;
+	int r = rts_json_read_bytes(path, max_bytes, &buf, &len, err, errlen);
+	if (r < 0)
+		return r;
 	const char *why = NULL;
 	if (rts_json_parse(buf, len, max_depth, out, &why) < 0) {
 		snprintf(err, errlen, "%s: %s", path, why);

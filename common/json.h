@@ -18,6 +18,23 @@ static inline void rts_json_putp(json_object **o)
  * a short static description. */
 int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out, const char **why);
 
+/* rts_json_parse(), then the strict check of strictjson.h: also refuses duplicate keys at
+ * any depth, lone surrogate escapes, \u0000, raw control characters in strings and numbers
+ * beyond 64 bits, and a top level that is not an object or array. For input from outside
+ * the trust boundary. Same result convention as rts_json_parse(); *why never quotes buf.
+ * Not available in the static worker (json_strict.c, jansson). */
+int rts_json_parse_strict(const char *buf, size_t len, int max_depth, json_object **out, const char **why);
+
+/* Read the regular file at path (symlinks are followed) of at most max_bytes into a new
+ * NUL-terminated buffer (*buf, caller frees; *len excludes the NUL). Returns 0, or -errno /
+ * -EFBIG with a message naming path in err. */
+int rts_json_read_bytes(const char *path, size_t max_bytes, char **buf, size_t *len, char *err, size_t errlen);
+
+/* rts_json_read_bytes() and rts_json_parse_strict(); messages name path. Not available in
+ * the static worker. */
+int rts_json_read_file_strict(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
+			      size_t errlen);
+
 /* Read the regular file at path (symlinks are followed: config files are operator-owned)
  * of at most max_bytes and parse it as above. Returns 0 with *out, or -errno / -EINVAL /
  * -EFBIG with a message in err. */

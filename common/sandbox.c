@@ -95,10 +95,11 @@ static const char *const sys_misc[] = {"uname", "sysinfo", "prlimit64", "getrlim
 /* sd_journal_send() passes a large message in a sealed memfd. */
 static const char *const sys_journal[] = {"memfd_create", NULL};
 
-/* statd: the state file (temp file, fsync, rename, dir fsync), workspace directories,
- * removing control.sock at exit. */
-static const char *const sys_statd_files[] = {"mkdir",	"mkdirat", "unlink", "unlinkat",  "rename",
-					      "renameat", "renameat2", "fsync", "fdatasync", NULL};
+/* statd: the state file (temp file, fsync, rename, dir fsync), workspace directories (and
+ * restoring a workspace mode a guest changed), removing control.sock at exit. */
+static const char *const sys_statd_files[] = {"mkdir",	  "mkdirat",   "unlink", "unlinkat",  "rename",
+					      "renameat", "renameat2", "fsync",	 "fdatasync", "chmod",
+					      "fchmodat", NULL};
 /* runnerd: per-turn run dirs and their broker.sock (bind with umask, chmod, listen),
  * removed again when the turn ends. */
 static const char *const sys_runnerd_files[] = {"mkdir", "mkdirat", "rmdir",  "unlink", "unlinkat", "bind",

@@ -85,7 +85,7 @@ enum runnerd_worker_result runnerd_worker_output_parse(const char *buf, size_t l
 	const char *why;
 	*reply = NULL;
 	code[0] = '\0';
-	if (len == 0 || len > RTS_WORKER_OUTPUT_MAX || rts_json_parse(buf, len, 4, &o, &why) < 0)
+	if (len == 0 || len > RTS_WORKER_OUTPUT_MAX || rts_json_parse_strict(buf, len, 4, &o, &why) < 0)
 		return RUNNERD_WORKER_MALFORMED;
 	if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) != 2)
 		return RUNNERD_WORKER_MALFORMED;

@@ -46,6 +46,7 @@ struct statd_conn {
 
 	char *in; /* the current line, at most STATD_LINE_MAX bytes; grows on demand */
 	size_t in_len, in_cap;
+	uint64_t line_started_ms; /* when the current incomplete line began; 0: none */
 
 	char *out; /* bytes ready to write: out[out_pos..out_len) */
 	size_t out_len, out_pos, out_cap;
@@ -472,7 +473,7 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 {
 	cleanup_json json_object *req = NULL;
 	const char *why = NULL;
-	if (rts_json_parse(line, len, REQUEST_JSON_DEPTH, &req, &why) < 0)
+	if (rts_json_parse_strict(line, len, REQUEST_JSON_DEPTH, &req, &why) < 0)
 		return error_detail(NULL, STATD_E_INVALID_JSON, why);
 	if (!json_object_is_type(req, json_type_object))
 		return error_detail(NULL, STATD_E_INVALID_JSON, "a request must be a JSON object");
@@ -533,8 +534,12 @@ static void conn_feed(struct statd_conn *c, const char *p, size_t n)
 				c->in_len += seg;
 			}
 		}
-		if (!nl)
+		if (!nl) {
+			if (!c->line_started_ms && (c->in_len > 0 || c->discarding))
+				c->line_started_ms = rts_now_ms();
 			return;
+		}
+		c->line_started_ms = 0;
 		if (c->discarding) {
 			c->discarding = false;
 			conn_too_long(c);
@@ -663,6 +668,36 @@ int statd_control_accept(sd_event_source *s, int fd, uint32_t revents, void *use
 				  (unsigned long)uc.uid, (long)uc.pid);
 	}
 	return 0;
+}
+
+static int sweep(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct statd *d = userdata;
+	uint64_t now = rts_now_ms();
+	for (struct statd_conn *c = d->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->line_started_ms && now - c->line_started_ms > STATD_LINE_DEADLINE_MS) {
+			/* conn_drop() unlinks only c, so next stays valid. */
+			statd_conn_ref(c);
+			conn_drop(c, "a request line stayed incomplete for 30 s");
+			statd_conn_unref(c);
+		}
+	}
+	/* Timer sources are one-shot: re-arm and re-enable. */
+	int r = sd_event_source_set_time(s, usec + STATD_SWEEP_MS * 1000ULL);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(s, SD_EVENT_ON);
+	return r;
+}
+
+int statd_control_start_sweep(struct statd *d)
+{
+	uint64_t now;
+	int r = sd_event_now(d->ev, CLOCK_MONOTONIC, &now);
+	if (r < 0)
+		return r;
+	r = sd_event_add_time(d->ev, NULL, CLOCK_MONOTONIC, now + STATD_SWEEP_MS * 1000ULL, 100000, sweep, d);
+	return r < 0 ? r : 0;
 }
 
 void statd_control_close_all(struct statd *d)

@@ -201,6 +201,9 @@ int main(int argc, char **argv)
 
 	statd_queue_init(&d);
 	statd_link_init(&d);
+	r = statd_control_start_sweep(&d);
+	if (r < 0)
+		fatal_f("sd_event_add_time: %s", strerror(-r));
 
 	/* Start-up is over: from here on only the calls statd needs to serve. */
 	r = rts_sandbox_apply(RTS_SANDBOX_STATD);

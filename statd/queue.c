@@ -305,9 +305,11 @@ static void item_run_mode(struct statd *d, struct statd_channel *ch, struct stat
 {
 	int r = statd_state_update(d->state, d->cfg->state_file, ch->key, it->mode);
 	json_object *a;
-	if (r == -E2BIG) {
-		log_warning("channel %.12s: mode not recorded: the state file already lists %u channels", ch->hash,
-			    STATD_STATE_MAX_CHANNELS);
+	if (r == -E2BIG || r == -EFBIG) {
+		/* A full table is the client's problem to solve, not a write failure. */
+		log_warning("channel %.12s: mode not recorded: the state file would hold more than %u channels or "
+			    "%u bytes",
+			    ch->hash, STATD_STATE_MAX_CHANNELS, STATD_STATE_MAX_BYTES);
 		a = statd_error_answer(it->id, STATD_E_TOO_MANY_CHANNELS);
 	} else if (r < 0) {
 		log_error_errno(r, "state file %s: cannot record mode %s for channel %.12s (the old file and mode "

@@ -53,6 +53,8 @@
 #define STATD_RUNNERD_HELLO_MS 5000u
 #define STATD_BACKSTOP_EXTRA_MS 30000u	/* turnTimeoutMs + this: runnerd never answered */
 #define STATD_SHUTDOWN_MS 10000u
+#define STATD_LINE_DEADLINE_MS 30000u	/* a request line must be complete this long after its first byte */
+#define STATD_SWEEP_MS 1000u		/* how often that deadline is checked */
 
 /* Error codes in answers ({"id"?,"error":CODE}) and events ({"id","event":"error",...}). */
 #define STATD_E_LINE_TOO_LONG "line_too_long"
@@ -201,6 +203,10 @@ struct statd {
 
 /* control.c */
 int statd_control_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* Start the periodic check that drops clients whose request line stays incomplete for
+ * STATD_LINE_DEADLINE_MS (a client dribbling half a line must not hold one of the
+ * STATD_CONNS_MAX slots forever). Returns 0 or -errno. */
+int statd_control_start_sweep(struct statd *d);
 struct statd_conn *statd_conn_ref(struct statd_conn *c);
 void statd_conn_unref(struct statd_conn *c);
 /* Fill the pending answer slot seq of c; takes over the reference to answer. */

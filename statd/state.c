@@ -149,7 +149,7 @@ int statd_state_load(const char *path, struct statd_state **out, char *err, size
 {
 	*out = NULL;
 	cleanup_json json_object *root = NULL;
-	int r = rts_json_read_file(path, STATD_STATE_MAX_BYTES, STATE_JSON_DEPTH, &root, err, errlen);
+	int r = rts_json_read_file_strict(path, STATD_STATE_MAX_BYTES, STATE_JSON_DEPTH, &root, err, errlen);
 	if (r == -EINVAL) {
 		/* Say so plainly: an empty file is what a full disk or a bad restore leaves. */
 		struct stat st;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "common/ids.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "statd/workspace.h"
 
@@ -140,8 +141,17 @@ int statd_workspace_open(const char *workspace_root, const char *hash, char **pa
 		return -EPERM;
 	}
 	if ((st.st_mode & 07777) != 0700) {
-		*why = "mode is not 0700";
-		return -EACCES;
+		/* Containers run as the service account, so a guest can chmod its own workspace;
+		 * that must not lock the channel out. Restore the mode through the O_PATH fd (no
+		 * name lookup, so nothing can be swapped in between), then check again. */
+		unsigned old = (unsigned)(st.st_mode & 07777);
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		if (chmod(proc, 0700) < 0 || fstat(fd, &st) < 0 || (st.st_mode & 07777) != 0700) {
+			*why = "mode is not 0700 and could not be restored";
+			return -EACCES;
+		}
+		log_notice("workspace %.12s: mode was %04o, restored to 0700", hash, old);
 	}
 	*path = rts_xasprintf("%s/%s", workspace_root, hash);
 	return steal_fd(&fd);

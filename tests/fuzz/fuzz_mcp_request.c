@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "brokerd/mcp.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static struct rts_config *cfg;
@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	brokerd_json_strict_init();
+	rts_json_strict_init();
 	cfg = fuzz_config();
 	return 0;
 }

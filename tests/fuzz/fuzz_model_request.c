@@ -1,5 +1,5 @@
 /* libFuzzer target: a worker's POST /model body through the strict parser and the request
- * validator (brokerd/strictjson.h, brokerd/model.h), and the same bytes as an upstream
+ * validator (common/strictjson.h, brokerd/model.h), and the same bytes as an upstream
  * answer through the answer rebuild.
  *
  * Invariants: what the validator builds names the configured model, stream false and at
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "brokerd/model.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define MAX_TOKENS 4096u
@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	brokerd_json_strict_init();
+	rts_json_strict_init();
 	return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Strict parsing of worker bodies (brokerd/strictjson.h): every case json-c alone lets
+/* Strict parsing of worker bodies (common/strictjson.h): every case json-c alone lets
  * through is refused, ordinary JSON passes, and json-c's calls still bind to json-c with
  * jansson linked in. */
 #include "config.h"
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "brokerd/brokerd.h"
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -124,7 +124,7 @@ END_TEST
 
 int main(void)
 {
-	brokerd_json_strict_init();
+	rts_json_strict_init();
 	Suite *s = suite_create("broker_body");
 	TCase *tc = tcase_create("strict");
 	tcase_add_loop_test(tc, test_refused, 0, (int)RTS_ARRAY_SIZE(refused));

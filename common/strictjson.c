@@ -4,14 +4,14 @@
 #include <errno.h>
 #include <jansson.h>
 
-#include "brokerd/strictjson.h"
+#include "common/strictjson.h"
 
-void brokerd_json_strict_init(void)
+void rts_json_strict_init(void)
 {
 	json_object_seed(0);
 }
 
-int brokerd_json_strict_check(const char *buf, size_t len, const char **why)
+int rts_json_strict_check(const char *buf, size_t len, const char **why)
 {
 	json_error_t e;
 	/* No JSON_DECODE_ANY: the top level is an object or an array. No JSON_ALLOW_NUL. */

@@ -1,0 +1,37 @@
+/* The json-c side of strict parsing (see strictjson.h for why two libraries). Kept out of
+ * json.c, which the static worker compiles without jansson. */
+#include "config.h"
+
+#include "common/json.h"
+#include "common/strictjson.h"
+#include "common/util.h"
+
+int rts_json_parse_strict(const char *buf, size_t len, int max_depth, json_object **out, const char **why)
+{
+	int r = rts_json_parse(buf, len, max_depth, out, why);
+	if (r < 0)
+		return r;
+	r = rts_json_strict_check(buf, len, why);
+	if (r < 0) {
+		json_object_put(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+int rts_json_read_file_strict(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
+			      size_t errlen)
+{
+	*out = NULL;
+	cleanup_free char *buf = NULL;
+	size_t len = 0;
+	int r = rts_json_read_bytes(path, max_bytes, &buf, &len, err, errlen);
+	if (r < 0)
+		return r;
+	const char *why = NULL;
+	if (rts_json_parse_strict(buf, len, max_depth, out, &why) < 0) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		return -EINVAL;
+	}
+	return 0;
+}
