@@ -371,7 +371,10 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 		turn_end(t, RTS_TURN_OK, "reply", 0);
 		return;
 	case RUNNERD_WORKER_GAVE_UP:
-		turn_end(t, RTS_TURN_ERROR, "worker gave up", 1);
+		/* The worker paces itself by the time left we gave it; when it runs out first, the
+		 * guest should hear the same "timed out" as from our own deadline. */
+		turn_end(t, strcmp(t->worker_code, "turn_timeout") == 0 ? RTS_TURN_TIMEOUT : RTS_TURN_ERROR,
+			 "worker gave up", 1);
 		return;
 	case RUNNERD_WORKER_TOO_LONG:
 		turn_end(t, RTS_TURN_ERROR, "worker reply longer than the reply limit", 1);

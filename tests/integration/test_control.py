@@ -1,0 +1,79 @@
+"""statd's control socket under hostile or sloppy clients, and workspaces a guest tampered
+with. Real daemons, the real image."""
+import json
+import os
+import socket
+import time
+
+
+def raw_exchange(suite, data, timeout=10):
+    """Send raw bytes on a fresh connection; return the first answer line as an object."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(os.path.join(suite.dirs["rt"], "control.sock"))
+        s.sendall(data)
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            assert chunk, "statd closed the connection without answering"
+            buf += chunk
+        return json.loads(buf.split(b"\n", 1)[0])
+
+
+def test_duplicate_keys_are_refused(suite):
+    # json-c alone would keep the last "op" and run "channels".
+    a = raw_exchange(suite, b'{"id":1,"op":"status","op":"channels"}\n')
+    assert a["error"] == "invalid_json"
+    assert "channels" not in a or not isinstance(a.get("channels"), list)
+    a = raw_exchange(suite, b'{"id":2,"op":"mode","channel":"dup","channel":"other","mode":"on"}\n')
+    assert a["error"] == "invalid_json"
+    out = suite.cli("channels", "--json")
+    assert "dup" not in out.stdout and "other" not in out.stdout
+
+
+def test_lone_surrogates_do_not_collapse_channel_keys(suite):
+    # Two different escapes must not both become U+FFFD and name one channel.
+    for esc in (b"\\ud800", b"\\udfff"):
+        a = raw_exchange(suite, b'{"id":1,"op":"mode","channel":"k' + esc + b'","mode":"on"}\n')
+        assert a["error"] == "invalid_json", a
+    with open(suite.state_file, encoding="utf-8") as f:
+        assert "\ufffd" not in f.read()
+
+
+def test_control_characters_and_nul_escapes_are_refused(suite):
+    a = raw_exchange(suite, b'{"id":1,"op":"status","channel":"a\x01b"}\n')
+    assert a["error"] == "invalid_json"
+    a = raw_exchange(suite, b'{"id":1,"op":"status","channel":"a\\u0000b"}\n')
+    assert a["error"] == "invalid_json"
+
+
+def test_incomplete_line_is_dropped_and_others_are_served(suite):
+    path = os.path.join(suite.dirs["rt"], "control.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.settimeout(60)
+        slow.connect(path)
+        slow.sendall(b'{"id":1,')
+        start = time.monotonic()
+        # Meanwhile another client is served at once.
+        assert suite.cli("status").returncode == 0
+        # Dribbling more bytes does not extend the deadline: it runs from the first byte.
+        time.sleep(5)
+        slow.sendall(b'"op"')
+        assert slow.recv(1024) == b""  # closed by statd, nothing answered
+        elapsed = time.monotonic() - start
+    assert 29 <= elapsed <= 45, elapsed
+    assert "stayed incomplete" in suite.log_tail("statd")
+
+
+def test_guest_changed_workspace_mode_is_restored(suite):
+    channel = "guild-2/chmod"
+    assert suite.cli("on", channel).returncode == 0
+    first = suite.cli("say", channel, "--author", "1", "--name", "A", "hello")
+    assert first.returncode == 0, first.stderr
+    ws = suite.workspace(channel)
+    # What a guest can do from inside: the container runs as the workspace's owner.
+    os.chmod(ws, 0o755)
+    second = suite.cli("say", channel, "--author", "1", "--name", "A", "again")
+    assert second.returncode == 0, second.stderr
+    assert os.stat(ws).st_mode & 0o7777 == 0o700
+    assert "restored to 0700" in suite.log_tail("statd")
