@@ -7,28 +7,10 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
 #include "runnerd/runnerd.h"
-
-/* mkdir -p, each missing component 0700 (seed: missing roots are created owned by the
- * service account with no group/other permissions). Existing components are left as they
- * are; only runRoot itself is judged. */
-static int mkdir_parents(const char *path)
-{
-	cleanup_free char *p = rts_xstrdup(path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 int runnerd_run_root_open(const char *run_root, char *err, size_t errlen)
 {
@@ -42,52 +24,7 @@ int runnerd_run_root_open(const char *run_root, char *err, size_t errlen)
 			 RUNNERD_BROKER_PATH_MAX - (len - strlen(run_root)));
 		return -ENAMETOOLONG;
 	}
-	int r = mkdir_parents(run_root);
-	if (r < 0) {
-		snprintf(err, errlen, "runRoot: cannot create %s: %s (create it, owned by uid %lu, mode 0700)", run_root,
-			 strerror(-r), (unsigned long)geteuid());
-		return r;
-	}
-	/* O_NOFOLLOW: the run root itself must not be a symlink to somewhere else. */
-	int fd = open(run_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		struct stat lst;
-		if (e == EACCES && lstat(run_root, &lst) == 0 && lst.st_uid != geteuid())
-			snprintf(err, errlen,
-				 "runRoot: %s is owned by uid %lu, not by this service account (uid %lu): fix with "
-				 "chown %lu %s",
-				 run_root, (unsigned long)lst.st_uid, (unsigned long)geteuid(), (unsigned long)geteuid(),
-				 run_root);
-		else
-			snprintf(err, errlen, "runRoot: %s: %s", run_root,
-				 e == ELOOP || e == ENOTDIR ? "is not a directory (symlinks are refused)" : strerror(e));
-		return -e;
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		snprintf(err, errlen, "runRoot: %s: %s", run_root, strerror(e));
-		return -e;
-	}
-	/* Seed: directories dedicated to the package, owned by the service account, no
-	 * group/other permissions. */
-	if (st.st_uid != geteuid()) {
-		close(fd);
-		snprintf(err, errlen,
-			 "runRoot: %s is owned by uid %lu, not by this service account (uid %lu): fix with chown %lu %s",
-			 run_root, (unsigned long)st.st_uid, (unsigned long)geteuid(), (unsigned long)geteuid(), run_root);
-		return -EPERM;
-	}
-	if (st.st_mode & 077) {
-		close(fd);
-		snprintf(err, errlen,
-			 "runRoot: %s has mode %04o; it must have no group/other permissions: fix with chmod 0700 %s",
-			 run_root, (unsigned)(st.st_mode & 07777), run_root);
-		return -EPERM;
-	}
-	return fd;
+	return rts_private_dir_open("runRoot", run_root, err, errlen);
 }
 
 void runnerd_run_root_clean(int run_root_fd)

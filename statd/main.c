@@ -54,8 +54,8 @@ static void ensure_dirs(const struct rts_config *c)
 	char err[1024];
 	cleanup_free char *copy = rts_xstrdup(c->state_file);
 	const char *state_dir = dirname(copy);
-	if (statd_dir_ensure(state_dir, err, sizeof(err)) < 0 ||
-	    statd_dir_ensure(c->workspace_root, err, sizeof(err)) < 0) {
+	if (statd_dir_ensure("stateFile", state_dir, err, sizeof(err)) < 0 ||
+	    statd_dir_ensure("workspaceRoot", c->workspace_root, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		exit(1);
 	}

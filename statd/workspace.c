@@ -6,76 +6,17 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/privdir.h"
 #include "common/util.h"
 #include "statd/workspace.h"
 
-/* mkdir -p with 0700 for each missing component. Existing components are left alone:
- * only the final directory is ours to judge. */
-static int mkdir_parents(const char *path)
+int statd_dir_ensure(const char *what, const char *path, char *err, size_t errlen)
 {
-	cleanup_free char *p = rts_xstrdup(path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	int fd = rts_private_dir_open(what, path, err, errlen);
+	if (fd < 0)
+		return fd;
+	close(fd);
 	return 0;
-}
-
-/* The ownership and mode rules, on a stat result. */
-static int dir_judge(const char *path, const struct stat *st, char *err, size_t errlen)
-{
-	uid_t uid = geteuid();
-	if (S_ISLNK(st->st_mode) || !S_ISDIR(st->st_mode)) {
-		snprintf(err, errlen, "%s: not a directory (symbolic links are refused): point the config at the real "
-				      "directory",
-			 path);
-		return -ENOTDIR;
-	}
-	if (st->st_uid != uid) {
-		snprintf(err, errlen, "%s: owned by uid %lu, not by this service account (uid %lu): fix with chown %lu %s",
-			 path, (unsigned long)st->st_uid, (unsigned long)uid, (unsigned long)uid, path);
-		return -EPERM;
-	}
-	if (st->st_mode & 077) {
-		snprintf(err, errlen, "%s: mode %04o gives group/other access: fix with chmod 0700 %s", path,
-			 (unsigned)(st->st_mode & 07777), path);
-		return -EACCES;
-	}
-	return 0;
-}
-
-int statd_dir_ensure(const char *path, char *err, size_t errlen)
-{
-	int r = mkdir_parents(path);
-	if (r < 0) {
-		snprintf(err, errlen, "%s: cannot create directory: %s (create it, owned by uid %lu, mode 0700)", path,
-			 strerror(-r), (unsigned long)geteuid());
-		return r;
-	}
-	/* lstat first, for a message that says what is wrong even when we cannot open it. */
-	struct stat st;
-	if (lstat(path, &st) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(-r));
-		return r;
-	}
-	r = dir_judge(path, &st, err, errlen);
-	if (r < 0)
-		return r;
-	/* Then the verdict that counts, on the directory itself. */
-	cleanup_close int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(-r));
-		return r;
-	}
-	return dir_judge(path, &st, err, errlen);
 }
 
 static bool prefix_within(const char *path, const char *dir)

@@ -7,11 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Make sure path is a directory we can trust: missing components are created (0700, with
- * our umask), the last component must not be a symbolic link, must be a directory owned
- * by our effective uid and have no group/other permission bits. Returns 0, or -errno with
- * one line in err that names the path and says how to fix it. For start-up. */
-int statd_dir_ensure(const char *path, char *err, size_t errlen);
+/* rts_private_dir_open() for start-up checks that need no fd: 0 or -errno with the message
+ * (naming the config key what, the path and the fix) in err. */
+int statd_dir_ensure(const char *what, const char *path, char *err, size_t errlen);
 
 /* True when path equals dir or lies beneath it, comparing normalised absolute paths as
  * strings (the config refuses "..", "." and "//"), and also their resolved real paths

@@ -501,15 +501,15 @@ START_TEST(test_dir_ensure)
 	char err[512];
 	char p[600];
 	snprintf(p, sizeof(p), "%s/a/b/c", tmpdir);
-	ck_assert_msg(statd_dir_ensure(p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(statd_dir_ensure("workspaceRoot", p, err, sizeof(err)) == 0, "%s", err);
 	struct stat st;
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_uint_eq(st.st_mode & 077, 0);
-	ck_assert_int_eq(statd_dir_ensure(p, err, sizeof(err)), 0); /* idempotent */
+	ck_assert_int_eq(statd_dir_ensure("workspaceRoot", p, err, sizeof(err)), 0); /* idempotent */
 
 	ck_assert_int_eq(chmod(p, 0750), 0);
-	ck_assert_int_eq(statd_dir_ensure(p, err, sizeof(err)), -EACCES);
+	ck_assert_int_eq(statd_dir_ensure("workspaceRoot", p, err, sizeof(err)), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err, p));
 	ck_assert_ptr_nonnull(strstr(err, "chmod 0700"));
 	ck_assert_int_eq(chmod(p, 0700), 0);
@@ -517,13 +517,13 @@ START_TEST(test_dir_ensure)
 	char link[600];
 	snprintf(link, sizeof(link), "%s/link", tmpdir);
 	ck_assert_int_eq(symlink(p, link), 0);
-	ck_assert_int_lt(statd_dir_ensure(link, err, sizeof(err)), 0);
+	ck_assert_int_lt(statd_dir_ensure("workspaceRoot", link, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(strstr(err, "symbolic"));
 
 	char file[600];
 	snprintf(file, sizeof(file), "%s/file", tmpdir);
 	write_file(file, "x", 1);
-	ck_assert_int_lt(statd_dir_ensure(file, err, sizeof(err)), 0);
+	ck_assert_int_lt(statd_dir_ensure("workspaceRoot", file, err, sizeof(err)), 0);
 }
 END_TEST
 

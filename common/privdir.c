@@ -1,0 +1,80 @@
+#include "config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "common/privdir.h"
+#include "common/util.h"
+
+/* mkdir -p with 0700 for each missing component. */
+static int mkdir_parents(const char *path)
+{
+	cleanup_free char *p = rts_xstrdup(path);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* The ownership and mode rules, on a stat result. */
+static int judge(const char *what, const char *path, const struct stat *st, char *err, size_t errlen)
+{
+	unsigned long uid = (unsigned long)geteuid();
+	if (!S_ISDIR(st->st_mode)) {
+		snprintf(err, errlen, "%s: %s is not a directory (symbolic links are refused): point the config at the "
+				      "real directory",
+			 what, path);
+		return -ENOTDIR;
+	}
+	if (st->st_uid != uid) {
+		snprintf(err, errlen,
+			 "%s: %s is owned by uid %lu, not by this service account (uid %lu): fix with chown %lu %s", what,
+			 path, (unsigned long)st->st_uid, uid, uid, path);
+		return -EPERM;
+	}
+	if (st->st_mode & 077) {
+		snprintf(err, errlen, "%s: %s has mode %04o, which gives group/other access: fix with chmod 0700 %s",
+			 what, path, (unsigned)(st->st_mode & 07777), path);
+		return -EACCES;
+	}
+	return 0;
+}
+
+int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen)
+{
+	int r = mkdir_parents(path);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: cannot create %s: %s (create it, owned by uid %lu, mode 0700)", what, path,
+			 strerror(-r), (unsigned long)geteuid());
+		return r;
+	}
+	/* lstat first, for a message that says what is wrong even when we cannot open it
+	 * (a directory of another owner with mode 0700, a symbolic link). */
+	struct stat st;
+	if (lstat(path, &st) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot stat %s: %s", what, path, strerror(-r));
+		return r;
+	}
+	r = judge(what, path, &st, err, errlen);
+	if (r < 0)
+		return r;
+	/* Then the verdict that counts, on the directory we actually hold. */
+	cleanup_close int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot open %s: %s", what, path, strerror(-r));
+		return r;
+	}
+	r = judge(what, path, &st, err, errlen);
+	if (r < 0)
+		return r;
+	return steal_fd(&fd);
+}
