@@ -8,13 +8,24 @@
 
 int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out, const char **why)
 {
+	return rts_json_parse_at(buf, len, max_depth, out, why, NULL);
+}
+
+int rts_json_parse_at(const char *buf, size_t len, int max_depth, json_object **out, const char **why,
+		      size_t *err_offset)
+{
 	*out = NULL;
+	if (err_offset)
+		*err_offset = 0;
 	if (len > INT32_MAX) {
 		*why = "document too large";
 		return -EINVAL;
 	}
-	if (memchr(buf, '\0', len)) {
+	const char *nul = memchr(buf, '\0', len);
+	if (nul) {
 		*why = "NUL byte in JSON text";
+		if (err_offset)
+			*err_offset = (size_t)(nul - buf);
 		return -EINVAL;
 	}
 	json_tokener *tok = json_tokener_new_ex(max_depth);
@@ -34,6 +45,8 @@ int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out
 		*why = e == json_tokener_error_depth ? "nesting too deep"
 		       : e == json_tokener_continue  ? "truncated JSON text"
 						     : "invalid JSON text";
+		if (err_offset)
+			*err_offset = end;
 		json_tokener_free(tok);
 		if (o)
 			json_object_put(o);
@@ -45,6 +58,8 @@ int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out
 		if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
 			json_object_put(o);
 			*why = "data after the JSON value";
+			if (err_offset)
+				*err_offset = i;
 			return -EINVAL;
 		}
 	}

@@ -18,6 +18,11 @@ static inline void rts_json_putp(json_object **o)
  * a short static description. */
 int rts_json_parse(const char *buf, size_t len, int max_depth, json_object **out, const char **why);
 
+/* rts_json_parse() that also stores, on failure, the byte offset where parsing stopped in
+ * *err_offset (may be NULL), for messages about operator-written files. */
+int rts_json_parse_at(const char *buf, size_t len, int max_depth, json_object **out, const char **why,
+		      size_t *err_offset);
+
 /* rts_json_parse(), then the strict check of strictjson.h: also refuses duplicate keys at
  * any depth, lone surrogate escapes, \u0000, raw control characters in strings and numbers
  * beyond 64 bits, and a top level that is not an object or array. For input from outside

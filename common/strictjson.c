@@ -13,6 +13,11 @@ void rts_json_strict_init(void)
 
 int rts_json_strict_check(const char *buf, size_t len, const char **why)
 {
+	return rts_json_strict_check_at(buf, len, why, NULL, NULL);
+}
+
+int rts_json_strict_check_at(const char *buf, size_t len, const char **why, size_t *line, size_t *column)
+{
 	json_error_t e;
 	/* No JSON_DECODE_ANY: the top level is an object or an array. No JSON_ALLOW_NUL. */
 	json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
@@ -20,7 +25,11 @@ int rts_json_strict_check(const char *buf, size_t len, const char **why)
 		json_decref(doc);
 		return 0;
 	}
-	/* e.text quotes the input: only the code is used. */
+	if (line)
+		*line = e.line > 0 ? (size_t)e.line : 0;
+	if (column)
+		*column = e.column > 0 ? (size_t)e.column : 0;
+	/* e.text quotes the input: only the code and the position are used. */
 	switch (json_error_code(&e)) {
 	case json_error_duplicate_key:
 		*why = "duplicate object key";

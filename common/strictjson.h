@@ -35,4 +35,8 @@ void rts_json_strict_init(void);
  * short static reason that quotes nothing from buf. */
 int rts_json_strict_check(const char *buf, size_t len, const char **why);
 
+/* rts_json_strict_check() that also stores, on failure, the 1-based line and column jansson
+ * stopped at (either pointer may be NULL), for messages about operator-written files. */
+int rts_json_strict_check_at(const char *buf, size_t len, const char **why, size_t *line, size_t *column);
+
 #endif

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,6 +203,27 @@ START_TEST(test_file_errors)
 	close(fd);
 	ck_assert_ptr_null(rts_config_load(path, err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "invalid JSON"));
+
+	/* Duplicate keys are refused (json-c alone keeps the last one), with a position. */
+	static const char dup[] = "{\n  \"model\": \"m\",\n  \"model\": \"n\",\n  \"modelUrl\": \"https://x/v1\"\n}\n";
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(rts_write_all(fd, dup, sizeof(dup) - 1), 0);
+	close(fd);
+	ck_assert_ptr_null(rts_config_load(path, err, sizeof(err)));
+	cleanup_free char *want = rts_xasprintf("%s:3:", path);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(strstr(err, "duplicate object key"));
+
+	/* A syntax error names its line and column. */
+	static const char comma[] = "{\n  \"model\": \"m\",\n}\n";
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(rts_write_all(fd, comma, sizeof(comma) - 1), 0);
+	close(fd);
+	ck_assert_ptr_null(rts_config_load(path, err, sizeof(err)));
+	cleanup_free char *want2 = rts_xasprintf("%s:3:1: ", path);
+	ck_assert_msg(strncmp(err, want2, strlen(want2)) == 0, "%s", err);
 	unlink(path);
 }
 END_TEST
