@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "common/privdir.h"
@@ -47,6 +48,35 @@ static int judge(const char *what, const char *path, const struct stat *st, char
 	return 0;
 }
 
+/* Every ancestor of path (following symbolic links, as the kernel does when it resolves
+ * the path): none may be writable by others without the sticky bit. */
+static int ancestors_check(const char *what, const char *path, char *err, size_t errlen)
+{
+	cleanup_free char *p = rts_xstrdup(path);
+	char *end = strrchr(p, '/');
+	if (!end)
+		return 0;
+	for (char *s = p;; s++) {
+		if (*s != '/' && *s != '\0' && s != end)
+			continue;
+		char saved = *s;
+		bool last = s == end;
+		*s = '\0';
+		const char *dir = p[0] ? p : "/";
+		struct stat st;
+		if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+			snprintf(err, errlen,
+				 "%s: %s is writable by other users without the sticky bit, so anyone could replace "
+				 "%s: fix with chmod o-w %s (or move the directory)",
+				 what, dir, path, dir);
+			return -EPERM;
+		}
+		*s = saved;
+		if (last)
+			return 0;
+	}
+}
+
 int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen)
 {
 	int r = mkdir_parents(path);
@@ -55,6 +85,9 @@ int rts_private_dir_open(const char *what, const char *path, char *err, size_t e
 			 strerror(-r), (unsigned long)geteuid());
 		return r;
 	}
+	r = ancestors_check(what, path, err, errlen);
+	if (r < 0)
+		return r;
 	/* lstat first, for a message that says what is wrong even when we cannot open it
 	 * (a directory of another owner with mode 0700, a symbolic link). */
 	struct stat st;
@@ -77,4 +110,18 @@ int rts_private_dir_open(const char *what, const char *path, char *err, size_t e
 	if (r < 0)
 		return r;
 	return steal_fd(&fd);
+}
+
+int rts_dir_lock(int fd, const char *prog, const char *what, const char *path, char *err, size_t errlen)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	int e = errno;
+	if (e == EWOULDBLOCK) {
+		snprintf(err, errlen, "%s: another %s already uses %s (one per installation); stop it first", what, prog,
+			 path);
+		return -EBUSY;
+	}
+	snprintf(err, errlen, "%s: cannot lock %s: %s", what, path, strerror(e));
+	return -e;
 }

@@ -8,10 +8,20 @@
  * components are created 0700 (mkdir -p; existing parents are left alone), then path is
  * opened O_DIRECTORY|O_NOFOLLOW and must be a directory (not a symbolic link) owned by our
  * effective uid with no group/other permission bits (seed: directories dedicated to the
- * package, owned by the service account, insecure permissions refused at start-up).
+ * package, owned by the service account, insecure permissions refused at start-up). No
+ * ancestor may be writable by other users without the sticky bit: whoever can write an
+ * ancestor can rename our directory away and put their own in its place.
  * what names the config key for messages ("runRoot", "workspaceRoot", "stateFile").
  * Returns an O_RDONLY|O_DIRECTORY fd (caller closes), or -errno with one line in err that
  * names the key and the path and says how to fix it (a chown or chmod command). */
 int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen);
+
+/* Take an exclusive advisory lock (flock) on the directory fd, held until the fd is closed
+ * (keep it open for the life of the process), so that a second daemon for the same
+ * installation refuses to start instead of removing the first one's containers or writing
+ * its state file (seed: only one host process may own these directories). prog names the
+ * caller in the message. Returns 0, -EBUSY with "another <prog> already uses <key> <path>"
+ * in err, or -errno. */
+int rts_dir_lock(int fd, const char *prog, const char *what, const char *path, char *err, size_t errlen);
 
 #endif

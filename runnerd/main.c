@@ -12,6 +12,7 @@
 #include "common/daemon.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/privdir.h"
 #include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -360,6 +361,12 @@ int main(int argc, char **argv)
 	char err[1024];
 	rd.run_root_fd = runnerd_run_root_open(rd.cfg->run_root, err, sizeof(err));
 	if (rd.run_root_fd < 0) {
+		log_error("%s: %s", rd.cfg->path, err);
+		return 1;
+	}
+	/* Before touching run dirs or containers: a second runnerd of this installation would
+	 * otherwise remove the first one's live turns as stale. */
+	if (rts_dir_lock(rd.run_root_fd, "roundtable-sandbox-runnerd", "runRoot", rd.cfg->run_root, err, sizeof(err)) < 0) {
 		log_error("%s: %s", rd.cfg->path, err);
 		return 1;
 	}

@@ -54,8 +54,10 @@ static void ensure_dirs(const struct rts_config *c)
 	char err[1024];
 	cleanup_free char *copy = rts_xstrdup(c->state_file);
 	const char *state_dir = dirname(copy);
-	if (statd_dir_ensure("stateFile", state_dir, err, sizeof(err)) < 0 ||
-	    statd_dir_ensure("workspaceRoot", c->workspace_root, err, sizeof(err)) < 0) {
+	/* The fds stay open on purpose: they hold the locks that keep a second statd of this
+	 * installation from writing the same state file or workspaces. */
+	if (statd_dir_claim("stateFile", state_dir, err, sizeof(err)) < 0 ||
+	    statd_dir_claim("workspaceRoot", c->workspace_root, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		exit(1);
 	}

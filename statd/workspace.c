@@ -19,6 +19,19 @@ int statd_dir_ensure(const char *what, const char *path, char *err, size_t errle
 	return 0;
 }
 
+int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen)
+{
+	int fd = rts_private_dir_open(what, path, err, errlen);
+	if (fd < 0)
+		return fd;
+	int r = rts_dir_lock(fd, "roundtable-sandbox-statd", what, path, err, errlen);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 static bool prefix_within(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);

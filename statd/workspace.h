@@ -11,6 +11,11 @@
  * (naming the config key what, the path and the fix) in err. */
 int statd_dir_ensure(const char *what, const char *path, char *err, size_t errlen);
 
+/* statd_dir_ensure(), then lock the directory for this statd (rts_dir_lock). Returns the
+ * fd holding the lock, to keep open for the life of the process, or -errno (-EBUSY: another
+ * statd owns it) with the message in err. */
+int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen);
+
 /* True when path equals dir or lies beneath it, comparing normalised absolute paths as
  * strings (the config refuses "..", "." and "//"), and also their resolved real paths
  * when both exist (a symlink must not hide the overlap). */
