@@ -103,6 +103,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 		return r;
 
 	struct brokerd_turn *t = rts_xcalloc(1, sizeof(*t));
+	t->bound_ms = rts_now_ms();
 	t->b = *b;
 	t->b.channel = rts_xstrdup(b->channel);
 	t->b.speaker_id = rts_xstrdup(b->speaker_id);

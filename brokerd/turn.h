@@ -26,6 +26,7 @@ struct brokerd_turn {
 	const struct rts_config *cfg;
 	struct brokerd_keyring *keys;
 	struct MHD_Daemon *mhd;
+	uint64_t bound_ms;  /* CLOCK_MONOTONIC ms when the binding was accepted, for the log */
 	int wake_fd;	    /* eventfd written once when the turn starts closing */
 	atomic_bool closing;
 
