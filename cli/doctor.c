@@ -1,15 +1,17 @@
 /* roundtable-sandbox doctor: one line per check, each either "ok" or the problem and its fix.
  *
  * What is checked and why (the rules come from the seed's setup notes and DESIGN.md):
- *   config        the file loads with the daemons' own loader (strict keys, ranges)
+ *   config        the file loads with the daemons' own loader (strict JSON, keys, ranges)
  *   config file   only root or the service account can write it (it names the commands
  *                 brokerd runs), and the service account can read it
  *   account       the service account exists, is not root, matches uid/gid, and is not itself
  *                 in the docker group (only runnerd gets that group, from its unit)
  *   roots         runRoot, workspaceRoot and the state directory: directories, not
  *                 symlinks, owned by the service account, no group/other permissions, and
- *                 no parent directory that someone else could use to swap them
- *   state file    a regular file of the service account's, private
+ *                 no parent directory that someone else could use to swap them; a missing
+ *                 one must be creatable by the account (the daemons mkdir -p at start)
+ *   state file    loads with statd's own loader (statd/state.c), a regular file the
+ *                 account can read; statd writes it 0600
  *   layout        stateFile outside both roots; the roots do not contain each other
  *   path lengths  runRoot/<turn>/broker.sock within 100 characters; socket paths fit
  *   units         paths the shipped systemd units cannot reach (ProtectHome, PrivateTmp,
@@ -45,6 +47,7 @@
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/util.h"
+#include "statd/state.h"
 
 #ifndef RTS_DOCKER
 #define RTS_DOCKER "/usr/bin/docker"
@@ -62,6 +65,9 @@
 /* The locations the shipped units create and make writable (systemd/ *.service.in). */
 #define DOCTOR_UNIT_RUN_ROOT RTS_DEFAULT_RUNTIME_DIR "/turns"
 #define DOCTOR_UNIT_STATE_DIR "/var/lib/roundtable-sandbox"
+#define DOCTOR_UNIT_WORKSPACE_ROOT DOCTOR_UNIT_STATE_DIR "/workspaces"
+/* The nesting depth rts_config_load() allows (common/conf.c). */
+#define DOCTOR_CONFIG_DEPTH 64
 /* Seed: runRoot plus the per-turn suffix within 100 characters. */
 #define DOCTOR_BROKER_PATH_MAX 100u
 #define DOCTOR_BROKER_SUFFIX "/0123456789abcdef/broker.sock"
@@ -195,11 +201,18 @@ static void check_account(struct doctor *d)
 	for (char **m = gr->gr_mem; !member && m && *m; m++)
 		member = strcmp(*m, pw->pw_name) == 0;
 	if (member) {
-		/* systemd gives every unit of the account its groups: statd and brokerd too. */
-		report(d, DOCTOR_WARN, "account", "%s is a member of the %s group, so every daemon of the account can "
-		       "drive Docker (root-equivalent), not only runnerd; fix: gpasswd -d %s %s (runnerd's unit adds "
-		       "the group with SupplementaryGroups=; by hand, start runnerd with runuser -G %s)",
-		       pw->pw_name, DOCTOR_DOCKER_GROUP, pw->pw_name, DOCTOR_DOCKER_GROUP, DOCTOR_DOCKER_GROUP);
+		/* systemd (and runuser without -g) gives a process every group of its account:
+		 * statd and brokerd would get Docker too. runnerd alone needs it, and gets it
+		 * without the membership. runuser -G alone would make docker the primary group,
+		 * and runnerd could no longer read the root:<account> 0640 config. */
+		struct group *pg = getgrgid(pw->pw_gid);
+		const char *primary = pg ? pg->gr_name : pw->pw_name;
+		report(d, DOCTOR_WARN, "account", "%s is a member of the %s group, so statd and brokerd get it too when "
+		       "started by systemd or by runuser without -g, and that group is equivalent to root; fix: gpasswd "
+		       "-d %s %s (runnerd alone needs it: its unit adds it with SupplementaryGroups=%s; started by hand, "
+		       "runuser -u %s -g %s -G %s -- roundtable-sandbox-runnerd, and statd and brokerd with -g %s and "
+		       "no -G)", pw->pw_name, DOCTOR_DOCKER_GROUP, pw->pw_name, DOCTOR_DOCKER_GROUP,
+		       DOCTOR_DOCKER_GROUP, pw->pw_name, primary, DOCTOR_DOCKER_GROUP, primary);
 		return;
 	}
 	report(d, DOCTOR_OK, "account", "%s (uid %lu, gid %lu); the %s group (root-equivalent) is runnerd's alone",
@@ -213,11 +226,85 @@ static const char *cannot(int e)
 	return e == EACCES ? "permission denied (run doctor as root or as the service account)" : strerror(e);
 }
 
-/* Every ancestor of path (not path itself) must be changeable only by root or the service
- * account: whoever can rename entries in a parent can swap the directory for another.
- * Returns false after reporting a problem. */
-static bool check_ancestors(struct doctor *d, const char *check, const char *path)
+/* The permission bits (07: read, write, search) the service account gets on a file with
+ * this owner and mode: its owner's, its group's when that is the account's primary group,
+ * else its others'. Supplementary groups and ACLs are not looked at (runnerd started by
+ * hand has only its primary group besides docker), so a 0750 root:<other group> directory
+ * reads as closed. Without the account nothing can be judged: everything is allowed. */
+static unsigned account_perm(const struct doctor *d, const struct stat *st)
 {
+	if (!d->have_account || d->uid == 0)
+		return 07;
+	if (st->st_uid == d->uid)
+		return (st->st_mode >> 6) & 07;
+	if (st->st_gid == d->gid)
+		return (st->st_mode >> 3) & 07;
+	return st->st_mode & 07;
+}
+
+static bool account_can_read(const struct doctor *d, const struct stat *st)
+{
+	return account_perm(d, st) & 04;
+}
+
+/* "uid 1000 (alice)" or "uid 1000" for an id without a name. */
+static void name_uid(uid_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+	if (pw)
+		snprintf(buf, len, "uid %lu (%s)", (unsigned long)uid, pw->pw_name);
+	else
+		snprintf(buf, len, "uid %lu", (unsigned long)uid);
+}
+
+static void name_gid(gid_t gid, char *buf, size_t len)
+{
+	struct group *gr = getgrgid(gid);
+	if (gr)
+		snprintf(buf, len, "gid %lu (%s)", (unsigned long)gid, gr->gr_name);
+	else
+		snprintf(buf, len, "gid %lu", (unsigned long)gid);
+}
+
+/* Who besides root and the service account may change a file with this owner and mode,
+ * in words for a message ("other users", "the group gid 50 (staff)", "its owner uid 1000
+ * (alice)"), written to buf; NULL when nobody may. */
+static const char *other_writer(const struct doctor *d, const struct stat *st, char *buf, size_t len)
+{
+	char id[96];
+	if (st->st_mode & S_IWOTH)
+		return "other users";
+	if ((st->st_mode & S_IWGRP) && !gid_is_trusted(d, st->st_gid)) {
+		name_gid(st->st_gid, id, sizeof(id));
+		snprintf(buf, len, "the group %s", id);
+		return buf;
+	}
+	if (!uid_is_trusted(d, st->st_uid)) {
+		name_uid(st->st_uid, id, sizeof(id));
+		snprintf(buf, len, "its owner %s", id);
+		return buf;
+	}
+	return NULL;
+}
+
+/* The existing ancestors of path (not path itself), from "/" down. The service account
+ * must be able to pass through each (search permission), and nobody else may rename
+ * entries in one, or they could swap path for a directory of their own:
+ *   writable by other users without the sticky bit: FAIL (the daemons refuse a root
+ *   whose parent is like that, too);
+ *   owned by a user other than root or the account, or writable by a group other than
+ *   root's or the account's (without the sticky bit): warn, since those people must be
+ *   trusted as much as root.
+ * Prints at most one line: the first FAIL, else the first warning. When nearest is not
+ * NULL, *nearest gets the deepest existing ancestor (caller frees; NULL when not even "/"
+ * could be examined) and *nearest_st its stat(). Returns the verdict printed, DOCTOR_OK
+ * when nothing was. */
+static enum doctor_verdict check_ancestors(struct doctor *d, const char *check, const char *path, char **nearest,
+					   struct stat *nearest_st)
+{
+	cleanup_free char *warning = NULL;
+	cleanup_free char *deepest = NULL;
+	struct stat deepest_st = {0};
 	size_t n = strlen(path);
 	for (size_t i = 0; i < n; i++) {
 		if (path[i] != '/')
@@ -227,30 +314,122 @@ static bool check_ancestors(struct doctor *d, const char *check, const char *pat
 		struct stat st;
 		if (stat(dir, &st) < 0)
 			break; /* the rest does not exist (yet); the caller reports that */
-		bool ok = uid_is_trusted(d, st.st_uid) && (!(st.st_mode & S_IWGRP) || gid_is_trusted(d, st.st_gid)) &&
-			  (!(st.st_mode & S_IWOTH) || (st.st_mode & S_ISVTX));
-		if (!ok) {
-			report(d, DOCTOR_FAIL, check, "%s is writable by uid %lu/gid %lu (mode %04o), who could swap %s; "
-			       "fix: make every parent directory root-owned and not group/other-writable",
-			       dir, (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777),
-			       path);
-			return false;
+		free(deepest);
+		deepest = rts_xstrdup(dir);
+		deepest_st = st;
+		if (!S_ISDIR(st.st_mode))
+			break; /* the caller finds path unreachable (ENOTDIR) and says so */
+		unsigned mode = (unsigned)(st.st_mode & 07777);
+		bool sticky = st.st_mode & S_ISVTX;
+		if ((st.st_mode & S_IWOTH) && !sticky) {
+			report(d, DOCTOR_FAIL, check, "%s is writable by other users without the sticky bit (mode %04o), so "
+			       "any local user could replace %s with a directory of their own; fix: chmod o-w %s", dir, mode,
+			       path, dir);
+			return DOCTOR_FAIL;
+		}
+		if (!(account_perm(d, &st) & 01)) {
+			char owner[96], group[96];
+			name_uid(st.st_uid, owner, sizeof(owner));
+			name_gid(st.st_gid, group, sizeof(group));
+			report(d, DOCTOR_FAIL, check, "the service account cannot pass through %s (owner %s, group %s, mode "
+			       "%04o), so the daemons cannot reach %s; fix: chmod o+x %s, or choose a path the account can "
+			       "reach", dir, owner, group, mode, path, dir);
+			return DOCTOR_FAIL;
+		}
+		if (warning)
+			continue;
+		if (!uid_is_trusted(d, st.st_uid)) {
+			char owner[96];
+			name_uid(st.st_uid, owner, sizeof(owner));
+			warning = rts_xasprintf("%s belongs to %s, who could replace %s with a directory of their own; fix: "
+						"chown root %s, or move %s out of it", dir, owner, path, dir, path);
+		} else if ((st.st_mode & S_IWGRP) && !sticky && !gid_is_trusted(d, st.st_gid)) {
+			char group[96];
+			name_gid(st.st_gid, group, sizeof(group));
+			warning = rts_xasprintf("%s is writable by the group %s (mode %04o), whose members could replace %s "
+						"with a directory of their own; fix: chmod g-w %s", dir, group, mode, path, dir);
 		}
 	}
-	return true;
+	if (nearest) {
+		*nearest = steal_pointer(&deepest);
+		*nearest_st = deepest_st;
+	}
+	if (warning) {
+		report(d, DOCTOR_WARN, check, "%s", warning);
+		return DOCTOR_WARN;
+	}
+	return DOCTOR_OK;
+}
+
+/* systemd is the init system here (what sd_booted() tests). */
+static bool systemd_booted(void)
+{
+	struct stat st;
+	return lstat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A root that does not exist: daemon creates it at start (mkdir -p, mode 0700), which
+ * works when the service account may write in the deepest existing ancestor, nearest.
+ * unit_dir is the location the daemon's shipped unit creates itself (RuntimeDirectory=,
+ * StateDirectory=). */
+static void check_missing_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
+			      const char *unit_dir, const char *nearest, const struct stat *nst)
+{
+	if (!d->have_account || !nearest) {
+		report(d, DOCTOR_WARN, check, "%s does not exist yet; whether roundtable-sandbox-%s can create it cannot "
+		       "be judged without the service account; fix: the account check above", path, daemon);
+		return;
+	}
+	if (!S_ISDIR(nst->st_mode)) {
+		report(d, DOCTOR_FAIL, check, "%s cannot be created: %s is not a directory; fix: move %s away or choose "
+		       "another path", path, nearest, nearest);
+		return;
+	}
+	if ((account_perm(d, nst) & 03) == 03) {
+		report(d, DOCTOR_OK, check, "%s does not exist yet; roundtable-sandbox-%s creates it (mode 0700) at start",
+		       path, daemon);
+		return;
+	}
+	char owner[96], group[96];
+	name_uid(nst->st_uid, owner, sizeof(owner));
+	name_gid(nst->st_gid, group, sizeof(group));
+	unsigned mode = (unsigned)(nst->st_mode & 07777);
+	unsigned long uid = (unsigned long)d->uid, gid = (unsigned long)d->gid;
+	if (unit_dir && strcmp(path, unit_dir) == 0) {
+		/* The unit creates it; a daemon started by hand cannot. */
+		if (systemd_booted())
+			report(d, DOCTOR_OK, check, "%s does not exist yet; roundtable-sandbox-%s.service creates it at "
+			       "start (started by hand, the daemon could not: create it first with install -d -o %lu -g %lu "
+			       "-m 0700 %s)", path, daemon, uid, gid, path);
+		else
+			report(d, DOCTOR_WARN, check, "%s does not exist yet, and without systemd (whose "
+			       "roundtable-sandbox-%s.service would create it) the daemon cannot: the service account may not "
+			       "write in %s (owner %s, group %s, mode %04o); fix: install -d -o %lu -g %lu -m 0700 %s", path,
+			       daemon, nearest, owner, group, mode, uid, gid, path);
+		return;
+	}
+	report(d, DOCTOR_FAIL, check, "%s does not exist, and roundtable-sandbox-%s cannot create it at start: the "
+	       "service account (uid %lu) may not write in %s (owner %s, group %s, mode %04o); fix: install -d -o %lu "
+	       "-g %lu -m 0700 %s, or choose a path under a directory the account owns", path, daemon, uid, nearest,
+	       owner, group, mode, uid, gid, path);
 }
 
 /* A root or the state directory: seed rules "dedicated, owned by the service account, no
- * group/other permissions", symlinks refused. missing_note says who creates it. */
-static void check_private_dir(struct doctor *d, const char *check, const char *path, const char *missing_note)
+ * group/other permissions", symlinks refused. daemon creates it when missing, unit_dir is
+ * where its unit creates it (check_missing_dir). */
+static void check_private_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
+			      const char *unit_dir)
 {
-	if (!check_ancestors(d, check, path))
+	cleanup_free char *nearest = NULL;
+	struct stat nst;
+	enum doctor_verdict parents = check_ancestors(d, check, path, &nearest, &nst);
+	if (parents == DOCTOR_FAIL)
 		return;
 	struct stat st;
 	if (lstat(path, &st) < 0) {
 		int e = errno;
-		if (e == ENOENT)
-			report(d, DOCTOR_WARN, check, "%s does not exist yet; %s", path, missing_note);
+		if (e == ENOENT || e == ENOTDIR)
+			check_missing_dir(d, check, path, daemon, unit_dir, nearest, &nst);
 		else
 			report(d, DOCTOR_FAIL, check, "cannot inspect %s: %s", path, cannot(e));
 		return;
@@ -281,10 +460,15 @@ static void check_private_dir(struct doctor *d, const char *check, const char *p
 		       "0700 %s", path, (unsigned)(st.st_mode & 07777), path);
 		return;
 	}
-	report(d, DOCTOR_OK, check, "%s: directory of uid %lu, mode %04o", path, (unsigned long)st.st_uid,
-	       (unsigned)(st.st_mode & 07777));
+	if (parents == DOCTOR_OK)
+		report(d, DOCTOR_OK, check, "%s: directory of uid %lu, mode %04o", path, (unsigned long)st.st_uid,
+		       (unsigned)(st.st_mode & 07777));
 }
 
+/* The state file, judged the way statd judges it at start: statd_state_load() must accept
+ * it (statd refuses to start otherwise and never replaces the file), and the account must
+ * be able to read it. statd writes it 0600 itself; looser bits or another owner are only
+ * warnings, since statd starts with them and its next change replaces the file. */
 static void check_state_file(struct doctor *d, const char *path)
 {
 	struct stat st;
@@ -302,32 +486,41 @@ static void check_state_file(struct doctor *d, const char *path)
 		       "restore the file from a backup", path);
 		return;
 	}
+	unsigned mode = (unsigned)(st.st_mode & 07777);
+	if (!account_can_read(d, &st)) {
+		report(d, DOCTOR_FAIL, "stateFile", "the service account cannot read %s (owner uid %lu, group %lu, mode "
+		       "%04o), so statd refuses to start; fix: chown %lu:%lu %s && chmod 0600 %s", path,
+		       (unsigned long)st.st_uid, (unsigned long)st.st_gid, mode, (unsigned long)d->uid,
+		       (unsigned long)d->gid, path, path);
+		return;
+	}
+	char err[1024];
+	struct statd_state *s = NULL;
+	int r = statd_state_load(path, &s, err, sizeof(err));
+	if (r < 0) {
+		if (r == -EACCES && geteuid() != 0 && (!d->have_account || geteuid() != d->uid))
+			report(d, DOCTOR_FAIL, "stateFile", "cannot read %s: %s", path, cannot(EACCES));
+		else
+			report(d, DOCTOR_FAIL, "stateFile", "%s; statd refuses to start with it and never replaces it; fix: "
+			       "repair it (roundtable-sandbox-statd(8) shows the format) or restore it from a backup", err);
+		return;
+	}
+	size_t channels = statd_state_count(s), on = statd_state_count_on(s);
+	statd_state_free(s);
 	if (d->have_account && st.st_uid != d->uid) {
-		report(d, DOCTOR_FAIL, "stateFile", "%s is owned by uid %lu, not by the service account; fix: chown "
-		       "%lu:%lu %s", path, (unsigned long)st.st_uid, (unsigned long)d->uid, (unsigned long)d->gid,
-		       path);
+		report(d, DOCTOR_WARN, "stateFile", "%s belongs to uid %lu, not to the service account; statd reads it, "
+		       "and its next change replaces it with a file of its own; fix: chown %lu:%lu %s", path,
+		       (unsigned long)st.st_uid, (unsigned long)d->uid, (unsigned long)d->gid, path);
 		return;
 	}
 	if (st.st_mode & 077) {
-		report(d, DOCTOR_FAIL, "stateFile", "%s has mode %04o (it lists every channel key); fix: chmod 0600 %s",
-		       path, (unsigned)(st.st_mode & 07777), path);
+		report(d, DOCTOR_WARN, "stateFile", "%s has mode %04o, but it lists every channel key and statd writes "
+		       "it 0600 (for now, only the private state directory keeps others out); fix: chmod 0600 %s", path,
+		       mode, path);
 		return;
 	}
-	report(d, DOCTOR_OK, "stateFile", "%s: %lld bytes, mode %04o", path, (long long)st.st_size,
-	       (unsigned)(st.st_mode & 07777));
-}
-
-/* Can the service account read a file with this owner and mode? (Group membership beyond
- * the primary group is not resolved: a 0640 root:<other group> file reads as "no".) */
-static bool account_can_read(const struct doctor *d, const struct stat *st)
-{
-	if (!d->have_account)
-		return true;
-	if (st->st_uid == d->uid)
-		return st->st_mode & S_IRUSR;
-	if (st->st_gid == d->gid)
-		return st->st_mode & S_IRGRP;
-	return st->st_mode & S_IROTH;
+	report(d, DOCTOR_OK, "stateFile", "%s: %zu channels, %zu on; %lld bytes, mode %04o", path, channels, on,
+	       (long long)st.st_size, mode);
 }
 
 static void check_config_file(struct doctor *d, const char *path)
@@ -338,12 +531,12 @@ static void check_config_file(struct doctor *d, const char *path)
 			report(d, DOCTOR_FAIL, "config file", "cannot inspect %s: %s", path, cannot(errno));
 		return;
 	}
-	if (!uid_is_trusted(d, st.st_uid) || (st.st_mode & S_IWOTH) ||
-	    ((st.st_mode & S_IWGRP) && !gid_is_trusted(d, st.st_gid))) {
-		report(d, DOCTOR_FAIL, "config file", "%s can be changed by uid %lu/gid %lu (mode %04o), and it names "
-		       "the commands brokerd runs; fix: chown root:%lu %s && chmod 0640 %s", path,
-		       (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777),
-		       (unsigned long)(d->have_account ? d->gid : 0), path, path);
+	char who[128];
+	const char *writer = other_writer(d, &st, who, sizeof(who));
+	if (writer) {
+		report(d, DOCTOR_FAIL, "config file", "%s can be changed by %s (mode %04o), and it names the commands "
+		       "brokerd runs; fix: chown root:%lu %s && chmod 0640 %s", path, writer,
+		       (unsigned)(st.st_mode & 07777), (unsigned long)(d->have_account ? d->gid : 0), path, path);
 		return;
 	}
 	if (!account_can_read(d, &st)) {
@@ -414,16 +607,17 @@ static void check_program(struct doctor *d, const char *check, const char *path)
 		report(d, DOCTOR_FAIL, check, "%s is not an executable file; fix: chmod 0755 %s", path, path);
 		return;
 	}
-	if (!uid_is_trusted(d, st.st_uid) || (st.st_mode & S_IWOTH) ||
-	    ((st.st_mode & S_IWGRP) && !gid_is_trusted(d, st.st_gid))) {
-		report(d, DOCTOR_FAIL, check, "%s can be changed by uid %lu/gid %lu (mode %04o), and brokerd runs it "
-		       "with its credentials at hand; fix: chown root:root %s && chmod 0755 %s", path,
-		       (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), path, path);
+	char who[128];
+	const char *writer = other_writer(d, &st, who, sizeof(who));
+	if (writer) {
+		report(d, DOCTOR_FAIL, check, "%s can be changed by %s (mode %04o), and brokerd runs it with its "
+		       "credentials at hand; fix: chown root:root %s && chmod 0755 %s", path, writer,
+		       (unsigned)(st.st_mode & 07777), path, path);
 		return;
 	}
-	if (!check_ancestors(d, check, path))
-		return;
-	report(d, DOCTOR_OK, check, "%s is executable and writable only by root or the service account", path);
+	enum doctor_verdict parents = check_ancestors(d, check, path, NULL, NULL);
+	if (parents == DOCTOR_OK)
+		report(d, DOCTOR_OK, check, "%s is executable and writable only by root or the service account", path);
 }
 
 static void check_key_source(struct doctor *d, const char *check, const struct rts_key_source *k)
@@ -690,11 +884,12 @@ static void check_runtime_dir(struct doctor *d)
 		report(d, DOCTOR_FAIL, "runtime dir", "%s is not a directory", dir);
 		return;
 	}
-	if (!uid_is_trusted(d, st.st_uid) || (st.st_mode & S_IWOTH) ||
-	    ((st.st_mode & S_IWGRP) && !gid_is_trusted(d, st.st_gid))) {
-		report(d, DOCTOR_FAIL, "runtime dir", "%s can be changed by uid %lu/gid %lu (mode %04o), who could put "
-		       "their own sockets there; fix: chown root:root %s && chmod 0755 %s", dir,
-		       (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), dir, dir);
+	char who[128];
+	const char *writer = other_writer(d, &st, who, sizeof(who));
+	if (writer) {
+		report(d, DOCTOR_FAIL, "runtime dir", "%s can be changed by %s (mode %04o), who could put their own "
+		       "sockets there; fix: chown root:root %s && chmod 0755 %s", dir, writer,
+		       (unsigned)(st.st_mode & 07777), dir, dir);
 		return;
 	}
 	report(d, DOCTOR_OK, "runtime dir", "%s: owner %lu, mode %04o", dir, (unsigned long)st.st_uid,
@@ -843,6 +1038,48 @@ static void check_link_socket(struct doctor *d, const char *name, const char *da
 
 /* ---- the command ---- */
 
+/* The config, loaded with the daemons' own loader; the message is the loader's. The fix
+ * depends on what kind of problem it is: a file that is not strict JSON (the message
+ * shows where), or one that is but breaks a rule (the message names the key path). */
+static struct rts_config *check_config(struct doctor *d, const char *path)
+{
+	char err[1024];
+	struct rts_config *cfg = rts_config_load(path, err, sizeof(err));
+	if (cfg) {
+		report(d, DOCTOR_OK, "config", "%s is valid (installation %s, image %s)", path, cfg->installation_id,
+		       cfg->image);
+		return cfg;
+	}
+	/* Read it again as plain strict JSON, only to tell the two kinds apart. */
+	char again[1024];
+	cleanup_json json_object *root = NULL;
+	int r = rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, DOCTOR_CONFIG_DEPTH, &root, again, sizeof(again));
+	const char *fix;
+	switch (r) {
+	case 0:
+		fix = "correct the key it names (roundtable-sandbox.json(5))";
+		break;
+	case -ENOENT:
+		fix = "copy sandbox.json.example next to it and set \"model\" and \"modelUrl\"";
+		break;
+	case -EACCES:
+		fix = "run doctor as root or as the service account";
+		break;
+	case -EFBIG:
+		fix = "the file may hold at most 1 MiB";
+		break;
+	case -EINVAL:
+		fix = "correct the JSON syntax at the position shown (strict JSON: no comments, no trailing commas, no "
+		      "duplicate keys; roundtable-sandbox.json(5))";
+		break;
+	default:
+		fix = "point --config at a readable regular file";
+		break;
+	}
+	report(d, DOCTOR_FAIL, "config", "%s; fix: %s", err, fix);
+	return NULL;
+}
+
 int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -865,29 +1102,15 @@ int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 	}
 
 	struct doctor d = {.opts = o};
-	char err[1024];
-	struct rts_config *cfg = rts_config_load(o->config_path, err, sizeof(err));
-	if (cfg) {
-		report(&d, DOCTOR_OK, "config", "%s is valid (installation %s, image %s)", o->config_path,
-		       cfg->installation_id, cfg->image);
-	} else {
-		struct stat st;
-		bool missing = stat(o->config_path, &st) < 0 && errno == ENOENT;
-		report(&d, DOCTOR_FAIL, "config", "%s; fix: %s", err,
-		       missing ? "copy sandbox.json.example next to it and set \"model\" and \"modelUrl\""
-			       : "correct the key it names (roundtable-sandbox.json(5))");
-	}
+	struct rts_config *cfg = check_config(&d, o->config_path);
 	d.cfg = cfg;
 	check_account(&d);
 	check_config_file(&d, o->config_path);
 	if (cfg) {
 		cleanup_free char *state_dir = dir_of(cfg->state_file);
-		check_private_dir(&d, "runRoot", cfg->run_root,
-				  "runnerd creates it at start (roundtable-sandbox-runnerd.service does for the default)");
-		check_private_dir(&d, "workspaceRoot", cfg->workspace_root,
-				  "statd creates it at start (roundtable-sandbox-statd.service does for the default)");
-		check_private_dir(&d, "state dir", state_dir,
-				  "statd creates it at start (roundtable-sandbox-statd.service does for the default)");
+		check_private_dir(&d, "runRoot", cfg->run_root, "runnerd", DOCTOR_UNIT_RUN_ROOT);
+		check_private_dir(&d, "workspaceRoot", cfg->workspace_root, "statd", DOCTOR_UNIT_WORKSPACE_ROOT);
+		check_private_dir(&d, "state dir", state_dir, "statd", DOCTOR_UNIT_STATE_DIR "/state");
 		check_state_file(&d, cfg->state_file);
 		check_layout(&d);
 		check_path_lengths(&d);

@@ -19,7 +19,8 @@ set -euo pipefail
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=${RTS_PKG_BUILDDIR:-$srcdir/build-package}
 user=roundtable-sandbox
-tag=roundtable-sandbox:pkgtest
+# A tag of this run's own (removed at exit), so a shared Docker host keeps everyone else's.
+tag=roundtable-sandbox:pkgtest-$$-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 jobs=$(nproc)
 pids=()
 
@@ -192,6 +193,9 @@ step "image build with the installed CLI"
 roundtable-sandbox image build >"$work/image.log" 2>&1 || { tail -n 20 "$work/image.log"; die "image build"; }
 
 step "start the installed daemons as $user"
+# As roundtable-sandbox(7) says for a start without systemd: the account's own group as
+# the primary one, and the docker group for runnerd alone (runuser -g GROUP -G docker
+# does the same; setpriv is used here for --clear-groups).
 start() { # NAME EXTRA-SETPRIV-ARGS...
 	local name=$1
 	shift

@@ -2,13 +2,15 @@
 """The running part of scripts/demo.sh (see there): one installation, two turns.
 
 Reuses tests/integration/harness.py, which sets up an installation exactly as the
-integration tests do.
+integration tests do: the worker image under a tag of its own
+(roundtable-sandbox:demo-<pid>-<random>), removed at the end unless RTS_KEEP_IMAGE=1; the
+daemons started as the service account with runuser, runnerd alone with the docker group.
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-from harness import Environment, HarnessError, Suite  # noqa: E402
+from harness import Environment, HarnessError, Suite, unique_tag  # noqa: E402
 
 CHANNEL = "demo-channel"
 SPEAKER = ["--author", "1001", "--name", "Ada"]
@@ -29,9 +31,11 @@ def real_endpoint():
 
 def main():
     config, key = real_endpoint()
-    print("building the worker image roundtable-sandbox:demo ...", flush=True)
+    keep_image = os.environ.get("RTS_KEEP_IMAGE") == "1"
+    tag = unique_tag("demo")
+    print(f"building the worker image {tag} ...", flush=True)
     try:
-        env = Environment.prepare(image="roundtable-sandbox:demo")
+        env = Environment.prepare(image=tag)
     except HarnessError as e:
         print(f"demo: {e}", file=sys.stderr)
         return 1
@@ -60,7 +64,13 @@ def main():
         print(f"demo: {e}", file=sys.stderr)
         return 1
     finally:
-        env.cleanup()
+        problems = env.cleanup(keep_images=keep_image)
+        if keep_image:
+            print(f"kept the worker image {tag}")
+        elif problems:
+            print("demo: " + "; ".join(problems), file=sys.stderr)
+        else:
+            print(f"removed the worker image {tag} (RTS_KEEP_IMAGE=1 keeps it)")
     ok = len(replies) == len(TURNS) and all(replies)
     print("demo: both replies came back" if ok else "demo: a reply was empty")
     return 0 if ok else 1

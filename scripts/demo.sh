@@ -2,11 +2,14 @@
 # The demo: prepare the host, build, then run two guest turns through the whole suite.
 #
 # As root: installs missing Debian packages and starts dockerd (scripts/setup-debian.sh),
-# builds (scripts/build.sh), builds the worker image, creates the roundtable-sandbox
-# service account, writes a demo config in a temporary directory, starts statd, runnerd
-# and brokerd as that account, turns the sandbox on in "demo-channel", asks it to remember
-# something, then asks in a new turn (a new container) what it remembers. Prints both
-# replies, stops everything it started, and exits 0 only when both replies came back.
+# builds (scripts/build.sh), builds the worker image under a tag of its own
+# (roundtable-sandbox:demo-<pid>-<random>), creates the roundtable-sandbox service account
+# when missing (not in the docker group), writes a demo config in a temporary directory,
+# starts statd, runnerd and brokerd as that account (runnerd alone with the docker group:
+# runuser -g <its group> -G docker), turns the sandbox on in "demo-channel", asks it to
+# remember something, then asks in a new turn (a new container) what it remembers. Prints
+# both replies, stops everything it started, removes its image tag (RTS_KEEP_IMAGE=1 keeps
+# it), and exits 0 only when both replies came back.
 #
 # The model is the local scripted endpoint (tests/fakes/fake_model.py: HTTPS with a test
 # CA, not a model) unless these point at a real OpenAI-compatible endpoint:

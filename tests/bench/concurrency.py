@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 from harness import Environment, HarnessError, Suite, docker  # noqa: E402
-from turns import baseline_argv, build_baseline  # noqa: E402
+from turns import baseline_argv, build_baseline, remove_baseline  # noqa: E402
 
 DAEMONS = ("statd", "runnerd", "brokerd")
 
@@ -190,6 +190,7 @@ def run(env, channels, turns):
                 "rss_kib": {n: {"idle": idle_rss[n], "peak_under_load": sampler.peak[n]} for n in DAEMONS},
             }
     finally:
+        remove_baseline()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -232,7 +233,8 @@ def main():
         print(f"concurrency.py: {e}", file=sys.stderr)
         return 1
     finally:
-        env.cleanup()
+        for problem in env.cleanup():
+            print(f"concurrency.py: {problem}", file=sys.stderr)
     report(r)
     if a.json:
         print(json.dumps(r))

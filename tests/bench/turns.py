@@ -22,9 +22,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import Environment, HarnessError, Suite, docker, docker_bin  # noqa: E402
+from harness import Environment, HarnessError, Suite, docker, docker_bin, remove_tag  # noqa: E402
 
-BASELINE_TAG = "roundtable-sandbox-bench:baseline"
+# A tag of this process's own, so two benchmarks (or a benchmark and someone else) on one
+# Docker host never untag each other's image; remove_baseline() removes it.
+BASELINE_TAG = f"roundtable-sandbox-bench:baseline-{os.getpid()}-{secrets.token_hex(4)}"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -37,6 +39,13 @@ def build_baseline(tmp):
     with open(os.path.join(ctx, "Dockerfile"), "w", encoding="ascii") as f:
         f.write('FROM scratch\nCOPY baseline /baseline\nUSER 65534:65534\nENTRYPOINT ["/baseline"]\n')
     docker("build", "-q", "-t", BASELINE_TAG, ctx, timeout=300)
+
+
+def remove_baseline():
+    """Remove BASELINE_TAG (only that tag; a no-op when it was never built)."""
+    problem = remove_tag(BASELINE_TAG)
+    if problem:
+        print(f"bench: {problem}", file=sys.stderr)
 
 
 def baseline_argv(env, workspace, rundir):
@@ -86,6 +95,7 @@ def measure(env, n):
                 bare_ms.append(timed(bare))
             return suite_ms, bare_ms
     finally:
+        remove_baseline()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -111,7 +121,8 @@ def main():
         print(f"turns.py: {e}", file=sys.stderr)
         return 1
     finally:
-        env.cleanup()
+        for problem in env.cleanup():
+            print(f"turns.py: {problem}", file=sys.stderr)
     print(describe("suite turn (say)", suite))
     print(describe("bare docker run", bare))
     print(f"ratio (median suite / median bare): {statistics.median(suite) / statistics.median(bare):.2f}")

@@ -1,6 +1,8 @@
 """pytest fixtures for the integration tests (see harness.py for what a suite is).
 
-    rts_env      session: root and Docker checked, service account, programs, test image
+    rts_env      session: root and Docker checked, service account, programs, and the worker
+                 image under a tag of this session's own (removed at the end, with the
+                 probe image's if a test asked for it)
     suite        module: one running installation shared by a module's tests
     make_suite   function: make_suite(config={...}) starts a private installation with
                  config overrides; stopped when the test ends
@@ -8,6 +10,8 @@
 Every suite's teardown fails the test when a container of its installation is left once
 the daemons stopped. A failing test's report carries the daemons' logs.
 """
+import sys
+
 import pytest
 
 from harness import Environment, HarnessError, Suite
@@ -20,7 +24,8 @@ def rts_env():
     except HarnessError as e:
         pytest.exit(f"integration tests cannot run: {e}", returncode=1)
     yield env
-    env.cleanup()
+    for problem in env.cleanup():
+        print(f"integration tests: {problem}", file=sys.stderr)
 
 
 def _start(env, **kw):

@@ -5,6 +5,8 @@ Usable without pytest (tests/bench uses it): errors are HarnessError; conftest.p
 into pytest outcomes.
 
     env = Environment.prepare()          # root + docker check, account, binaries, image
+    ...
+    env.cleanup()                        # removes the copied binaries and our image tags
     with Suite(env, config={...}) as s:  # dirs, config, fake model, daemons
         s.cli("on", "chan")              # -> subprocess.CompletedProcess (text)
         s.control({"op": "status"})      # -> [answer, (event)]
@@ -18,6 +20,16 @@ within the 100-character socket path limit):
     ROOT/ws/         0700 svc (workspaceRoot)  ROOT/ca/  test CA (ca.pem 0644)
     ROOT/state/      0700 svc (stateFile's dir) ROOT/logs/ daemon stderr, model.jsonl
     ROOT/rt/         0750 svc (runtime dir: control.sock, runnerd.sock, brokerd.sock)
+
+The daemons run as the service account the way roundtable-sandbox(7) tells an operator to
+start them by hand: runnerd with `runuser -u ACCOUNT -g GROUP -G docker`, statd and brokerd
+with `-g GROUP` only (so not even an account that is in the docker group passes it on to
+them). The account itself is never put in the docker group.
+
+Images: every Environment builds its worker (and probe) image under a tag of its own,
+roundtable-sandbox:test-<pid>-<random>, and cleanup() removes exactly those tags
+(`docker rmi TAG`: never forced, never another image), so runs on a shared Docker host do
+not untag each other's images.
 """
 import grp
 import hashlib
@@ -35,8 +47,8 @@ import tempfile
 import time
 
 SERVICE_USER = "roundtable-sandbox"
-TEST_TAG = "roundtable-sandbox:test"
-PROBE_TAG = "roundtable-sandbox:probe"  # tests/images/probe.c in place of the worker
+DOCKER_GROUP = "docker"
+IMAGE_REPO = "roundtable-sandbox"
 LABEL_INSTALLATION = "io.roundtable-sandbox.installation"
 SOCKET_PATH_MAX = 100  # seed: runRoot plus the per-turn suffix within 100 characters
 SRCDIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,6 +101,23 @@ def installation_containers(inst):
     return [n for n in p.stdout.split() if n]
 
 
+def unique_tag(kind):
+    """A tag no other run uses: roundtable-sandbox:KIND-<pid>-<8 hex digits>."""
+    return f"{IMAGE_REPO}:{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def remove_tag(tag):
+    """`docker rmi TAG`, never forced: removes our tag only (the image itself goes only when
+    no other tag and no container uses it). Returns an error text, or None."""
+    try:
+        p = docker("rmi", tag, check=False, timeout=60)
+    except subprocess.TimeoutExpired:
+        return f"docker rmi {tag}: timed out"
+    if p.returncode != 0 and "No such image" not in p.stderr:
+        return f"docker rmi {tag}: {p.stderr.strip()}"
+    return None
+
+
 def _find_program(builddir, rel):
     """The built program at rel, or (a Makemodule.am without the directory prefix) at the
     top of the build tree; None when neither exists."""
@@ -105,14 +134,17 @@ def _chown(path, uid, gid, mode):
 
 class Environment:
     """What every suite of a session shares: the service account, a copy of the built
-    programs readable by it, and the worker image built under TEST_TAG."""
+    programs readable by it, and the worker image built under a tag of this run's own."""
 
-    def __init__(self, builddir, bindir, uid, gid, image=TEST_TAG):
+    def __init__(self, builddir, bindir, uid, gid, group, image):
         self.builddir = builddir
         self.bindir = bindir
         self.uid = uid
         self.gid = gid
+        self.group = group  # the account's primary group, by name (runuser -g takes names)
         self.image = image
+        self._built_tags = []  # removed by cleanup()
+        self._probe_tag = None
 
     @staticmethod
     def check_host():
@@ -130,26 +162,32 @@ class Environment:
 
     @staticmethod
     def ensure_account():
-        """Create the service account when missing and put it in the docker group.
-        Returns (uid, gid)."""
+        """Create the service account when missing, as the package's sysusers.d file does:
+        a system account with its own group, not in the docker group (runnerd alone gets
+        that group, from runuser -G here and SupplementaryGroups= under systemd). An
+        existing account is left as it is. Returns (uid, gid, primary group name)."""
+        try:
+            grp.getgrnam(DOCKER_GROUP)
+        except KeyError as e:
+            raise HarnessError("there is no docker group: is docker.io installed?") from e
         try:
             pw = pwd.getpwnam(SERVICE_USER)
         except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                            SERVICE_USER], check=True)
+            subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
+                            "/usr/sbin/nologin", SERVICE_USER], check=True)
             pw = pwd.getpwnam(SERVICE_USER)
         try:
-            members = grp.getgrnam("docker").gr_mem
+            group = grp.getgrgid(pw.pw_gid).gr_name
         except KeyError as e:
-            raise HarnessError("there is no docker group: is docker.io installed?") from e
-        if SERVICE_USER not in members:
-            subprocess.run(["usermod", "-aG", "docker", SERVICE_USER], check=True)
-        return pw.pw_uid, pw.pw_gid
+            raise HarnessError(f"{SERVICE_USER}'s primary group {pw.pw_gid} has no name") from e
+        return pw.pw_uid, pw.pw_gid, group
 
     @classmethod
-    def prepare(cls, builddir=None, build_image=True, image=TEST_TAG):
+    def prepare(cls, builddir=None, build_image=True, image=None):
         """builddir: RTS_BUILDDIR, else the source tree when built in place, else its
-        build-default (scripts/build.sh's default)."""
+        build-default (scripts/build.sh's default). image: the worker image's tag, by
+        default a new unique_tag("test"); with build_image it is built now and removed by
+        cleanup()."""
         cls.check_host()
         if not builddir:
             builddir = os.environ.get("RTS_BUILDDIR")
@@ -162,7 +200,7 @@ class Environment:
         if missing:
             raise HarnessError(f"not built in {builddir}: {', '.join(missing)} (run scripts/build.sh, or set "
                                "RTS_BUILDDIR to the build directory)")
-        uid, gid = cls.ensure_account()
+        uid, gid, group = cls.ensure_account()
         # The build tree may sit under a 0700 home the service account cannot enter.
         bindir = tempfile.mkdtemp(prefix="rts-bin-", dir="/tmp")
         os.chmod(bindir, 0o755)
@@ -170,26 +208,33 @@ class Environment:
             dst = os.path.join(bindir, os.path.basename(rel))
             shutil.copy2(found[name], dst)
             os.chmod(dst, 0o755)
-        env = cls(builddir, bindir, uid, gid, image)
+        env = cls(builddir, bindir, uid, gid, group, image or unique_tag("test"))
         if build_image:
-            env.build_image()
+            try:
+                env.build_image()
+            except BaseException:
+                env.cleanup()
+                raise
         return env
 
     def program(self, name):
         return os.path.join(self.bindir, os.path.basename(PROGRAMS[name]))
 
-    def build_image(self):
-        imagedir = os.path.join(self.builddir, "worker", "image")
-        p = subprocess.run([self.program("cli"), "image", "build", "--dir", imagedir, "--tag", self.image],
+    def _build(self, ctx, tag, what):
+        self._built_tags.append(tag)  # a failed build may still have tagged something
+        p = subprocess.run([self.program("cli"), "image", "build", "--dir", ctx, "--tag", tag],
                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
         if p.returncode != 0:
-            raise HarnessError(f"image build failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+            raise HarnessError(f"{what} build failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+
+    def build_image(self):
+        self._build(os.path.join(self.builddir, "worker", "image"), self.image, "image")
 
     def probe_image(self):
-        """Build (once per session) the test-only image whose payload reports what a turn
-        container gets (tests/images/probe.c); returns its tag."""
-        if getattr(self, "_probe_built", False):
-            return PROBE_TAG
+        """Build (once per Environment, under a unique tag) the test-only image whose payload
+        reports what a turn container gets (tests/images/probe.c); returns its tag."""
+        if self._probe_tag:
+            return self._probe_tag
         probe = os.path.join(self.builddir, "tests", "images", "probe")
         if not os.access(probe, os.X_OK):
             p = subprocess.run(["make", "-C", self.builddir, "tests/images/probe"], capture_output=True, text=True,
@@ -200,17 +245,23 @@ class Environment:
         try:
             shutil.copy2(probe, os.path.join(ctx, "probe"))
             shutil.copy2(os.path.join(SRCDIR, "tests", "images", "Dockerfile.probe"), os.path.join(ctx, "Dockerfile"))
-            p = subprocess.run([self.program("cli"), "image", "build", "--dir", ctx, "--tag", PROBE_TAG],
-                               capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-            if p.returncode != 0:
-                raise HarnessError(f"probe image build failed: {p.stderr.strip()[-2000:]}")
+            tag = unique_tag("probe")
+            self._build(ctx, tag, "probe image")
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
-        self._probe_built = True
-        return PROBE_TAG
+        self._probe_tag = tag
+        return tag
 
-    def cleanup(self):
+    def cleanup(self, keep_images=False):
+        """Remove the copied programs and, unless keep_images, the tags this Environment
+        built (only those). Returns the tags kept or not removable, each with the reason,
+        for the caller to print."""
         shutil.rmtree(self.bindir, ignore_errors=True)
+        if keep_images:
+            return [f"{t}: kept" for t in self._built_tags]
+        problems = [e for e in (remove_tag(t) for t in self._built_tags) if e]
+        self._built_tags = []
+        return problems
 
 
 class FakeModel:
@@ -375,8 +426,12 @@ class Suite:
             if k in os.environ:
                 env[k] = os.environ[k]
         env.update(extra_env or {})
+        # -g: the account's own group as the primary one and no other group from the group
+        # database; runnerd alone gets docker as a supplementary group (-G without -g would
+        # make docker its primary group, and it could not read the root:<group> 0640 config).
+        groups = ["-g", self.env.group] + (["-G", DOCKER_GROUP] if name == "runnerd" else [])
         self.procs[name] = subprocess.Popen(
-            ["runuser", "-u", SERVICE_USER, "--", self.env.program(name), "--config", self.config_path,
+            ["runuser", "-u", SERVICE_USER, *groups, "--", self.env.program(name), "--config", self.config_path,
              "--runtime-dir", self.dirs["rt"]],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
 

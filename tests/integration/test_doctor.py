@@ -1,12 +1,19 @@
 """roundtable-sandbox doctor against a real installation: every check passes on a healthy
 suite, and each kind of problem turns into a FAIL line that names it and its fix, with
-exit status 1 (cli/doctor.c)."""
+exit status 1 (cli/doctor.c). Where doctor judges something a daemon also judges (the state
+file, whether a root can be created), the daemon is started too, to check that they agree."""
+import grp
 import json
 import os
+import pwd
+import re
 import signal
 import subprocess
 
 import pytest
+
+from harness import docker_inspect
+from lifecycle_helpers import restart, rewrite_config, start_expect_exit
 
 
 def doctor(suite, *args, config=None):
@@ -121,8 +128,9 @@ def test_doctor_reports_installation_problems(make_suite):
     finally:
         os.chmod(s.config_path, 0o640)
     assert p.returncode == 1
-    assert any(line.startswith("FAIL: config file: ") and "names the commands brokerd runs" in line
-               for line in lines), p.stdout
+    assert f"FAIL: config file: {s.config_path} can be changed by other users (mode 0642), and it names the " \
+        f"commands brokerd runs; fix: chown root:{s.env.gid} {s.config_path} && chmod 0640 {s.config_path}" \
+        in lines, p.stdout
 
     # An image that is not in the local store.
     p, lines = doctor(s, config=variant(s, "no-image", image="roundtable-sandbox:doctor-absent"))
@@ -145,3 +153,197 @@ def test_doctor_reports_installation_problems(make_suite):
     s.stop_daemon("statd")
     p, lines = doctor(s)
     assert any(line.startswith("FAIL: control.sock: ") for line in lines), p.stdout
+
+
+# ---- doctor agrees with the daemons ----
+
+def lines_of(lines, verdict, check):
+    return [line for line in lines if line.startswith(f"{verdict}: {check}: ")]
+
+
+def write_raw_config(suite, name, text):
+    path = os.path.join(suite.dirs["etc"], name + ".json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chown(path, 0, suite.env.gid)
+    os.chmod(path, 0o640)
+    return path
+
+
+def test_doctor_config_fix_fits_the_error(suite):
+    """A JSON syntax error (a duplicate key is one) gets the loader's message with its
+    position and a fix about syntax; an error about a key gets the fix about that key."""
+    body = json.dumps(suite.config, indent=2)
+    for name, text in (("dup-key", body[:-1].rstrip() + ',\n  "model": "other"\n}'),
+                       ("trailing-comma", body[:-1].rstrip() + ",\n}")):
+        p, lines = doctor(suite, "--offline", config=write_raw_config(suite, name, text))
+        assert p.returncode == 1, p.stdout
+        bad = lines_of(lines, "FAIL", "config")
+        assert len(bad) == 1, p.stdout
+        assert re.search(r"\.json:\d+:\d+: ", bad[0]), bad[0]  # line and column
+        assert "; fix: correct the JSON syntax at the position shown" in bad[0], bad[0]
+        assert "the key it names" not in bad[0], bad[0]
+
+    p, lines = doctor(suite, "--offline", config=variant(suite, "wrong-type", turnTimeoutMs="60000"))
+    bad = lines_of(lines, "FAIL", "config")
+    assert bad and "turnTimeoutMs" in bad[0] and "; fix: correct the key it names" in bad[0], p.stdout
+
+
+def test_doctor_judges_the_state_file_as_statd_does(make_suite):
+    s = make_suite()
+    s.stop_daemon("statd")
+    state = s.state_file
+    with open(state, encoding="utf-8") as f:
+        good = f.read()
+
+    # Each of these makes statd refuse to start: doctor must fail with statd's own message.
+    for content in ('{"version":1,"channels":{"c":{"mode":"maybe"}}}',
+                    '{"version":1,"channels":{},"channels":{}}',
+                    '{"version":1,"chan'):
+        with open(state, "w", encoding="utf-8") as f:
+            f.write(content)
+        p, lines = doctor(s, "--offline")
+        assert p.returncode == 1, p.stdout
+        bad = lines_of(lines, "FAIL", "stateFile")
+        assert len(bad) == 1, p.stdout
+        assert "statd refuses to start with it" in bad[0] and "restore it from a backup" in bad[0], bad[0]
+        message = bad[0][len("FAIL: stateFile: "):].split("; statd refuses")[0]
+        assert message.startswith(state + ":"), bad[0]
+        status, log = start_expect_exit(s, "statd")
+        assert status == 1, log
+        assert message in log, f"doctor said {message!r}, statd said:\n{log}"
+        with open(state, encoding="utf-8") as f:
+            assert f.read() == content  # never replaced
+
+    # Readable but 0644: statd starts (its directory is 0700), so a warning, not a failure.
+    with open(state, "w", encoding="utf-8") as f:
+        f.write(good)
+    os.chmod(state, 0o644)
+    p, lines = doctor(s, "--offline")
+    assert p.returncode == 0, p.stdout
+    warned = lines_of(lines, "warn", "stateFile")
+    assert warned and "mode 0644" in warned[0] and "statd writes it 0600" in warned[0], p.stdout
+    assert f"fix: chmod 0600 {state}" in warned[0]
+    restart(s, "statd")
+    assert s.cli("status").returncode == 0
+
+    # Unreadable for the account: statd cannot start, doctor fails.
+    s.stop_daemon("statd")
+    os.chown(state, 0, 0)
+    os.chmod(state, 0o600)
+    p, lines = doctor(s, "--offline")
+    bad = lines_of(lines, "FAIL", "stateFile")
+    assert bad and "the service account cannot read" in bad[0], p.stdout
+    status, log = start_expect_exit(s, "statd")
+    assert status == 1, log
+
+
+def test_doctor_checks_that_a_missing_root_can_be_created(make_suite):
+    s = make_suite()
+    uid, gid = s.env.uid, s.env.gid
+
+    # The account may write in the parent: the daemon creates the root, doctor says so.
+    mine = os.path.join(s.root, "mine")
+    os.mkdir(mine, 0o700)
+    os.chown(mine, uid, gid)
+    p, lines = doctor(s, "--offline", config=variant(s, "creatable", runRoot=os.path.join(mine, "run")))
+    ok = lines_of(lines, "ok", "runRoot")
+    assert ok and "does not exist yet; roundtable-sandbox-runnerd creates it" in ok[0], p.stdout
+
+    # A root-owned 0755 parent: runnerd cannot create it, so doctor fails with the fix.
+    locked = os.path.join(s.root, "locked")
+    os.mkdir(locked, 0o755)
+    run_root = os.path.join(locked, "run")
+    p, lines = doctor(s, "--offline", config=variant(s, "not-creatable", runRoot=run_root))
+    assert p.returncode == 1, p.stdout
+    bad = lines_of(lines, "FAIL", "runRoot")
+    assert bad, p.stdout
+    assert f"{run_root} does not exist, and roundtable-sandbox-runnerd cannot create it" in bad[0], bad[0]
+    assert f"may not write in {locked} (owner uid 0 (root)" in bad[0], bad[0]
+    assert f"fix: install -d -o {uid} -g {gid} -m 0700 {run_root}" in bad[0], bad[0]
+
+    # runnerd agrees: it does not start with that runRoot ...
+    s.stop_daemon("runnerd")
+    rewrite_config(s, runRoot=run_root)
+    status, log = start_expect_exit(s, "runnerd")
+    assert status == 1 and "cannot create" in log, log
+    # ... and the fix doctor gave makes it start.
+    subprocess.run(["install", "-d", "-o", str(uid), "-g", str(gid), "-m", "0700", run_root], check=True)
+    p, lines = doctor(s, "--offline")
+    assert not lines_of(lines, "FAIL", "runRoot"), p.stdout
+    restart(s, "runnerd")
+
+
+def test_doctor_judges_parent_directories_plainly(suite):
+    # Writable by everyone, no sticky bit: anyone could rename the root away. The daemons
+    # refuse this, so doctor fails, and says it in those words.
+    open_dir = os.path.join(suite.root, "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)
+    ws = os.path.join(open_dir, "ws")
+    p, lines = doctor(suite, "--offline", config=variant(suite, "open-parent", workspaceRoot=ws))
+    assert p.returncode == 1, p.stdout
+    bad = lines_of(lines, "FAIL", "workspaceRoot")
+    assert bad == [f"FAIL: workspaceRoot: {open_dir} is writable by other users without the sticky bit (mode 0777), "
+                   f"so any local user could replace {ws} with a directory of their own; fix: chmod o-w {open_dir}"], \
+        p.stdout
+
+    # With the sticky bit (like /tmp) it is fine, and the account can create the root there.
+    os.chmod(open_dir, 0o1777)
+    p, lines = doctor(suite, "--offline", config=variant(suite, "sticky-parent", workspaceRoot=ws))
+    assert not lines_of(lines, "FAIL", "workspaceRoot"), p.stdout
+    assert lines_of(lines, "ok", "workspaceRoot"), p.stdout
+
+    # Group-writable by a group that is neither root's nor the account's: a warning that
+    # names the group (the daemons accept it).
+    other = grp.getgrnam("nogroup")
+    shared = os.path.join(suite.root, "shared")
+    os.mkdir(shared)
+    os.chown(shared, 0, other.gr_gid)
+    os.chmod(shared, 0o775)
+    ws = os.path.join(shared, "ws")
+    os.mkdir(ws, 0o700)
+    os.chown(ws, suite.env.uid, suite.env.gid)
+    p, lines = doctor(suite, "--offline", config=variant(suite, "group-parent", workspaceRoot=ws))
+    assert p.returncode == 0, p.stdout
+    warned = lines_of(lines, "warn", "workspaceRoot")
+    assert warned == [f"warn: workspaceRoot: {shared} is writable by the group gid {other.gr_gid} (nogroup) "
+                      f"(mode 0775), whose members could replace {ws} with a directory of their own; fix: chmod g-w "
+                      f"{shared}"], p.stdout
+
+
+# ---- the docker group: runnerd alone, as doctor, roundtable-sandbox(7) and the harness do it ----
+
+def proc_groups(pid):
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    return int(st["Gid"].split()[0]), {int(g) for g in st["Groups"].split()}
+
+
+def test_only_runnerd_gets_the_docker_group(suite):
+    docker_gid = grp.getgrnam("docker").gr_gid
+    for name in ("statd", "runnerd", "brokerd"):
+        pid = suite._daemon_pid(suite.procs[name])
+        assert pid, name
+        gid, groups = proc_groups(pid)
+        # The account's own group stays the primary one: runnerd must read the
+        # root:<group> 0640 config.
+        assert gid == suite.env.gid, (name, gid)
+        assert (docker_gid in groups) == (name == "runnerd"), (name, groups)
+
+    account = pwd.getpwuid(suite.env.uid).pw_name
+    member = account in grp.getgrnam("docker").gr_mem
+    p, lines = doctor(suite, "--offline")
+    if member:  # from earlier runs of older harnesses; doctor says how to undo it
+        warned = lines_of(lines, "warn", "account")
+        assert warned, p.stdout
+        assert f"fix: gpasswd -d {account} docker" in warned[0]
+        assert f"runuser -u {account} -g {suite.env.group} -G docker -- roundtable-sandbox-runnerd" in warned[0]
+    else:
+        assert lines_of(lines, "ok", "account"), p.stdout
+
+
+def test_images_are_built_under_a_tag_of_this_run(suite):
+    # A shared global tag would be moved away from other users' images on the same host.
+    assert re.fullmatch(r"roundtable-sandbox:test-\d+-[0-9a-f]{8}", suite.env.image), suite.env.image
+    assert docker_inspect(suite.env.image) is not None
