@@ -17,7 +17,8 @@ def second_instance(suite, name, timeout=60):
     os.mkdir(rt, 0o700)
     os.chown(rt, suite.env.uid, suite.env.gid)
     group = grp.getgrgid(suite.env.gid).gr_name
-    extra = ["-g", group, "-G", "docker"] if name == "runnerd" else []
+    # As the harness starts them: the account's own group, docker only for runnerd.
+    extra = ["-g", group] + (["-G", "docker"] if name == "runnerd" else [])
     p = subprocess.run(["runuser", "-u", SERVICE_USER, *extra, "--", suite.env.program(name), "--config",
                         suite.config_path, "--runtime-dir", rt],
                        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
