@@ -32,16 +32,14 @@ A POST to --path with a JSON-RPC request is answered by the tool it calls (param
   notjson    Content-Type application/json, body that is not JSON
 Any other method or tool: a JSON-RPC error -32601 (brokerd should never forward those).
 """
-import argparse
 import base64
 import json
-import socket
-import ssl
 import sys
-import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from https_fake import RecordingTLSServer, argument_parser, serve, tls_context
 
 BODY_MAX = 8 * 1024 * 1024
 BIG_MAX = 16 * 1024 * 1024
@@ -169,53 +167,14 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = other
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class Server(RecordingTLSServer):
     def __init__(self, addr, ctx, api_path, record_path):
-        super().__init__(addr, Handler)
-        self.ctx = ctx
-        self.api_path = api_path
-        self.record_lock = threading.Lock()
-        self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
-
-    def record(self, entry):
-        if not self.record_file:
-            return
-        with self.record_lock:
-            self.record_file.write(json.dumps(entry) + "\n")
-            self.record_file.flush()
-
-    def finish_request(self, request, client_address):
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        request.settimeout(60)
-        try:
-            tls = self.ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        super().finish_request(tls, client_address)
+        super().__init__(addr, Handler, ctx, api_path, record_path)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
-    ap.add_argument("--path", default="/mcp")
-    ap.add_argument("--record")
-    a = ap.parse_args()
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(a.cert, a.key)
-    srv = Server((a.host, a.port), ctx, a.path, a.record)
-    print(f"PORT {srv.server_address[1]}", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    a = argument_parser(__doc__.splitlines()[0], "/mcp").parse_args()
+    return serve(Server((a.host, a.port), tls_context(a.cert, a.key), a.path, a.record))
 
 
 if __name__ == "__main__":

@@ -52,18 +52,17 @@ verbatim, so a test can send odd ids or names) or {"status": CODE}. The n-th req
 NAME gets entry n (counted per NAME since start); past the end, the last entry repeats. A
 missing or unreadable file is answered with status 500.
 """
-import argparse
 import base64
 import json
 import os
 import re
-import socket
-import ssl
 import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from https_fake import RecordingTLSServer, argument_parser, serve, tls_context
 
 BODY_MAX = 8 * 1024 * 1024  # larger than the broker ever sends (256 KiB)
 BIG_MAX = 64 * 1024 * 1024
@@ -343,59 +342,19 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = other
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class Server(RecordingTLSServer):
     def __init__(self, addr, ctx, api_path, record_path):
-        super().__init__(addr, Handler)
-        self.ctx = ctx
-        self.api_path = api_path
+        super().__init__(addr, Handler, ctx, api_path, record_path)
         self.rules = Rules()
-        self.record_lock = threading.Lock()
-        self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
-
-    def record(self, entry):
-        if not self.record_file:
-            return
-        with self.record_lock:
-            self.record_file.write(json.dumps(entry) + "\n")
-            self.record_file.flush()
-
-    def finish_request(self, request, client_address):
-        # TLS per connection in the connection's own thread, so a client that never finishes
-        # its handshake cannot stall the accept loop. NODELAY: answers must not wait on
-        # Nagle and delayed ACKs (a 40 ms stall per request would skew the benchmark).
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        request.settimeout(60)
-        try:
-            tls = self.ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        super().finish_request(tls, client_address)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--cert", required=True)
-    ap.add_argument("--key", required=True)
-    ap.add_argument("--path", default="/v1/chat/completions")
-    ap.add_argument("--record")
+    ap = argument_parser(__doc__.splitlines()[0], "/v1/chat/completions")
     ap.add_argument("--script-dir", help="where script mode finds script-NAME.json (default: the record's directory)")
     a = ap.parse_args()
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(a.cert, a.key)
-    srv = Server((a.host, a.port), ctx, a.path, a.record)
+    srv = Server((a.host, a.port), tls_context(a.cert, a.key), a.path, a.record)
     srv.rules.script_dir = a.script_dir or (os.path.dirname(os.path.abspath(a.record)) if a.record else None)
-    print(f"PORT {srv.server_address[1]}", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve(srv)
 
 
 if __name__ == "__main__":
