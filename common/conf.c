@@ -121,6 +121,17 @@ static bool get_path(struct vctx *v, json_object *o, const char *kp, char **out)
 	return true;
 }
 
+/* A top-level list of at most max items ("tools", "servers", "channel keys"); *n its length. */
+static bool get_list(struct vctx *v, json_object *o, const char *kp, size_t max, const char *items, size_t *n)
+{
+	if (!json_object_is_type(o, json_type_array))
+		return fail(v, kp, "must be an array of %s, not %s", items, type_name(o));
+	*n = json_object_array_length(o);
+	if (*n > max)
+		return fail(v, kp, "must list at most %zu %s", max, items);
+	return true;
+}
+
 static bool get_int(struct vctx *v, json_object *o, const char *kp, int64_t lo, int64_t hi, int64_t *out)
 {
 	if (!json_object_is_type(o, json_type_int))
@@ -495,15 +506,9 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 		} else if (strcmp(key, "caFile") == 0) {
 			ok = get_path(&v, val, key, &c->ca_file);
 		} else if (strcmp(key, "tools") == 0) {
-			if (!json_object_is_type(val, json_type_array)) {
-				ok = fail(&v, key, "must be an array, not %s", type_name(val));
+			size_t n;
+			if (!(ok = get_list(&v, val, key, RTS_MAX_TOOLS, "tools", &n)))
 				break;
-			}
-			size_t n = json_object_array_length(val);
-			if (n > RTS_MAX_TOOLS) {
-				ok = fail(&v, key, "must list at most %u tools", RTS_MAX_TOOLS);
-				break;
-			}
 			c->tools = rts_xcalloc(n, sizeof(*c->tools));
 			c->n_tools = n;
 			for (size_t i = 0; ok && i < n; i++) {
@@ -515,15 +520,9 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 						ok = fail(&v, kp, "duplicate tool name \"%s\"", c->tools[i].name);
 			}
 		} else if (strcmp(key, "mcp") == 0) {
-			if (!json_object_is_type(val, json_type_array)) {
-				ok = fail(&v, key, "must be an array, not %s", type_name(val));
+			size_t n;
+			if (!(ok = get_list(&v, val, key, RTS_MAX_MCP_SERVERS, "servers", &n)))
 				break;
-			}
-			size_t n = json_object_array_length(val);
-			if (n > RTS_MAX_MCP_SERVERS) {
-				ok = fail(&v, key, "must list at most %u servers", RTS_MAX_MCP_SERVERS);
-				break;
-			}
 			c->mcp = rts_xcalloc(n, sizeof(*c->mcp));
 			c->n_mcp = n;
 			for (size_t i = 0; ok && i < n; i++) {
@@ -535,15 +534,9 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 						ok = fail(&v, kp, "duplicate server name \"%s\"", c->mcp[i].name);
 			}
 		} else if (strcmp(key, "initialChannels") == 0) {
-			if (!json_object_is_type(val, json_type_array)) {
-				ok = fail(&v, key, "must be an array of channel keys, not %s", type_name(val));
+			size_t n;
+			if (!(ok = get_list(&v, val, key, 4096, "channel keys", &n)))
 				break;
-			}
-			size_t n = json_object_array_length(val);
-			if (n > 4096) {
-				ok = fail(&v, key, "must list at most 4096 channels");
-				break;
-			}
 			rts_strv_free(c->initial_channels);
 			c->initial_channels = rts_xcalloc(n + 1, sizeof(char *));
 			for (size_t i = 0; ok && i < n; i++) {

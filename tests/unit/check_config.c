@@ -155,6 +155,38 @@ START_TEST(test_out_of_range)
 }
 END_TEST
 
+/* A list of n copies of item, comma-separated, inside "key":[...]. */
+static char *list_of(const char *key, const char *item, size_t n)
+{
+	size_t len = strlen(key) + 8 + n * (strlen(item) + 1);
+	char *s = rts_xcalloc(len, 1);
+	size_t at = (size_t)snprintf(s, len, "\"%s\":[", key);
+	for (size_t i = 0; i < n; i++)
+		at += (size_t)snprintf(s + at, len - at, "%s%s", i ? "," : "", item);
+	snprintf(s + at, len - at, "]");
+	return s;
+}
+
+START_TEST(test_list_lengths)
+{
+	/* The lists are bounded before any item is looked at, so identical items do. */
+	cleanup_free char *tools = list_of("tools", "{}", RTS_MAX_TOOLS + 1);
+	assert_refused(tools, "tools");
+	cleanup_free char *mcp = list_of("mcp", "{}", RTS_MAX_MCP_SERVERS + 1);
+	assert_refused(mcp, "mcp");
+	cleanup_free char *channels = list_of("initialChannels", "\"g/1\"", 4097);
+	assert_refused(channels, "initialChannels");
+	cleanup_free char *ok = list_of("initialChannels", "\"g/1\"", 4096);
+	char err[512] = "";
+	cleanup_free char *text = with(ok);
+	struct rts_config *c = load_text(text, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	rts_config_free(c);
+	assert_refused("\"mcp\":{}", "mcp");
+	assert_refused("\"initialChannels\":\"g/1\"", "initialChannels");
+}
+END_TEST
+
 START_TEST(test_bad_values)
 {
 	assert_refused("\"modelUrl\":\"http://plain/v1\"", "modelUrl");
@@ -255,6 +287,7 @@ int main(void)
 	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_wrong_types);
 	tcase_add_test(tc, test_out_of_range);
+	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_required);
 	tcase_add_test(tc, test_file_errors);
