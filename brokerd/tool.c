@@ -52,17 +52,19 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	if (limit < e.cancel.deadline_ms)
 		e.cancel.deadline_ms = limit;
 	struct brokerd_exec_result res;
+	uint64_t started = rts_now_ms();
 	int r = brokerd_exec_run(&e, &res);
+	uint64_t took = rts_now_ms() - started;
 	if (r == -ECANCELED)
 		return BROKERD_UNAVAILABLE;
 	if (r == -ETIMEDOUT) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", 0,
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
 			     "tool %s stopped at its deadline", tool->name);
 		return BROKERD_UPSTREAM_TIMEOUT;
 	}
 	if (r < 0) {
 		if (r == -EFBIG)
-			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", 0,
+			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took,
 				     "tool %s stopped: output larger than %u bytes", tool->name, BROKERD_ANSWER_MAX);
 		else
 			rts_log_errno(LOG_WARNING, r, "turn %s: tool %s: cannot run the command: %m", b->turn_id,
@@ -88,7 +90,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 			problem = "output reflects a credential";
 	}
 	if (problem) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", 0, "tool %s %s (status %d)",
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took, "tool %s %s (status %d)",
 			     tool->name, problem, res.exit_status);
 		result = BROKERD_UPSTREAM_ERROR;
 	} else {

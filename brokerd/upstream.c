@@ -270,16 +270,18 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	const struct brokerd_binding *b = call->binding;
 	*out = NULL;
 	struct brokerd_upstream_answer a;
+	uint64_t started = rts_now_ms();
 	int r = brokerd_upstream_post(req, &a);
+	uint64_t took = rts_now_ms() - started;
 	if (r == -ECANCELED)
 		return BROKERD_UNAVAILABLE;
 	if (r == -ETIMEDOUT) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", 0, "%s upstream timed out",
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took, "%s upstream timed out",
 			     what);
 		return BROKERD_UPSTREAM_TIMEOUT;
 	}
 	if (r < 0) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", 0, "%s upstream call failed: %s",
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took, "%s upstream call failed: %s",
 			     what, r == -EFBIG ? "answer too large" : "transport error");
 		return BROKERD_UPSTREAM_ERROR;
 	}
@@ -295,7 +297,7 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	else if (brokerd_keyring_reflected(call->keys, a.body, a.len, doc))
 		problem = "answer reflects a credential";
 	if (problem) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", 0,
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took,
 			     "%s upstream answer refused (HTTP %ld): %s", what, a.status, problem);
 		brokerd_upstream_answer_release(&a);
 		return BROKERD_UPSTREAM_ERROR;

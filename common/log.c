@@ -107,10 +107,13 @@ static void emit(int prio, const char *turn_id, const char *channel_hash, const 
 	if (log_to_journal && emit_journal(prio, turn_id, channel_hash, outcome, duration_ms, msg) >= 0)
 		return;
 	char extra[160] = "";
+	/* Like the journal's RTS_DURATION_MS, ms= only when there is a duration. */
+	char ms[32] = "";
+	if (duration_ms)
+		snprintf(ms, sizeof(ms), " ms=%" PRIu64, duration_ms);
 	if (turn_id || channel_hash || outcome)
-		snprintf(extra, sizeof(extra), " [turn=%s channel=%.12s outcome=%s ms=%" PRIu64 "]",
-			 turn_id ? turn_id : "-", channel_hash ? channel_hash : "-", outcome ? outcome : "-",
-			 duration_ms);
+		snprintf(extra, sizeof(extra), " [turn=%s channel=%.12s outcome=%s%s]", turn_id ? turn_id : "-",
+			 channel_hash ? channel_hash : "-", outcome ? outcome : "-", ms);
 	fprintf(stderr, "%s: %s: %s%s\n", log_ident, prio_name(prio), msg, extra);
 }
 
