@@ -640,8 +640,17 @@ int statd_control_accept(sd_event_source *s, int fd, uint32_t revents, void *use
 			return 0;
 		}
 		if (d->n_conns >= STATD_CONNS_MAX) {
-			log_warning("control socket: more than %u clients, refusing one", STATD_CONNS_MAX);
 			close(cfd);
+			d->conns_refused++;
+			uint64_t now = rts_now_ms();
+			if (d->conns_refused_logged_ms == 0 || now - d->conns_refused_logged_ms >= STATD_REFUSAL_LOG_MS) {
+				log_warning("control socket: %u clients connected, the most allowed; refused %llu "
+					    "more since the last such warning (at most one every %u s)",
+					    STATD_CONNS_MAX, (unsigned long long)d->conns_refused,
+					    STATD_REFUSAL_LOG_MS / 1000);
+				d->conns_refused = 0;
+				d->conns_refused_logged_ms = now;
+			}
 			continue;
 		}
 		struct statd_conn *c = rts_xcalloc(1, sizeof(*c));

@@ -36,6 +36,7 @@
 #define STATD_LINE_MAX (256u * 1024u)		/* bytes in one request line, newline excluded */
 #define STATD_CONN_OUTPUT_MAX (8u * 1024u * 1024u) /* a client holding more is dropped */
 #define STATD_CONNS_MAX 256u			/* concurrent control connections */
+#define STATD_REFUSAL_LOG_MS 10000u		/* at most one "refusing clients" warning this often */
 #define STATD_ID_MAX 256u			/* bytes in a string id */
 #define STATD_ID_INT_MAX 9007199254740991LL	/* integer ids: |id| <= 2^53-1, echoed exactly */
 
@@ -188,6 +189,11 @@ struct statd {
 	struct statd_conn *conns; /* open connections */
 	unsigned n_conns;
 	uint64_t conn_serial;
+	/* Connections refused at STATD_CONNS_MAX since the last warning about them, and when
+	 * that warning was written: a client flooding the socket gets one line per
+	 * STATD_REFUSAL_LOG_MS, not one per connection. */
+	uint64_t conns_refused;
+	uint64_t conns_refused_logged_ms;
 
 	struct statd_turn *turns; /* running turns */
 	unsigned n_running;

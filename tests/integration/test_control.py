@@ -77,3 +77,41 @@ def test_guest_changed_workspace_mode_is_restored(suite):
     assert second.returncode == 0, second.stderr
     assert os.stat(ws).st_mode & 0o7777 == 0o700
     assert "restored to 0700" in suite.log_tail("statd")
+
+
+def test_full_control_socket_logs_refusals_once_and_recovers(suite):
+    """A client that fills every connection slot cannot flood the log: refusals are
+    counted and reported at most once per 10 s. Freeing the slots restores service."""
+    path = os.path.join(suite.dirs["rt"], "control.sock")
+    idle = []
+    try:
+        for _ in range(256):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            idle.append(s)
+        # Every slot is taken once statd has accepted them all: a status then gets no answer.
+        refused = 0
+        start = time.monotonic()
+        for _ in range(200):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(path)  # blocking: waits while statd's backlog is full
+                s.settimeout(10)
+                try:
+                    s.sendall(b'{"id":1,"op":"status"}\n')
+                    got = s.recv(1024)
+                except (ConnectionResetError, BrokenPipeError):
+                    got = b""
+                refused += got == b""
+        assert refused >= 150, refused
+        elapsed = time.monotonic() - start
+    finally:
+        for s in idle:
+            s.close()
+    with open(suite.log_path("statd"), encoding="utf-8", errors="replace") as f:
+        warnings = [ln for ln in f if "clients connected, the most allowed" in ln]
+    # One line, plus one per further 10 s the flood lasted (however many it refused).
+    assert 1 <= len(warnings) <= 2 + int(elapsed // 10), (elapsed, warnings)
+    deadline = time.monotonic() + 10
+    while suite.cli("status").returncode != 0:
+        assert time.monotonic() < deadline, "statd did not serve again after the flood"
+        time.sleep(0.2)
