@@ -84,7 +84,8 @@ def statd_script(req):
     if op == "channels":
         return [line({"id": rid, "ok": True, "channels": [
             {"channel": "alpha", "mode": "on"},
-            {"channel": "evil\n\x1b[2Jkey\\", "mode": "off"}]})]
+            {"channel": "evil\n\x1b[2Jkey\\", "mode": "off"},
+            {"channel": "bidi\u202eevil\u2066\u009b\u200fok", "mode": "on"}]})]
     if op != "message":
         return [line({"id": rid, "error": "unknown op"})]
     text = req["text"]
@@ -119,10 +120,12 @@ class CliTest(unittest.TestCase):
         self.statd.close()
         self.tmp.cleanup()
 
-    def cli(self, *args, runtime_dir=None):
+    def cli(self, *args, runtime_dir=None, stdin=None):
         # A config path that does not exist: these commands must not need one.
         cmd = [CLI, "--config", "/nonexistent/sandbox.json", "--runtime-dir", runtime_dir or self.tmp.name]
-        return subprocess.run(cmd + list(args), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        if stdin is None:
+            return subprocess.run(cmd + list(args), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        return subprocess.run(cmd + list(args), capture_output=True, timeout=30, input=stdin)
 
     def test_silent_statd_times_out(self):
         # A status answer comes at once from a healthy statd; the CLI gives up after 30 s
@@ -166,9 +169,16 @@ class CliTest(unittest.TestCase):
     def test_channels_escapes_keys(self):
         p = self.cli("channels")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout, b"alpha\ton\nevil\\x0a\\x1b[2Jkey\\\\\toff\n")
+        # Bidi overrides and isolates and C1 controls are escaped too; a right-to-left mark
+        # (U+200F) is ordinary text and stays.
+        self.assertEqual(p.stdout, b"alpha\ton\nevil\\x0a\\x1b[2Jkey\\\\\toff\n"
+                         b"bidi\\u202eevil\\u2066\\u009b\xe2\x80\x8fok\ton\n")
         p = self.cli("channels", "--json")
-        self.assertEqual(len(json.loads(p.stdout)["channels"]), 2)
+        channels = json.loads(p.stdout)["channels"]
+        self.assertEqual(channels[2]["channel"], "bidi\u202eevil\u2066\u009b\u200fok")
+        # The same JSON, with those characters as \u escapes, never raw.
+        for raw in ("\u202e", "\u2066", "\u009b"):
+            self.assertNotIn(raw.encode(), p.stdout)
 
     def test_say_request_and_reply(self):
         p = self.cli("say", "c", "--author", "42", "--name", "Alice", "hello there")
@@ -232,6 +242,27 @@ class CliTest(unittest.TestCase):
             p = self.cli(*args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
         self.assertEqual(self.statd.requests, [])
+
+    def test_say_text_from_stdin(self):
+        # Kept out of argv, where every local user can read it; one trailing newline dropped.
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "--stdin", stdin=b"two\nlines\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"echo: two\nlines\n")
+        self.assertEqual(self.statd.requests[0]["text"], "two\nlines")
+        longest = b"z" * (64 * 1024)
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "--stdin", stdin=longest + b"\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.statd.requests[1]["text"], longest.decode())
+        sent = len(self.statd.requests)
+        bad = {"too long": longest + b"z", "too long after the newline": longest + b"\nmore",
+               "NUL": b"a\0b", "not UTF-8": b"\xff\xfe"}
+        for why, data in bad.items():
+            p = self.cli("say", "c", "--author", "1", "--name", "A", "--stdin", stdin=data)
+            self.assertEqual(p.returncode, 2, (why, p.stderr))
+            self.assertIn(b"TEXT", p.stderr, why)
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "--stdin", "also an argument", stdin=b"x")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(len(self.statd.requests), sent, "a refused TEXT was sent")
 
     def test_longest_text_is_accepted(self):
         text = "y" * (64 * 1024)

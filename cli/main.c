@@ -19,7 +19,7 @@
  *       Cancels the running turn and the queued turns. Prints "CHANNEL<TAB>cancelled<TAB>N".
  *   channels [--json]
  *       One line "CHANNEL<TAB>MODE" per known channel, sorted by key.
- *   say CHANNEL --author ID --name NAME [--principal P] [--tier T] TEXT
+ *   say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)
  *       Sends TEXT (one argument, at most RTS_TEXT_MAX bytes of UTF-8) as an addressed guild
  *       message by a resolved human author (principal: the author id; tier: "member"; unless
  *       given), waits for the turn and prints the reply text and a newline on stdout.
@@ -111,7 +111,7 @@ static const char usage[] =
 	"  fresh CHANNEL       start the channel's next turn without history\n"
 	"  cancel CHANNEL      cancel the channel's running and queued turns\n"
 	"  channels [--json]   list channels and their modes\n"
-	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T] TEXT\n"
+	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)\n"
 	"                      run one guest turn and print the reply\n"
 	"Commands that read the config:\n"
 	"  image build [--tag TAG] [--dir DIR]\n"
@@ -146,23 +146,48 @@ static size_t utf8_seq_len(const unsigned char *s, size_t left)
 	return n;
 }
 
-/* Write the len bytes at s with backslash, C0/C1 control characters, DEL and bytes that
- * are not UTF-8 escaped ("\\", "\xNN"), so untrusted text cannot move the cursor, rewrite
- * the terminal or split a record. keep_layout lets newline and tab through. */
+/* Code point of the valid n-byte (1..3) UTF-8 sequence at s; 4-byte ones are never special. */
+static unsigned utf8_code_point(const unsigned char *s, size_t n)
+{
+	if (n == 1)
+		return s[0];
+	if (n == 2)
+		return (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu);
+	if (n == 3)
+		return (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+	return 0x10000;
+}
+
+/* C1 control characters (U+0080..U+009F: U+009B is a CSI to some terminals) and the bidi
+ * embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069), which reorder what
+ * a terminal shows after them ("Trojan Source"). The marks U+200E/U+200F stay: they are
+ * ordinary in right-to-left text and reorder nothing beyond their neighbours. */
+static bool code_point_disguises(unsigned cp)
+{
+	return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Write the len bytes at s with backslash, C0 control characters, DEL and bytes that are not
+ * UTF-8 escaped ("\\", "\xNN"), and the code points code_point_disguises() names as
+ * "\uXXXX", so untrusted text cannot move the cursor, rewrite the terminal, reorder what
+ * follows it or split a record. keep_layout lets newline and tab through. */
 static void put_escaped(FILE *f, const char *str, size_t len, bool keep_layout)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	for (size_t i = 0; i < len;) {
 		unsigned char c = s[i];
 		size_t n = utf8_seq_len(s + i, len - i);
-		bool c1 = n == 2 && c == 0xc2 && s[i + 1] < 0xa0; /* U+0080..U+009F */
+		unsigned cp = n ? utf8_code_point(s + i, n) : 0;
 		if (keep_layout && (c == '\n' || c == '\t')) {
 			fputc(c, f);
 			i++;
 		} else if (c == '\\') {
 			fputs("\\\\", f);
 			i++;
-		} else if (n == 0 || c < 0x20 || c == 0x7f || c1) {
+		} else if (n > 1 && code_point_disguises(cp)) {
+			fprintf(f, "\\u%04x", cp);
+			i += n;
+		} else if (n == 0 || c < 0x20 || c == 0x7f) {
 			size_t k = n ? n : 1;
 			for (size_t j = 0; j < k; j++)
 				fprintf(f, "\\x%02x", s[i + j]);
@@ -338,10 +363,23 @@ static json_object *new_request(const char *op)
 	return req;
 }
 
+/* One JSON document and a newline. json-c writes C1 controls and bidi overrides raw; they
+ * can only occur inside strings, so they are written as \uXXXX escapes there: still the same
+ * JSON, but inert in a terminal. */
 static void print_json(json_object *answer)
 {
 	cleanup_free char *s = rts_json_dump(answer);
-	puts(s);
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len = strlen(s);
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq_len(p + i, len - i);
+		if (n > 1 && code_point_disguises(utf8_code_point(p + i, n)))
+			printf("\\u%04x", utf8_code_point(p + i, n));
+		else
+			fwrite(p + i, 1, n ? n : 1, stdout);
+		i += n ? n : 1;
+	}
+	putchar('\n');
 }
 
 /* ---- commands ---- */
@@ -511,11 +549,16 @@ static int cmd_channels(const struct rts_opts *o, int argc, char **argv)
 
 struct say_args {
 	const char *author, *name, *principal, *tier;
+	bool from_stdin;
 };
 
 static int say_option(int opt, const char *arg, void *ctx)
 {
 	struct say_args *a = ctx;
+	if (opt == 's') {
+		a->from_stdin = true;
+		return 0;
+	}
 	const char **slot = opt == 'a' ? &a->author : opt == 'n' ? &a->name : opt == 'p' ? &a->principal : &a->tier;
 	static const char *const names[] = {['a'] = "--author", ['n'] = "--name", ['p'] = "--principal", ['t'] = "--tier"};
 	if (!arg_ok(arg, RTS_SPEAKER_FIELD_MAX, false)) {
@@ -526,7 +569,41 @@ static int say_option(int opt, const char *arg, void *ctx)
 	return 0;
 }
 
-/* say CHANNEL --author ID --name NAME [--principal P] [--tier T] TEXT */
+/* Read all of standard input as a say TEXT: at most RTS_TEXT_MAX bytes, one trailing
+ * newline dropped (as `echo` and here-documents add one). Returns a NUL-terminated string the
+ * caller frees, or NULL after logging why (too long, a NUL byte, a read error). */
+static char *read_stdin_text(void)
+{
+	/* Up to two bytes past the limit: the newline that may be dropped, and one that shows
+	 * the input is too long even then. */
+	size_t want = RTS_TEXT_MAX + 2, len = 0;
+	char *buf = rts_xcalloc(want + 1, 1);
+	while (len < want) {
+		ssize_t n = read(STDIN_FILENO, buf + len, want - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			log_error_errno(errno, "cannot read TEXT from standard input: %m");
+			free(buf);
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	if (len > RTS_TEXT_MAX || memchr(buf, '\0', len)) {
+		log_error(len > RTS_TEXT_MAX ? "TEXT on standard input is longer than %u bytes"
+					     : "TEXT on standard input contains a NUL byte (limit %u bytes)",
+			  RTS_TEXT_MAX);
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin) */
 static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option say_options[] = {
@@ -534,20 +611,28 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		{"name", required_argument, NULL, 'n'},
 		{"principal", required_argument, NULL, 'p'},
 		{"tier", required_argument, NULL, 't'},
+		{"stdin", no_argument, NULL, 's'},
 		{0},
 	};
 	struct say_args a = {.tier = "member"};
 	int i = parse_sub_options(argc, argv, say_options, say_option, &a);
 	if (i < 0)
 		return CLI_EXIT_USAGE;
-	if (argc - i != 2)
-		return usage_error("say takes CHANNEL and TEXT (one argument; put -- before a TEXT starting with -)");
+	if (argc - i != (a.from_stdin ? 1 : 2))
+		return usage_error(a.from_stdin ? "say --stdin takes CHANNEL only (TEXT comes from standard input)"
+						: "say takes CHANNEL and TEXT (one argument; put -- before a TEXT "
+						  "starting with -), or CHANNEL and --stdin");
 	if (!a.author || !a.name)
 		return usage_error("say needs --author ID and --name NAME");
-	const char *channel = argv[i], *text = argv[i + 1];
+	const char *channel = argv[i];
 	int ex = check_channel(channel);
 	if (ex != CLI_EXIT_OK)
 		return ex;
+	/* On the command line, TEXT is visible to every local user (ps, /proc/PID/cmdline). */
+	cleanup_free char *stdin_text = NULL;
+	if (a.from_stdin && !(stdin_text = read_stdin_text()))
+		return CLI_EXIT_USAGE;
+	const char *text = a.from_stdin ? stdin_text : argv[i + 1];
 	if (!arg_ok(text, RTS_TEXT_MAX, true))
 		return usage_error("TEXT must be at most %u bytes of UTF-8", RTS_TEXT_MAX);
 
