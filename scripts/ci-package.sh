@@ -8,7 +8,11 @@
 #      installed daemons as the installed service account (no systemd here: by hand, the
 #      way the units would), runs `doctor` and real turns through the installed binaries
 #      against the fake model endpoint, and stops them;
-#   4. purges the package and checks that nothing is left running or installed.
+#   4. upgrades to a second build of the package (same files, a higher version): the
+#      operator's config and key, the state file and every workspace come through byte for
+#      byte, and a turn after the upgrade recalls a memory stored before it;
+#   5. removes the package (state and config stay), then purges it and checks that nothing
+#      is left running or installed.
 # Prints package sizes and the installed footprint. Exits non-zero on the first failure.
 #
 # RTS_PKG_BUILDDIR (default build-package in the source tree) is its build directory;
@@ -33,9 +37,10 @@ die() {
 if [ "$(id -u)" -ne 0 ]; then
 	die "run this as root (it installs and purges a package)"
 fi
-if dpkg-query -W -f='${Status}' roundtable-sandbox 2>/dev/null | grep -q installed; then
-	die "roundtable-sandbox is already installed here; purge it first"
-fi
+case $(dpkg-query -W -f='${db:Status-Status}' roundtable-sandbox 2>/dev/null) in
+"" | not-installed) ;;
+*) die "roundtable-sandbox is (or was) installed here; purge it first (apt-get purge roundtable-sandbox)" ;;
+esac
 
 work=$(mktemp -d /tmp/rts-pkg-XXXXXX)
 chmod 0755 "$work"
@@ -45,9 +50,10 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	[ -n "$fake_pid" ] && kill "$fake_pid" 2>/dev/null
 	wait 2>/dev/null
-	if dpkg-query -W -f='${Status}' roundtable-sandbox 2>/dev/null | grep -q installed; then
-		apt-get purge -y -q roundtable-sandbox >/dev/null 2>&1
-	fi
+	# Installed, or removed with its configuration kept: purge either.
+	case $(dpkg-query -W -f='${db:Status-Status}' roundtable-sandbox 2>/dev/null) in
+	installed | config-files | half-*) apt-get purge -y -q roundtable-sandbox >/dev/null 2>&1 ;;
+	esac
 	/usr/bin/docker image rm "$tag" >/dev/null 2>&1
 	rm -rf "$work"
 }
@@ -157,6 +163,8 @@ du -sk /usr/sbin/roundtable-sandbox-* /usr/bin/roundtable-sandbox /usr/lib/round
 
 step "configure the installed service"
 "$srcdir/tests/fakes/make-ca.sh" "$work/ca"
+# The record holds every upstream request, key and guest text included: root's alone.
+install -m 0600 /dev/null "$work/model.jsonl"
 python3 "$srcdir/tests/fakes/fake_model.py" --port 0 --cert "$work/ca/server.pem" --key "$work/ca/server.key" \
 	--record "$work/model.jsonl" >"$work/fake.out" 2>"$work/fake.err" &
 fake_pid=$!
@@ -195,23 +203,49 @@ roundtable-sandbox image build >"$work/image.log" 2>&1 || { tail -n 20 "$work/im
 step "start the installed daemons as $user"
 # As roundtable-sandbox(7) says for a start without systemd: the account's own group as
 # the primary one, and the docker group for runnerd alone (runuser -g GROUP -G docker
-# does the same; setpriv is used here for --clear-groups).
+# does the same; setpriv is used here for --clear-groups). Logs are appended to, so the
+# key and payload checks below cover every start.
 start() { # NAME EXTRA-SETPRIV-ARGS...
 	local name=$1
 	shift
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 CREDENTIALS_DIRECTORY="$creds" \
 		setpriv --reuid="$uid" --regid="$gid" "$@" -- "/usr/sbin/roundtable-sandbox-$name" \
-		>"$work/$name.log" 2>&1 </dev/null &
+		>>"$work/$name.log" 2>&1 </dev/null &
 	pids+=($!)
 }
-start brokerd --clear-groups
-start runnerd --groups=docker
-start statd --clear-groups
-for _ in $(seq 150); do
-	[ -S /run/roundtable-sandbox/control.sock ] && [ -S /run/roundtable-sandbox/runnerd.sock ] &&
-		[ -S /run/roundtable-sandbox/brokerd.sock ] && break
-	sleep 0.1
-done
+start_all() {
+	rm -f /run/roundtable-sandbox/control.sock /run/roundtable-sandbox/runnerd.sock /run/roundtable-sandbox/brokerd.sock
+	start brokerd --clear-groups
+	start runnerd --groups=docker
+	start statd --clear-groups
+	for _ in $(seq 150); do
+		[ -S /run/roundtable-sandbox/control.sock ] && [ -S /run/roundtable-sandbox/runnerd.sock ] &&
+			[ -S /run/roundtable-sandbox/brokerd.sock ] && return 0
+		sleep 0.1
+	done
+	tail -n 5 "$work"/*d.log
+	die "the installed daemons did not create their sockets"
+}
+stop_all() {
+	local p st
+	for p in "${pids[@]}"; do kill -TERM "$p"; done
+	for p in "${pids[@]}"; do
+		st=0
+		wait "$p" || st=$?
+		[ "$st" -eq 0 ] || die "a daemon exited with status $st on SIGTERM"
+	done
+	pids=()
+}
+# What must come through an upgrade or a removal untouched: the operator's files, the
+# state file and every workspace file (path, owner, mode, contents).
+snapshot() {
+	{
+		sha256sum /etc/roundtable-sandbox/sandbox.json /etc/roundtable-sandbox/model-api-key
+		find /var/lib/roundtable-sandbox -printf '%p %u:%g %m %y\n' | sort
+		find /var/lib/roundtable-sandbox -type f -exec sha256sum {} + | sort
+	} 2>&1
+}
+start_all
 
 step "doctor"
 roundtable-sandbox doctor || { tail -n 5 "$work"/*.log; die "doctor found problems"; }
@@ -230,17 +264,44 @@ for d in statd runnerd brokerd; do
 done
 echo "two turns answered; the upstream saw the key from the credential"
 
-step "stop and purge"
-for p in "${pids[@]}"; do kill -TERM "$p"; done
-for p in "${pids[@]}"; do
-	st=0
-	wait "$p" || st=$?
-	[ "$st" -eq 0 ] || die "a daemon exited with status $st on SIGTERM"
+step "upgrade to a newer build of the package"
+stop_all
+# The same files under a higher version: what is exercised is the maintainer scripts and
+# dpkg's handling of the installed files, not a code change.
+upver="$(dpkg-deb -f "$deb" Version)+upgradetest1"
+dpkg-deb -R "$deb" "$work/upgrade"
+sed -i "s/^Version: .*/Version: $upver/" "$work/upgrade/DEBIAN/control"
+dpkg-deb -b "$work/upgrade" "$work/upgrade.deb" >/dev/null
+before=$(snapshot)
+grep -q '/var/lib/roundtable-sandbox/workspaces/[0-9a-f]\{64\}/.sandbox/memory.json' <<<"$before" ||
+	die "no workspace memory file to carry through the upgrade"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$work/upgrade.deb" >"$work/upgrade.log" 2>&1 ||
+	{ cat "$work/upgrade.log"; die "apt-get install of the upgrade"; }
+[ "$(dpkg-query -W -f='${Version}' roundtable-sandbox)" = "$upver" ] || die "the upgrade did not install $upver"
+[ "$(id -u "$user")" = "$uid" ] && [ "$(id -g "$user")" = "$gid" ] || die "the upgrade changed the service account"
+diff <(echo "$before") <(snapshot) || die "the upgrade changed the configuration, the state file or a workspace"
+start_all
+roundtable-sandbox status pkg-channel | grep -qx "mode	on" || die "the channel is no longer on after the upgrade"
+reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "what do you remember?") ||
+	{ tail -n 20 "$work"/*.log; die "say after the upgrade failed"; }
+grep -q "the blue key opens the shed" <<<"$reply" || die "the turn after the upgrade lost the memory: $reply"
+echo "upgraded to $upver; state, workspaces and configuration intact; the memory was recalled"
+
+step "remove, then purge"
+stop_all
+for d in statd runnerd brokerd; do
+	! grep -qF "$key" "$work/$d.log" || die "the model key appears in $d's log"
+	! grep -qF "blue key opens" "$work/$d.log" || die "guest text appears in $d's log"
 done
-pids=()
 inst=$(python3 -c 'import hashlib; print(hashlib.sha256(b"/var/lib/roundtable-sandbox/state/channels.json").hexdigest()[:12])')
 left=$(/usr/bin/docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst")
 [ -z "$left" ] || die "containers left behind: $left"
+before=$(snapshot)
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -q roundtable-sandbox >"$work/remove.log" 2>&1 ||
+	{ cat "$work/remove.log"; die "apt-get remove"; }
+[ ! -e /usr/sbin/roundtable-sandbox-statd ] || die "remove left the daemons installed"
+diff <(echo "$before") <(snapshot) || die "remove (not purge) touched the configuration, the state or a workspace"
+echo "removed; configuration, state and workspaces kept for a reinstall"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -q roundtable-sandbox >"$work/purge.log" 2>&1 ||
 	{ cat "$work/purge.log"; die "apt-get purge"; }
 for p in /usr/bin/roundtable-sandbox /usr/sbin/roundtable-sandbox-statd /usr/lib/roundtable-sandbox \
