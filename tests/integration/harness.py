@@ -18,7 +18,7 @@ within the 100-character socket path limit):
     ROOT/            0755 root          ROOT/etc/        0755 root: sandbox.json 0640 root:svc,
     ROOT/run/        0700 svc (runRoot)                  api-key 0400 svc
     ROOT/ws/         0700 svc (workspaceRoot)  ROOT/ca/  test CA (ca.pem 0644)
-    ROOT/state/      0700 svc (stateFile's dir) ROOT/logs/ daemon stderr, model.jsonl
+    ROOT/state/      0700 svc (stateFile's dir) ROOT/logs/ 0700 root: daemon stderr, model.jsonl
     ROOT/rt/         0750 svc (runtime dir: control.sock, runnerd.sock, brokerd.sock)
 
 The daemons run as the service account the way roundtable-sandbox(7) tells an operator to
@@ -375,8 +375,10 @@ class Suite:
         for k, mode in (("run", 0o700), ("ws", 0o700), ("state", 0o700), ("rt", 0o750)):
             os.mkdir(self.dirs[k])
             _chown(self.dirs[k], uid, gid, mode)
-        for k in ("etc", "logs"):
-            os.mkdir(self.dirs[k], 0o755)
+        os.mkdir(self.dirs["etc"], 0o755)
+        # Root's alone: model.jsonl records every upstream request, key and guest text included.
+        os.mkdir(self.dirs["logs"], 0o700)
+        os.chmod(self.dirs["logs"], 0o700)
         probe = os.path.join(self.dirs["run"], "0" * 16, "broker.sock")
         if len(probe) > SOCKET_PATH_MAX:
             raise HarnessError(f"runRoot {self.dirs['run']} is too long for a broker socket path")
