@@ -15,7 +15,8 @@
  *   layout        stateFile outside both roots; the roots do not contain each other
  *   path lengths  runRoot/<turn>/broker.sock within 100 characters; socket paths fit
  *   units         paths the shipped systemd units cannot reach (ProtectHome, PrivateTmp,
- *                 ReadWritePaths only for the default locations)
+ *                 ReadWritePaths only for the default locations): the roots, and what
+ *                 brokerd reads (caFile, key files and commands, tool commands)
  *   timeZone      the zone file exists
  *   apiKey, caFile, tools: the sources brokerd reads exist with safe modes (never read)
  *   docker        the daemon answers; its data root does not contain a root (Docker
@@ -689,11 +690,49 @@ static void check_path_lengths(struct doctor *d)
 	       broker, DOCTOR_BROKER_PATH_MAX, sock, RTS_SUN_PATH_MAX);
 }
 
+static const char *const unit_hidden[] = {"/home", "/root", "/run/user", "/tmp", "/var/tmp"};
+
+/* The directory of unit_hidden that holds path, or NULL. */
+static const char *unit_hides(const char *path)
+{
+	for (size_t h = 0; h < RTS_ARRAY_SIZE(unit_hidden); h++)
+		if (path_within(path, unit_hidden[h]))
+			return unit_hidden[h];
+	return NULL;
+}
+
+/* One warning when brokerd's unit hides a file brokerd reads (key is its key path, as the
+ * config loader names it). Returns 1 when it warned. */
+static unsigned check_brokerd_reads(struct doctor *d, const char *key, const char *path)
+{
+	const char *dir = path && path[0] == '/' ? unit_hides(path) : NULL;
+	if (!dir)
+		return 0;
+	report(d, DOCTOR_WARN, "units", "%s %s is under %s, which roundtable-sandbox-brokerd.service hides "
+	       "(ProtectHome=/PrivateTmp=): brokerd would not find it there; fix: move it, e.g. under /etc", key, path,
+	       dir);
+	return 1;
+}
+
+static unsigned check_key_source_path(struct doctor *d, const char *key, const struct rts_key_source *k)
+{
+	char kp[96];
+	if (k->kind == RTS_KEY_FILE) {
+		snprintf(kp, sizeof(kp), "%s.file", key);
+		return check_brokerd_reads(d, kp, k->value);
+	}
+	if (k->kind == RTS_KEY_COMMAND && k->argv) {
+		snprintf(kp, sizeof(kp), "%s.command[0]", key);
+		return check_brokerd_reads(d, kp, k->argv[0]);
+	}
+	return 0;
+}
+
 /* The shipped units make only the default locations writable and hide /home, /root and
- * /tmp; another location works only with a drop-in. */
+ * /tmp; another location works only with a drop-in. brokerd's unit also hides those from
+ * what it reads, which no drop-in should relax: the credentials' process stays sealed. */
 static void check_unit_paths(struct doctor *d)
 {
-	static const char *const hidden[] = {"/home", "/root", "/run/user", "/tmp", "/var/tmp"};
 	const struct rts_config *c = d->cfg;
 	cleanup_free char *state_dir = dir_of(c->state_file);
 	const struct {
@@ -705,25 +744,35 @@ static void check_unit_paths(struct doctor *d)
 	};
 	unsigned problems = 0;
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(p); i++) {
-		for (size_t h = 0; h < RTS_ARRAY_SIZE(hidden); h++) {
-			if (path_within(p[i].path, hidden[h])) {
-				report(d, DOCTOR_WARN, "units", "%s %s is under %s, which roundtable-sandbox-%s.service hides "
-				       "(ProtectHome=/PrivateTmp=); fix: move it, or relax that in a drop-in", p[i].key,
-				       p[i].path, hidden[h], p[i].unit);
-				problems++;
-				goto next;
-			}
-		}
-		if (!path_within(p[i].path, p[i].unit_dir)) {
+		const char *dir = unit_hides(p[i].path);
+		if (dir) {
+			report(d, DOCTOR_WARN, "units", "%s %s is under %s, which roundtable-sandbox-%s.service hides "
+			       "(ProtectHome=/PrivateTmp=); fix: move it, or relax that in a drop-in", p[i].key, p[i].path,
+			       dir, p[i].unit);
+			problems++;
+		} else if (!path_within(p[i].path, p[i].unit_dir)) {
 			report(d, DOCTOR_WARN, "units", "%s %s is outside %s, the only place roundtable-sandbox-%s.service "
 			       "may write; fix: add ReadWritePaths=%s in a drop-in (systemctl edit)", p[i].key, p[i].path,
 			       p[i].unit_dir, p[i].unit, p[i].path);
 			problems++;
 		}
-next:;
+	}
+	problems += check_brokerd_reads(d, "caFile", c->ca_file);
+	problems += check_key_source_path(d, "apiKey", &c->api_key);
+	for (size_t i = 0; i < c->n_mcp; i++) {
+		char kp[32];
+		snprintf(kp, sizeof(kp), "mcp[%zu].apiKey", i);
+		if (c->mcp[i].has_api_key)
+			problems += check_key_source_path(d, kp, &c->mcp[i].api_key);
+	}
+	for (size_t i = 0; i < c->n_tools; i++) {
+		char kp[32];
+		snprintf(kp, sizeof(kp), "tools[%zu].command[0]", i);
+		problems += check_brokerd_reads(d, kp, c->tools[i].command[0]);
 	}
 	if (!problems)
-		report(d, DOCTOR_OK, "units", "the roots are where the shipped systemd units expect them");
+		report(d, DOCTOR_OK, "units",
+		       "the roots and what brokerd reads are where the shipped systemd units expect them");
 }
 
 static void check_time_zone(struct doctor *d)

@@ -347,3 +347,33 @@ def test_images_are_built_under_a_tag_of_this_run(suite):
     # A shared global tag would be moved away from other users' images on the same host.
     assert re.fullmatch(r"roundtable-sandbox:test-\d+-[0-9a-f]{8}", suite.env.image), suite.env.image
     assert docker_inspect(suite.env.image) is not None
+
+
+def test_doctor_warns_when_brokerd_unit_would_hide_what_it_reads(suite):
+    """brokerd's unit hides /tmp, /var/tmp, /home, /root and /run/user (PrivateTmp=,
+    ProtectHome=): a caFile, key file or command there works by hand but not under systemd."""
+    def brokerd_warnings(lines):
+        return [ln for ln in lines if ln.startswith("warn: units: ") and "brokerd.service hides" in ln]
+
+    # The suite keeps its CA and key file under /tmp.
+    p, lines = doctor(suite, "--offline")
+    assert p.returncode == 0, p.stdout  # a warning, not a failure
+    found = brokerd_warnings(lines)
+    assert any(ln.startswith(f"warn: units: caFile {suite.config['caFile']} is under /tmp") for ln in found), found
+    assert any(ln.startswith(f"warn: units: apiKey.file {suite.key_file} is under /tmp") for ln in found), found
+    assert all("; fix: " in ln for ln in found), found
+
+    tool = {"name": "clock", "description": "the time", "parameters": {"type": "object"},
+            "command": ["/home/someone/bin/clock"]}
+    p, lines = doctor(suite, "--offline", config=variant(
+        suite, "hidden-tool", caFile="/etc/ssl/certs/ca-certificates.crt", apiKey={"env": "RTS_KEY"},
+        tools=[tool]))
+    found = brokerd_warnings(lines)
+    assert [ln.split(" is under ")[0] for ln in found] == ["warn: units: tools[0].command[0] /home/someone/bin/clock"], \
+        found
+
+    tool["command"] = ["/usr/bin/date"]
+    p, lines = doctor(suite, "--offline", config=variant(
+        suite, "visible", caFile="/etc/ssl/certs/ca-certificates.crt", apiKey={"command": ["/usr/bin/true"]},
+        tools=[tool]))
+    assert brokerd_warnings(lines) == [], p.stdout
