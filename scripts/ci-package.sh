@@ -44,6 +44,10 @@ esac
 
 work=$(mktemp -d /tmp/rts-pkg-XXXXXX)
 chmod 0755 "$work"
+# The test CA lives where an operator's caFile must: outside the directories brokerd's unit
+# hides (PrivateTmp=, ProtectHome=), so the same config also works under systemd.
+cadir=$(mktemp -d /run/rts-pkg-ca-XXXXXX)
+chmod 0755 "$cadir"
 fake_pid=""
 cleanup() {
 	set +e
@@ -55,7 +59,7 @@ cleanup() {
 	installed | config-files | half-*) apt-get purge -y -q roundtable-sandbox >/dev/null 2>&1 ;;
 	esac
 	/usr/bin/docker image rm "$tag" >/dev/null 2>&1
-	rm -rf "$work"
+	rm -rf "$work" "$cadir"
 }
 trap cleanup EXIT
 
@@ -162,17 +166,17 @@ du -sk /usr/sbin/roundtable-sandbox-* /usr/bin/roundtable-sandbox /usr/lib/round
 	/lib/systemd/system/roundtable-sandbox-* /usr/share/man/man?/roundtable-sandbox* | awk '{s += $1} END {print "installed footprint: " s " KiB"}'
 
 step "configure the installed service"
-"$srcdir/tests/fakes/make-ca.sh" "$work/ca"
+"$srcdir/tests/fakes/make-ca.sh" "$cadir"
 # The record holds every upstream request, key and guest text included: root's alone.
 install -m 0600 /dev/null "$work/model.jsonl"
-python3 "$srcdir/tests/fakes/fake_model.py" --port 0 --cert "$work/ca/server.pem" --key "$work/ca/server.key" \
+python3 "$srcdir/tests/fakes/fake_model.py" --port 0 --cert "$cadir/server.pem" --key "$cadir/server.key" \
 	--record "$work/model.jsonl" >"$work/fake.out" 2>"$work/fake.err" &
 fake_pid=$!
 for _ in $(seq 100); do grep -q '^PORT ' "$work/fake.out" && break; sleep 0.1; done
 port=$(awk '/^PORT /{print $2}' "$work/fake.out")
 [ -n "$port" ] || die "the fake model endpoint did not start"
 # The example, with the two required keys set, as an operator would write it.
-python3 - "$port" "$work/ca/ca.pem" "$tag" <<'EOF'
+python3 - "$port" "$cadir/ca.pem" "$tag" <<'EOF'
 import json, sys
 with open("/etc/roundtable-sandbox/sandbox.json.example") as f:
     c = json.load(f)
@@ -248,7 +252,10 @@ snapshot() {
 start_all
 
 step "doctor"
-roundtable-sandbox doctor || { tail -n 5 "$work"/*.log; die "doctor found problems"; }
+doctor_out=$(roundtable-sandbox doctor) || { echo "$doctor_out"; tail -n 5 "$work"/*.log; die "doctor found problems"; }
+echo "$doctor_out"
+# This is the layout the shipped units expect: not even a warning.
+grep -q '^summary: .* 0 warnings, 0 failed$' <<<"$doctor_out" || die "doctor warns about the packaged layout"
 
 step "real turns through the installed binaries"
 roundtable-sandbox on pkg-channel
@@ -266,6 +273,8 @@ echo "two turns answered; the upstream saw the key from the credential"
 
 step "upgrade to a newer build of the package"
 stop_all
+# Meanwhile, the installed units under a real systemd (PID 1 in a container; see the script).
+RTS_MODEL_RECORD="$work/model.jsonl" "$srcdir/scripts/ci-systemd.sh" || die "the units under systemd (scripts/ci-systemd.sh)"
 # The same files under a higher version: what is exercised is the maintainer scripts and
 # dpkg's handling of the installed files, not a code change.
 upver="$(dpkg-deb -f "$deb" Version)+upgradetest1"

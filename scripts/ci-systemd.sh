@@ -1,0 +1,439 @@
+#!/bin/bash
+# The installed systemd units under a real systemd: boots the host's own systemd
+# (/lib/systemd/systemd) as PID 1 in a throwaway Docker container and checks that
+#   - only the three .socket units start; the first CLI connection socket-activates statd,
+#     the first turn then activates runnerd and brokerd;
+#   - `roundtable-sandbox doctor` passes in there;
+#   - a turn runs in a turn container started by the HOST dockerd and answers;
+#   - each daemon runs as the service account under its unit's sandbox (NoNewPrivs 1,
+#     Seccomp 2 with the unit's filter and the daemon's own, no capabilities), brokerd has
+#     its key from LoadCredential=, statd and brokerd cannot reach /run/docker.sock, runnerd
+#     can;
+#   - the journal has the turn's structured fields and neither the key nor guest text;
+#   - `systemctl stop` of services and sockets leaves no turn container and no run dir.
+#
+# Preconditions (what scripts/ci-package.sh leaves just before its upgrade step), as root
+# on Debian 12 with a Docker engine running:
+#   - the roundtable-sandbox package is installed, /etc/roundtable-sandbox/sandbox.json is
+#     configured with runRoot, workspaceRoot and stateFile at their default locations, the
+#     key is in /etc/roundtable-sandbox/model-api-key, the model endpoint of the config
+#     answers on this host (it is reached from the container through the host network);
+#   - the worker image of the config's "image" exists in the host's dockerd;
+#   - no roundtable-sandbox daemon runs (started by hand or otherwise).
+# RTS_MODEL_RECORD=FILE (optional): the fake model endpoint's request record
+# (tests/fakes/fake_model.py --record); then the upstream request of this run's turn must
+# carry the key.
+#
+# It changes nothing it does not put back: its container, image tag and temporary files
+# are removed at exit, the channel it used is switched off and its workspace removed,
+# and directories it had to create (or that systemd removed, runRoot) are restored.
+# It never stops dockerd and touches no other container or image. Exits non-zero with a
+# message on the first failure.
+set -euo pipefail
+
+user=roundtable-sandbox
+conf=/etc/roundtable-sandbox/sandbox.json
+keyfile=/etc/roundtable-sandbox/model-api-key
+rundir=/run/roundtable-sandbox
+statedir=/var/lib/roundtable-sandbox
+units="roundtable-sandbox-statd roundtable-sandbox-runnerd roundtable-sandbox-brokerd"
+suffix="$$-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
+ctr=roundtable-sandbox-systemd-ci-$suffix
+img=roundtable-sandbox-systemd-ci:$suffix
+channel=systemd-ci-$suffix
+marker="guest-marker-$suffix"
+started=$(date +%s)
+
+say() { printf 'ci-systemd: %s\n' "$*"; }
+die() {
+	echo "ci-systemd: FAILED: $*" >&2
+	exit 1
+}
+# docker exec into the booted container, bounded so that a hang fails instead of blocking CI.
+dx() { timeout 120 docker exec "$ctr" "$@"; }
+
+[ "$(id -u)" -eq 0 ] || die "run this as root"
+[ "$(dpkg-query -W -f='${db:Status-Status}' roundtable-sandbox 2>/dev/null)" = installed ] ||
+	die "the roundtable-sandbox package is not installed"
+[ -x /lib/systemd/systemd ] || die "no /lib/systemd/systemd on this host"
+[ -r "$conf" ] && [ -s "$keyfile" ] || die "configure $conf and $keyfile first (see README.md)"
+docker version >/dev/null 2>&1 || die "the Docker daemon does not answer"
+for exe in /proc/[0-9]*/exe; do
+	case $(readlink "$exe" 2>/dev/null) in
+	/usr/sbin/roundtable-sandbox-*) die "a roundtable-sandbox daemon is running (${exe%/exe}); stop it first" ;;
+	esac
+done
+uid=$(id -u "$user") && gid=$(id -g "$user") || die "no service account $user"
+docker_gid=$(getent group docker | cut -d: -f3)
+[ -n "$docker_gid" ] || die "no docker group"
+
+# The config values this needs; the bind mounts below assume the default locations.
+cfg_image="" cfg_caFile="" cfg_runRoot="" cfg_workspaceRoot="" cfg_stateFile=""
+eval "$(python3 - "$conf" <<'EOF'
+import json, shlex, sys
+c = json.load(open(sys.argv[1]))
+for k, d in (("image", "roundtable-sandbox:local"), ("caFile", ""),
+             ("runRoot", "/run/roundtable-sandbox/turns"),
+             ("workspaceRoot", "/var/lib/roundtable-sandbox/workspaces"),
+             ("stateFile", "/var/lib/roundtable-sandbox/state/channels.json")):
+    print(f"cfg_{k}={shlex.quote(str(c.get(k, d)))}")
+EOF
+)"
+[ "$cfg_runRoot" = $rundir/turns ] && [ "$cfg_workspaceRoot" = $statedir/workspaces ] &&
+	[ "$cfg_stateFile" = $statedir/state/channels.json ] ||
+	die "runRoot, workspaceRoot and stateFile must be at their default locations (the units' own)"
+docker image inspect "$cfg_image" >/dev/null 2>&1 || die "the worker image $cfg_image does not exist"
+inst=$(printf '%s' "$cfg_stateFile" | sha256sum | cut -c1-12)
+key=$(cat "$keyfile")
+key=${key%%$'\n'*}
+
+# Seccomp kills and logs of the service account's installed programs (the daemons and
+# what they run from /usr: the docker CLI, tools) land in the kernel log as audit
+# type=1326: count them now, show any new one at the end. (Test builds elsewhere on this
+# host run as the same account from other paths; they are not counted.)
+seccomp_audit() { dmesg 2>/dev/null | grep -E "type=1326 .* uid=$uid gid=.* exe=\"/usr/" || true; }
+audit_before=$(seccomp_audit | wc -l)
+work=$(mktemp -d /tmp/rts-systemd-ci-XXXXXX)
+created_dirs=()
+runroot_before=""
+[ -d "$rundir/turns" ] && runroot_before=$(stat -c '%u %g %a' "$rundir/turns")
+# statd names the channel's workspace by the SHA-256 of the channel name (rts_channel_hash).
+chan_hash=$(printf '%s' "$channel" | sha256sum | cut -d' ' -f1)
+channel_on=""
+cleanup() {
+	local st=$?
+	set +e
+	if [ "$st" -ne 0 ] && docker inspect "$ctr" >/dev/null 2>&1; then
+		echo "---- journal of the units (last 40 lines) ----" >&2
+		timeout 30 docker exec "$ctr" journalctl --no-pager -n 40 -u roundtable-sandbox-statd.service \
+			-u roundtable-sandbox-runnerd.service -u roundtable-sandbox-brokerd.service >&2
+		timeout 30 docker exec "$ctr" systemctl --no-pager --failed >&2
+		seccomp_audit | tail -n +"$((audit_before + 1))" >&2
+	fi
+	if [ -n "$channel_on" ] && docker inspect "$ctr" >/dev/null 2>&1; then
+		timeout 30 docker exec "$ctr" roundtable-sandbox off "$channel" >/dev/null 2>&1
+	fi
+	if docker inspect "$ctr" >/dev/null 2>&1; then
+		# SIGRTMIN+3 (the container's stop signal) makes systemd stop every unit and halt.
+		docker stop -t 60 "$ctr" >/dev/null
+		# Turn containers are runnerd's to remove; one left after a failure is removed
+		# here only because this run created it (created after the systemd container).
+		for c in $(docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst" --filter "since=$ctr"); do
+			docker rm -f "$c" >/dev/null
+		done
+		docker rm -f "$ctr" >/dev/null
+	fi
+	docker image rm "$img" >/dev/null 2>&1
+	if [ -d "$statedir/workspaces/$chan_hash" ]; then
+		rm -rf "${statedir:?}/workspaces/$chan_hash"
+	fi
+	# systemd removes runRoot (RuntimeDirectory=) when runnerd stops: put it back as it was.
+	if [ -n "$runroot_before" ] && [ ! -d "$rundir/turns" ]; then
+		read -r o g m <<<"$runroot_before"
+		install -d -o "$o" -g "$g" -m "$m" "$rundir/turns"
+	fi
+	for ((i = ${#created_dirs[@]} - 1; i >= 0; i--)); do rm -rf "${created_dirs[i]}"; done
+	rm -rf "$work"
+	exit "$st"
+}
+trap cleanup EXIT
+
+# Host directories the container binds at the same paths: the host's dockerd resolves the
+# turn containers' bind sources (runRoot/<turn>, workspaceRoot/<hash>) on the host.
+for d in $rundir $statedir; do
+	if [ ! -d "$d" ]; then
+		install -d -m 0755 "$d"
+		created_dirs+=("$d")
+	fi
+done
+
+# caFile: brokerd's unit has PrivateTmp= and ProtectHome=, so a CA file under /tmp,
+# /var/tmp, /home, /root or /run/user is invisible to it (doctor warns about that). The
+# config is used as it is, so such a caFile is a failed precondition, not worked around.
+# Any other location outside /usr and /etc is bound into the container at the same path.
+ca_mounts=()
+if [ -n "$cfg_caFile" ]; then
+	case $cfg_caFile in
+	/tmp/* | /var/tmp/* | /home/* | /root/* | /run/user/*)
+		die "caFile $cfg_caFile is under a directory brokerd's unit hides (PrivateTmp=/ProtectHome=); move it" ;;
+	/usr/* | /etc/*) ;;
+	*) ca_mounts=(-v "$cfg_caFile:$cfg_caFile:ro") ;;
+	esac
+fi
+
+# Units of this run, first in the unit search path ($SYSTEMD_UNIT_PATH with a trailing
+# colon keeps the usual path after it, so these win even over /etc/systemd/system): the
+# boot target that pulls in the three sockets and nothing else, and masks for what must
+# never run here. docker.service and containerd.service above all: runnerd's unit
+# Wants=docker.service, and a second dockerd must never start. The rest of the list is
+# sysinit.target's units that would act on the shared kernel (udev, sysctl, modules,
+# binfmt, AppArmor, clock) or fail on the read-only /etc.
+mkdir -p "$work/units" "$work/root"
+cat >"$work/units/roundtable-sandbox-ci.target" <<'EOF'
+[Unit]
+Description=roundtable-sandbox CI: the three sockets
+Requires=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket
+After=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket
+AllowIsolate=yes
+EOF
+for u in docker.service docker.socket containerd.service apparmor.service systemd-timesyncd.service \
+	systemd-udevd.service systemd-udevd-control.socket systemd-udevd-kernel.socket systemd-udev-trigger.service \
+	systemd-udev-settle.service systemd-modules-load.service systemd-sysctl.service systemd-binfmt.service \
+	proc-sys-fs-binfmt_misc.automount proc-sys-fs-binfmt_misc.mount systemd-hwdb-update.service \
+	ldconfig.service systemd-machine-id-commit.service systemd-firstboot.service systemd-random-seed.service \
+	systemd-pstore.service systemd-sysusers.service systemd-repart.service systemd-remount-fs.service \
+	kmod-static-nodes.service sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount \
+	sys-fs-fuse-connections.mount getty.target console-getty.service cron.service ssh.service ssh.socket; do
+	ln -s /dev/null "$work/units/$u"
+done
+
+# Seccomp probes: each daemon's unit with ExecStart= replaced by a one-shot that prints its
+# own Seccomp_filters (and without the socket, state and runtime directory lines). A daemon
+# with more filters than its probe has its own libseccomp filter on top of the unit's.
+for d in statd runnerd brokerd; do
+	{
+		sed -E -e '/^(Requires|After|Wants|Also|WantedBy|Documentation|Type|ExecStart|Restart|RestartSec|RuntimeDirectory|RuntimeDirectoryMode|StateDirectory|StateDirectoryMode)=/d' \
+			-e 's/^\[Service\]$/[Service]\nType=oneshot\nExecStart=\/usr\/bin\/grep ^Seccomp_filters: \/proc\/self\/status\nStandardOutput=truncate:\/run\/roundtable-sandbox-ci-probe-'"$d"'.out/' \
+			"/lib/systemd/system/roundtable-sandbox-$d.service"
+	} >"$work/units/roundtable-sandbox-ci-probe-$d.service"
+done
+
+# No registry: the image is FROM scratch plus mount points and Debian 12's merged-/usr
+# symlinks; the host's /usr and /etc are bind-mounted read-only. /var stays in the
+# container's own writable layer (so /var/run -> ../run exists), /run and /tmp are tmpfs.
+(
+	cd "$work/root"
+	mkdir -p usr etc run tmp var/lib var/log var/tmp proc sys dev
+	ln -s ../run var/run
+	for l in bin lib lib32 lib64 libx32 sbin; do
+		[ -L "/$l" ] && ln -s "$(readlink "/$l")" "$l"
+	done
+	true
+)
+tar -C "$work/root" -c . | docker import - "$img" >/dev/null || die "docker import of the boot image"
+
+# Why these options (a test harness container, removed at exit):
+#  - systemd needs CAP_SYS_ADMIN and friends to mount, set up the units' namespaces and
+#    credentials, and a writable cgroup hierarchy. --privileged would do, but where dockerd
+#    lacks a capability in its bounding set (CAP_SYS_RESOURCE in the CI VM) runc refuses
+#    --privileged: every capability but that one instead, which also keeps /sys, /proc/sys
+#    and the host's devices out of reach. seccomp=unconfined so that the Seccomp lines
+#    checked below are the units' and the daemons' filters, not Docker's profile.
+#  - --cgroupns=private: systemd sees only its own subtree. Docker still mounts the cgroup
+#    file systems read-only without --privileged, so the entry point remounts them
+#    read-write (inside the namespace: this container's own cgroup) and then execs
+#    systemd as PID 1.
+#  - mount --make-rshared /: systemd leaves the root's propagation to the container manager
+#    (systemd.io/CONTAINER_INTERFACE) and Docker makes it private; then the credentials
+#    systemd sets up in a helper's mount namespace never reach the service, and brokerd
+#    finds an empty $CREDENTIALS_DIRECTORY (systemd/systemd#38103). Inside this container's
+#    own mount namespace only: the host's mounts are not peers of these.
+#  - -t: without a console systemd 252 exits at once with status 255 and no message.
+#  - --network host: brokerd reaches the model endpoint on the host's loopback.
+#  - /run/docker.sock: runnerd drives the HOST dockerd; no dockerd runs in here.
+#  - container=docker: systemd's container mode (units with ConditionVirtualization=!container).
+docker run -d -t --name "$ctr" \
+	--cap-add ALL --cap-drop SYS_RESOURCE --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+	--cgroupns=private --network host -e container=docker -e SYSTEMD_UNIT_PATH=/run/roundtable-sandbox-ci/units: \
+	--stop-signal SIGRTMIN+3 \
+	--tmpfs /run:rw,nosuid,nodev,mode=0755 --tmpfs /tmp:rw,nosuid,nodev \
+	-v /usr:/usr:ro -v /etc:/etc:ro "${ca_mounts[@]}" \
+	-v "$work/units:/run/roundtable-sandbox-ci/units:ro" \
+	-v $rundir:$rundir -v $statedir:$statedir -v /run/docker.sock:/run/docker.sock \
+	"$img" /bin/sh -c 'for d in /sys/fs/cgroup /sys/fs/cgroup/*/; do
+			! mountpoint -q "$d" || mount -o remount,bind,rw "$d" || exit 1
+		done
+		mount --make-rshared / || exit 1
+		exec /lib/systemd/systemd --unit=roundtable-sandbox-ci.target' >/dev/null ||
+	die "docker run of the systemd container"
+
+# Until PID 1 has created /run/systemd/system, systemctl answers "offline" (not booted
+# with systemd); until its private bus socket exists, it cannot even ask. Then --wait
+# waits for the boot job to finish.
+for _ in $(seq 300); do
+	state=$(timeout 120 docker exec "$ctr" systemctl is-system-running --wait 2>&1) || true
+	case $state in
+	offline | *"Failed to connect to bus"*) sleep 0.2 ;;
+	*) break ;;
+	esac
+done
+if [ "$state" != running ]; then
+	docker logs "$ctr" 2>&1 | tail -n 30 >&2
+	die "systemd did not come up cleanly (is-system-running: $state)"
+fi
+say "systemd $(dx systemctl --version | awk 'NR==1{print $2}') is PID 1 in container $ctr; boot finished: $state"
+
+# Nothing but the sockets (and journald): no second dockerd, no getty, cron or ssh.
+active=$(dx systemctl list-units --no-legend --plain --state=active --type=service,socket | awk '{print $1}')
+printf '%s\n' "$active" | sed 's/^/ci-systemd:   active: /'
+bad=$(grep -E '^(docker|containerd|getty|console-getty|cron|ssh)' <<<"$active" || true)
+[ -z "$bad" ] || die "units that must not run are active: $bad"
+procs=$(dx sh -c 'cat /proc/[0-9]*/comm 2>/dev/null' | sort -u)
+bad=$(grep -xE 'dockerd|containerd|agetty|cron|sshd' <<<"$procs" || true)
+[ -z "$bad" ] || die "processes that must not run in the container: $bad"
+for u in docker.service docker.socket containerd.service; do
+	[ "$(dx systemctl show -p LoadState --value "$u")" = masked ] || die "$u is not masked in the container"
+done
+for u in $units; do
+	[ "$(dx systemctl is-active "$u.socket")" = active ] || die "$u.socket is not active"
+	[ "$(dx systemctl is-active "$u.service" || true)" = inactive ] || die "$u.service runs before any connection"
+done
+say "the three sockets listen; no service runs yet"
+
+# Socket activation: the first CLI connection starts statd alone; statd reaches runnerd
+# (and runnerd brokerd) only at the first turn.
+dx roundtable-sandbox status >/dev/null || die "roundtable-sandbox status (first connection) failed"
+[ "$(dx systemctl is-active roundtable-sandbox-statd.service)" = active ] || die "the first connection did not activate statd"
+for u in roundtable-sandbox-runnerd roundtable-sandbox-brokerd; do
+	[ "$(dx systemctl is-active "$u.service" || true)" = inactive ] || die "$u.service started before the first turn"
+done
+say "the first CLI connection activated statd; runnerd and brokerd still inactive"
+
+# A real turn. Host dockerd events for this installation's containers since now prove that
+# the host's dockerd ran it.
+since=$(date +%s)
+record_lines=0
+if [ -n "${RTS_MODEL_RECORD:-}" ]; then
+	record_lines=$(wc -l <"$RTS_MODEL_RECORD")
+fi
+channel_on=1
+dx roundtable-sandbox on "$channel" >/dev/null || die "roundtable-sandbox on $channel failed"
+reply=$(dx roundtable-sandbox say "$channel" --author 1001 --name Alice "remember that the $marker opens the shed") ||
+	die "say failed (exit $?)"
+[ "$reply" = "I will remember that." ] || die "unexpected reply: $reply"
+reply=$(dx roundtable-sandbox say "$channel" --author 1001 --name Alice "what do you remember?") || die "second say failed"
+grep -qF "the $marker opens the shed" <<<"$reply" || die "the second turn did not recall the memory: $reply"
+# --until one second ahead: the events of the current second are all in (docker events
+# then returns by itself at that time).
+started_ctrs=$(docker events --since "$since" --until "$(($(date +%s) + 1))" --filter type=container --filter event=start \
+	--filter "label=io.roundtable-sandbox.installation=$inst" --format '{{.Actor.Attributes.name}}')
+[ -n "$started_ctrs" ] && [ "$(wc -l <<<"$started_ctrs")" -ge 2 ] ||
+	die "the host's dockerd reports $(grep -c . <<<"$started_ctrs") turn container starts for installation $inst since $since, not 2: $started_ctrs"
+for u in $units; do
+	[ "$(dx systemctl is-active "$u.service")" = active ] || die "$u.service is not active after a turn"
+done
+say "two turns answered (store, then recall) in turn containers started by the host's dockerd:"
+sed 's/^/ci-systemd:   /' <<<"$started_ctrs"
+if [ -n "${RTS_MODEL_RECORD:-}" ]; then
+	tail -n +"$((record_lines + 1))" "$RTS_MODEL_RECORD" | grep -qF "\"authorization\": \"Bearer $key\"" ||
+		die "the model endpoint did not get the key in this run's requests"
+	say "the model endpoint got the key from brokerd's credential"
+fi
+
+say "doctor inside the container:"
+doc=$(dx roundtable-sandbox doctor 2>&1) || {
+	printf '%s\n' "$doc" >&2
+	die "doctor found problems under systemd"
+}
+printf '%s\n' "$doc" | sed 's/^/ci-systemd:   /'
+
+# Each daemon as the service account, under its unit's sandbox.
+for u in $units; do
+	pid=$(dx systemctl show -p MainPID --value "$u.service")
+	[ -n "$pid" ] && [ "$pid" -gt 0 ] || die "$u.service has no main PID"
+	st=$(dx cat "/proc/$pid/status")
+	field() { awk -v k="$1:" '$1 == k {$1 = ""; sub(/^ /, ""); print}' <<<"$st"; }
+	[ "$(field Uid)" = "$uid $uid $uid $uid" ] || die "$u runs with uids $(field Uid), not $uid"
+	[ "$(field Gid)" = "$gid $gid $gid $gid" ] || die "$u runs with gids $(field Gid), not $gid"
+	[ "$(field NoNewPrivs)" = 1 ] || die "$u: NoNewPrivs is $(field NoNewPrivs)"
+	[ "$(field Seccomp)" = 2 ] || die "$u: Seccomp is $(field Seccomp)"
+	# The unit's filters (SystemCallFilter= and the other seccomp-based settings) and the
+	# daemon's own allow-list, both in force: more filters than the unit alone installs.
+	probe=roundtable-sandbox-ci-probe-${u#roundtable-sandbox-}
+	dx systemctl start "$probe.service" || die "the seccomp probe $probe failed"
+	unit_filters=$(dx cat "/run/$probe.out" | awk '{print $2}')
+	[ -n "$unit_filters" ] && [ "$unit_filters" -ge 1 ] || die "$probe: no seccomp filter from the unit"
+	[ "$(field Seccomp_filters)" -gt "$unit_filters" ] ||
+		die "$u: $(field Seccomp_filters) seccomp filters, no more than its unit alone ($unit_filters)"
+	for c in CapInh CapPrm CapEff CapBnd CapAmb; do
+		[ "$(field $c)" = 0000000000000000 ] || die "$u: $c is $(field $c)"
+	done
+	groups=" $(field Groups) "
+	env=$(dx cat "/proc/$pid/environ" | tr '\0' '\n')
+	# Connect through the daemon's own mount namespace (/proc/PID/root) to /run/docker.sock.
+	if dx python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+		"/proc/$pid/root/run/docker.sock" 2>/dev/null; then docker_ok=yes; else docker_ok=no; fi
+	case $u in
+	*runnerd)
+		[[ $groups == *" $docker_gid "* ]] || die "runnerd lacks the docker group (groups:$groups)"
+		[ $docker_ok = yes ] || die "runnerd cannot reach /run/docker.sock"
+		;;
+	*)
+		[[ $groups != *" $docker_gid "* ]] || die "$u has the docker group"
+		[ $docker_ok = no ] || die "$u can connect to /run/docker.sock"
+		;;
+	esac
+	case $u in
+	*brokerd)
+		cred=$(sed -n 's/^CREDENTIALS_DIRECTORY=//p' <<<"$env")
+		[ "$cred" = /run/credentials/roundtable-sandbox-brokerd.service ] ||
+			die "brokerd's CREDENTIALS_DIRECTORY is '$cred'"
+		dx cmp -s "/proc/$pid/root$cred/model-api-key" "$keyfile" ||
+			die "brokerd's credential model-api-key differs from $keyfile"
+		;;
+	*) ! grep -q '^CREDENTIALS_DIRECTORY=' <<<"$env" || die "$u has a credentials directory" ;;
+	esac
+	say "$u (pid $pid): uid/gid $uid/$gid, groups:${groups% }, NoNewPrivs 1, Seccomp 2 ($(field Seccomp_filters) filters, unit alone $unit_filters), no capabilities, docker.sock reachable: $docker_ok"
+done
+say "brokerd reads model-api-key from \$CREDENTIALS_DIRECTORY (LoadCredential=), same bytes as $keyfile"
+
+# The journal: structured per-turn fields, and no key or guest text anywhere in the
+# three units' entries.
+jargs=()
+for u in $units; do jargs+=(-u "$u.service" -u "$u.socket"); done
+journal=$(dx journalctl --no-pager -o verbose "${jargs[@]}")
+[ -n "$journal" ] || die "the journal has no entries of the units"
+for f in RTS_TURN_ID RTS_CHANNEL_HASH RTS_OUTCOME; do
+	grep -qE "^ +$f=" <<<"$journal" || die "no journal entry carries $f"
+done
+hashes=$(sed -n 's/^ *RTS_CHANNEL_HASH=//p' <<<"$journal" | sort -u)
+[ "$hashes" = "$chan_hash" ] && [ -d "$statedir/workspaces/$chan_hash" ] ||
+	die "the journal's RTS_CHANNEL_HASH values ($hashes) are not this run's channel's ($chan_hash)"
+while read -r name; do
+	t=${name##*-}
+	grep -qE "^ +RTS_TURN_ID=$t\$" <<<"$journal" || die "no journal entry for turn $t ($name)"
+done <<<"$started_ctrs"
+outcomes=$(sed -n 's/^ *RTS_OUTCOME=//p' <<<"$journal" | sort | uniq -c | tr -s ' \n' ' ')
+! grep -qF "$key" <<<"$journal" || die "the model key appears in the journal"
+! grep -qF "$marker" <<<"$journal" || die "guest text appears in the journal"
+say "journal: RTS_TURN_ID of both turns, RTS_CHANNEL_HASH $chan_hash, RTS_OUTCOME:$outcomes; no key, no guest text"
+
+for u in $units; do
+	[ "$(dx systemctl show -p NRestarts --value "$u.service")" = 0 ] || die "$u.service was restarted"
+done
+dx roundtable-sandbox off "$channel" >/dev/null || die "roundtable-sandbox off failed"
+channel_on=""
+
+# Stop services and sockets: runnerd removes its containers, systemd removes runRoot.
+dx systemctl stop roundtable-sandbox-statd.service roundtable-sandbox-runnerd.service \
+	roundtable-sandbox-brokerd.service roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket \
+	roundtable-sandbox-brokerd.socket || die "systemctl stop failed"
+for u in $units; do
+	for t in service socket; do
+		[ "$(dx systemctl is-active "$u.$t" || true)" = inactive ] || die "$u.$t did not stop"
+	done
+	res=$(dx systemctl show -p Result --value "$u.service")
+	code=$(dx systemctl show -p ExecMainCode,ExecMainStatus "$u.service" | tr '\n' ' ')
+	[ "$res" = success ] || die "$u.service ended with Result=$res ($code)"
+done
+audit=$(seccomp_audit | tail -n +"$((audit_before + 1))")
+[ -z "$audit" ] || die "seccomp stopped or logged a process of $user: $audit"
+left=$(docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst")
+[ -z "$left" ] || die "turn containers left after systemctl stop: $left"
+[ ! -e "$rundir/turns" ] || [ -z "$(ls -A "$rundir/turns")" ] || die "run dirs left: $(ls -A "$rundir/turns")"
+[ ! -e "$rundir/turns" ] || die "$rundir/turns (RuntimeDirectory=) still exists after runnerd stopped"
+for s in control.sock runnerd.sock brokerd.sock; do
+	[ ! -e "$rundir/$s" ] || die "$rundir/$s left behind (RemoveOnStop=yes)"
+done
+say "systemctl stop: every service exited cleanly (Result=success, no restarts); no turn container, no run dir, no socket left"
+
+# Power the container's systemd off (what `systemctl poweroff` does, without first asking
+# logind over D-Bus, which does not run here).
+dx systemctl --no-block --job-mode=replace-irreversibly start poweroff.target || die "systemctl start poweroff.target"
+code=$(timeout 120 docker wait "$ctr") || die "the systemd container did not exit after poweroff"
+# reboot(2) inside a PID namespace ends the namespace's init with SIGINT for a power-off:
+# Docker reports 128 + 2. Anything else, or no "Powering off." in its log, is a failure.
+[ "$code" = 130 ] && docker logs "$ctr" 2>&1 | grep -q '^Powering off\.' ||
+	die "systemd did not power off cleanly (exit status $code)"
+docker rm "$ctr" >/dev/null || die "docker rm of the systemd container"
+say "passed in $(($(date +%s) - started)) s"
