@@ -381,8 +381,12 @@ json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t
 	if (mode == STATD_MODE_OFF)
 		return route_answer(id, "pass");
 	/* DESIGN.md section 3: a sandboxed channel answers only eligible messages and drops
-	 * the rest, never handing them to a host agent. */
-	bool eligible = m->guild && m->has_author && !m->bot && !m->integration && m->has_tier && m->addressed;
+	 * the rest, never handing them to a host agent. A turn also needs the principal the
+	 * bot's identity service resolved the author to (seed, "Principal migration": a turn
+	 * requires a host-bound speaker with principalId): key sources and tools are told it,
+	 * and an unresolved one must not reach them as an empty or made-up value. */
+	bool eligible = m->guild && m->has_author && !m->bot && !m->integration && m->has_tier && m->addressed &&
+			m->principal_id && m->principal_id[0];
 	if (!eligible)
 		return route_answer(id, "drop");
 	if (d->stopping)
@@ -400,9 +404,7 @@ json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t
 	struct statd_item *it = item_new(STATD_ITEM_TURN, c, seq, id);
 	it->speaker_id = rts_xstrdup(m->author_id);
 	it->speaker_name = rts_xstrdup(m->author_name);
-	/* A null principal stays empty: brokerd binds exactly what the bot resolved, and an
-	 * apiKey command can tell "unresolved" apart from a made-up value. */
-	it->principal_id = rts_xstrdup(m->principal_id ? m->principal_id : "");
+	it->principal_id = rts_xstrdup(m->principal_id);
 	it->text = rts_xstrdup(m->text);
 	it->attachments = m->attachments;
 	/* The route answer goes out before anything the turn can produce. */

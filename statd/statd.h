@@ -111,7 +111,7 @@ struct statd_item {
 	/* TURN */
 	char *speaker_id;
 	char *speaker_name;
-	char *principal_id; /* "" when the bot sent null: brokerd binds what it gets */
+	char *principal_id; /* never empty: a message without one is not eligible */
 	char *text;
 	uint32_t attachments;
 };

@@ -354,7 +354,8 @@ def test_unusable_state_file_stops_statd_and_is_never_replaced(stopped_suite, da
 ELIGIBILITY = [
     # (case, changes to an eligible message, eligible)
     ("eligible", {}, True),
-    ("null principal", {"author": {"principalId": None}}, True),
+    ("null principal", {"author": {"principalId": None}}, False),
+    ("empty principal", {"author": {"principalId": ""}}, False),
     ("attachments", {"attachments": 2}, True),
     ("not a guild", {"guild": False}, False),
     ("bot author", {"author": {"bot": True}}, False),

@@ -141,6 +141,7 @@ END_TEST
 START_TEST(test_out_of_range)
 {
 	assert_refused("\"turnTimeoutMs\":0", "turnTimeoutMs");
+	assert_refused("\"turnTimeoutMs\":999", "turnTimeoutMs"); /* 1 s is the least */
 	assert_refused("\"turnTimeoutMs\":600001", "turnTimeoutMs");
 	assert_refused("\"maxOutputTokens\":0", "maxOutputTokens");
 	assert_refused("\"limits\":{\"memoryMb\":1}", "limits.memoryMb");

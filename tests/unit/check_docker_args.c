@@ -314,6 +314,9 @@ START_TEST(test_run_argv_refuses_bad_specs)
 	REFUSED(limits.memory_mb, 0);
 	REFUSED(limits.pids, 0);
 	REFUSED(limits.cpus, 0);
+	/* Seed: root workers are refused, whatever the config loader let through. */
+	REFUSED(uid, 0);
+	REFUSED(gid, 0);
 #undef REFUSED
 	ck_assert_ptr_null(runnerd_docker_run_argv(NULL));
 }
