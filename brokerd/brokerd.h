@@ -65,14 +65,19 @@ struct brokerd_binding {
 	uint64_t deadline_ms; /* CLOCK_MONOTONIC milliseconds when the turn ends */
 };
 
-/* When a blocking step (upstream call, child process) must give up. */
+/* When a blocking step (upstream call, child process) must give up: the turn closes, the
+ * deadline passes, or the worker closes the connection the call came on (seed, "Allowed
+ * host tools": the signal combines the request's deadline and closure with the turn's
+ * cancellation). */
 struct brokerd_cancel {
 	int wake_fd;		    /* readable once the turn is closing; -1 when there is none */
 	const atomic_bool *closing; /* NULL when there is none */
 	uint64_t deadline_ms;	    /* CLOCK_MONOTONIC ms; the step fails with -ETIMEDOUT then */
+	bool has_client;	    /* client_fd is the caller's connection */
+	int client_fd;		    /* hung up (POLLHUP/POLLERR) -> cancelled; a half-close is not */
 };
 
-/* True once the turn behind c is closing. */
+/* True once the turn behind c is closing or the caller's connection is gone. Never blocks. */
 bool brokerd_cancel_closing(const struct brokerd_cancel *c);
 
 struct brokerd_keyring;

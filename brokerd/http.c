@@ -324,7 +324,11 @@ static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, 
 		.name = c->name,
 		.body = c->body,
 		.body_len = c->body_len,
-		.cancel = {.wake_fd = t->wake_fd, .closing = &t->closing, .deadline_ms = deadline},
+		.cancel = {.wake_fd = t->wake_fd,
+			   .closing = &t->closing,
+			   .deadline_ms = deadline,
+			   .has_client = c->fd >= 0,
+			   .client_fd = c->fd},
 	};
 	char *answer = NULL;
 	enum brokerd_result r = turn_open(t) ? c->route->handle(&call, &answer) : BROKERD_UNAVAILABLE;

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <poll.h>
+
 #include "brokerd/brokerd.h"
 
 static const struct {
@@ -32,5 +34,12 @@ const char *brokerd_result_code(enum brokerd_result r)
 
 bool brokerd_cancel_closing(const struct brokerd_cancel *c)
 {
-	return c->closing && atomic_load(c->closing);
+	if (c->closing && atomic_load(c->closing))
+		return true;
+	if (!c->has_client)
+		return false;
+	/* No events asked for: only a hang-up or an error is reported, so bytes the worker
+	 * sends after its request (never read) cannot make this spin or cancel. */
+	struct pollfd p = {.fd = c->client_fd, .events = 0};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }

@@ -220,12 +220,18 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 			r = -ETIMEDOUT;
 			break;
 		}
-		struct curl_waitfd wf = {.fd = req->cancel.wake_fd, .events = CURL_WAIT_POLLIN};
+		/* The turn's wake-up, and the caller's connection with no events asked for: poll
+		 * still reports its hang-up, which the check above then sees. */
+		struct curl_waitfd wf[2];
+		unsigned nwf = 0;
+		if (req->cancel.wake_fd >= 0)
+			wf[nwf++] = (struct curl_waitfd){.fd = req->cancel.wake_fd, .events = CURL_WAIT_POLLIN};
+		if (req->cancel.has_client)
+			wf[nwf++] = (struct curl_waitfd){.fd = req->cancel.client_fd, .events = 0};
 		uint64_t wait = deadline - now;
 		if (wait > 1000)
 			wait = 1000;
-		if (curl_multi_poll(m, req->cancel.wake_fd >= 0 ? &wf : NULL, req->cancel.wake_fd >= 0 ? 1 : 0,
-				    (int)wait, NULL) != CURLM_OK) {
+		if (curl_multi_poll(m, nwf ? wf : NULL, nwf, (int)wait, NULL) != CURLM_OK) {
 			r = -EPROTO;
 			break;
 		}

@@ -1012,6 +1012,53 @@ def test_turn_close_stops_a_running_tool(rig):
     assert not any(pid_alive(p) for p in pids)
 
 
+def test_worker_hang_up_stops_its_tool_and_frees_the_slot(rig):
+    """Seed: a call's cancellation combines the request's closure with the turn's. A worker
+    that closes its connection mid-call gets its tool stopped at once (SIGTERM to the
+    group), and the turn's one call slot is free again; the turn itself goes on."""
+    t = rig.turn()
+    tag = "hangup-" + os.urandom(4).hex()
+    s = t.connect()
+    s.sendall(request_bytes("/tools/echo", {"mode": "trap", "tag": tag}))  # echo: a 20 s timeout
+    wait_file(os.path.join(rig.dirs["toolout"], tag + ".pids"))
+    t0 = time.monotonic()
+    s.close()
+    # The trapping tool ignores SIGTERM, so only SIGKILL ends it: the slot is free once it
+    # is gone, 2 s after the SIGTERM, long before its 20 s timeout.
+    deadline = time.monotonic() + 10
+    while True:
+        a = t.post("/tools/echo", {"mode": "echo"})
+        if a.status != 429:
+            break
+        assert time.monotonic() < deadline, "the slot stayed busy after the worker hung up"
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    assert a.status == 200, (a.status, a.body)
+    assert took < 8, took
+    assert open(os.path.join(rig.dirs["toolout"], tag + ".term")).read() == "TERM\n"
+    pids = [int(p) for p in open(os.path.join(rig.dirs["toolout"], tag + ".pids")).read().split()]
+    time.sleep(0.2)
+    assert not any(pid_alive(p) for p in pids), "the tool outlived the caller's hang-up"
+    t.close()
+
+
+def test_half_closed_request_is_still_answered(rig, turn):
+    """A worker that shuts down only its sending side still gets its answer: only a full
+    hang-up cancels the call."""
+    s = turn.connect()
+    s.sendall(request_bytes("/tools/echo", {"mode": "sleep", "ms": 500}))
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+    assert b"slept" in data
+
+
 # ---------------------------------------------------------------- MCP
 
 BAD_MCP = {
