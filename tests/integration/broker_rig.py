@@ -245,6 +245,30 @@ class Turn:
         return False
 
 
+def serve_json_records(path, uid, on_record):
+    """Serve the Unix socket path (owned by uid, so brokerd's children may connect) in a
+    thread: each connection sends one JSON document and shuts down its writing side;
+    on_record(document, connection) runs in the connection's own thread and may answer on
+    it before the connection is closed. Host tools and key commands cannot write files
+    (brokerd's seccomp filter), so this is how they report to a test. Returns the server
+    (shutdown() and server_close() to stop it)."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self):
+            data = b""
+            while chunk := self.request.recv(65536):
+                data += chunk
+            on_record(json.loads(data), self.request)
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+    server = Server(path, Handler)
+    os.chown(path, uid, -1)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class ToolRecorder:
     """Writes files in OUTDIR for tests/fakes/fake_tool.py, which cannot: host tools inherit
     brokerd's seccomp filter (no file opened for writing). One record per connection:
@@ -253,25 +277,13 @@ class ToolRecorder:
 
     def __init__(self, outdir, uid):
         self.outdir = outdir
-        path = os.path.join(outdir, "recorder.sock")
-        rec = self
 
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self):
-                data = b""
-                while chunk := self.request.recv(65536):
-                    data += chunk
-                r = json.loads(data)
-                name = os.path.basename(r["file"])
-                with open(os.path.join(rec.outdir, name), "a" if r["mode"] == "a" else "w", encoding="utf-8") as f:
-                    f.write(r["text"])
+        def write(r, _conn):
+            name = os.path.basename(r["file"])
+            with open(os.path.join(outdir, name), "a" if r["mode"] == "a" else "w", encoding="utf-8") as f:
+                f.write(r["text"])
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-        self.server = Server(path, Handler)
-        os.chown(path, uid, -1)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = serve_json_records(os.path.join(outdir, "recorder.sock"), uid, write)
 
     def stop(self):
         self.server.shutdown()
