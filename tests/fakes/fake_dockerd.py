@@ -17,7 +17,6 @@ Every request line is printed to stderr (the test's log). python3 stdlib only.
 import argparse
 import json
 import os
-import socket
 import socketserver
 import sys
 import threading

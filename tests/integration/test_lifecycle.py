@@ -7,9 +7,7 @@ PID 1 ignores SIGTERM and never exits."""
 import json
 import os
 import secrets
-import signal
 import subprocess
-import threading
 import time
 
 import pytest

@@ -2,7 +2,6 @@
 the real worker image, and the scripted HTTPS model endpoint."""
 import json
 import os
-import subprocess
 import threading
 import time
 
