@@ -593,10 +593,13 @@ static char *read_stdin_text(void)
 	}
 	if (len > 0 && buf[len - 1] == '\n')
 		buf[--len] = '\0';
-	if (len > RTS_TEXT_MAX || memchr(buf, '\0', len)) {
-		log_error(len > RTS_TEXT_MAX ? "TEXT on standard input is longer than %u bytes"
-					     : "TEXT on standard input contains a NUL byte (limit %u bytes)",
-			  RTS_TEXT_MAX);
+	if (len > RTS_TEXT_MAX) {
+		log_error("TEXT on standard input is longer than %u bytes", RTS_TEXT_MAX);
+		free(buf);
+		return NULL;
+	}
+	if (memchr(buf, '\0', len)) {
+		log_error("TEXT on standard input contains a NUL byte");
 		free(buf);
 		return NULL;
 	}
@@ -634,7 +637,9 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	const char *text = a.from_stdin ? stdin_text : argv[i + 1];
 	if (!arg_ok(text, RTS_TEXT_MAX, true))
-		return usage_error("TEXT must be at most %u bytes of UTF-8", RTS_TEXT_MAX);
+		return usage_error(strlen(text) > RTS_TEXT_MAX ? "TEXT must be at most %u bytes"
+							       : "TEXT must be valid UTF-8 (at most %u bytes)",
+				   RTS_TEXT_MAX);
 
 	cleanup_json json_object *req = new_request("message");
 	json_object_object_add(req, "channel", json_object_new_string(channel));

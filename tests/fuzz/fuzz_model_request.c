@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "brokerd/brokerd.h"
 #include "brokerd/model.h"
 #include "common/strictjson.h"
 #include "tests/fuzz/fuzz_common.h"

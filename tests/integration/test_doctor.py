@@ -377,3 +377,19 @@ def test_doctor_warns_when_brokerd_unit_would_hide_what_it_reads(suite):
         suite, "visible", caFile="/etc/ssl/certs/ca-certificates.crt", apiKey={"command": ["/usr/bin/true"]},
         tools=[tool]))
     assert brokerd_warnings(lines) == [], p.stdout
+
+
+def test_doctor_as_the_service_account_skips_docker_with_a_warning(suite):
+    """The service account is not in the docker group (runnerd's unit alone adds it):
+    doctor run as that account says Docker was not checked instead of failing on it."""
+    account = pwd.getpwuid(suite.env.uid).pw_name
+    p = subprocess.run(["runuser", "-u", account, "-g", suite.env.group, "--", suite.env.program("cli"), "--config",
+                        suite.config_path, "--runtime-dir", suite.dirs["rt"], "doctor"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = p.stdout.splitlines()
+    assert lines and lines[-1].startswith("summary: "), p.stdout + p.stderr
+    docker_lines = [ln for ln in lines if ln.split(": ", 2)[1:2] in (["docker"], ["docker data root"], ["image"])]
+    assert docker_lines == [ln for ln in lines if ln.startswith("warn: docker: not checked: ")], p.stdout
+    assert len(docker_lines) == 1 and "run doctor as root" in docker_lines[0], p.stdout
+    assert failures(lines) == [], p.stdout
+    assert p.returncode == 0, p.stdout
