@@ -18,6 +18,17 @@ step() {
 	printf '\n==== %s ====\n' "$*"
 }
 
+# The packaging step at the end installs and purges the package; refuse now, not after
+# ten minutes of other tests, on a host where it is (or was) installed.
+case $(dpkg-query -W -f='${db:Status-Status}' roundtable-sandbox 2>/dev/null) in
+"" | not-installed) ;;
+*)
+	echo "test.sh: roundtable-sandbox is (or was) installed here; run the tests on a dedicated machine," \
+		"or purge it first (apt-get purge roundtable-sandbox)" >&2
+	exit 1
+	;;
+esac
+
 step "setup"
 "$srcdir/scripts/setup-debian.sh"
 
