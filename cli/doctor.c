@@ -571,9 +571,19 @@ static void check_secret_file(struct doctor *d, const char *check, const char *p
 		report(d, DOCTOR_FAIL, check, "%s is not a regular file", path);
 		return;
 	}
+	/* Mode and owner in one line, so one round of fixes is enough. */
+	bool wrong_owner = !read_by_root && d->have_account && st.st_uid != d->uid;
 	if (st.st_mode & 077) {
-		report(d, DOCTOR_FAIL, check, "%s has mode %04o: others can read the key; fix: chmod 0600 %s", path,
-		       (unsigned)(st.st_mode & 07777), path);
+		const char *who = (st.st_mode & 070) && (st.st_mode & 07) ? "its group and other users"
+				  : (st.st_mode & 070)			 ? "its group"
+									 : "other users";
+		if (wrong_owner)
+			report(d, DOCTOR_FAIL, check, "%s has mode %04o and owner uid %lu: %s may read the key and brokerd "
+			       "(uid %lu) may not; fix: chown %lu %s && chmod 0600 %s", path, (unsigned)(st.st_mode & 07777),
+			       (unsigned long)st.st_uid, who, (unsigned long)d->uid, (unsigned long)d->uid, path, path);
+		else
+			report(d, DOCTOR_FAIL, check, "%s has mode %04o: %s may read the key; fix: chmod 0600 %s", path,
+			       (unsigned)(st.st_mode & 07777), who, path);
 		return;
 	}
 	if (st.st_size == 0) {

@@ -668,7 +668,8 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		return CLI_EXIT_FAILED;
 	}
 	if (strcmp(route, "pass") == 0) {
-		log_error("not sandboxed: the channel is not in sandbox mode (route pass)");
+		log_error("not sandboxed: the channel is not in sandbox mode (route pass); fix: roundtable-sandbox on "
+			  "CHANNEL");
 		return CLI_EXIT_PASS;
 	}
 	if (strcmp(route, "drop") == 0) {

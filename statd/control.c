@@ -373,15 +373,16 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 		const char *tier = NULL;
 		if (get_str(author, "id", 1, RTS_SPEAKER_FIELD_MAX, false, &m.author_id) != 1)
 			return error_detail(id, STATD_E_INVALID_REQUEST, "author.id must be a string of 1 to 256 bytes");
-		if (get_str(author, "name", 0, RTS_SPEAKER_FIELD_MAX, false, &m.author_name) != 1)
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.name must be a string of at most 256 bytes");
+		/* Not empty: the worker's input contract wants a speaker name (worker/input.c). */
+		if (get_str(author, "name", 1, RTS_SPEAKER_FIELD_MAX, false, &m.author_name) != 1)
+			return error_detail(id, STATD_E_INVALID_REQUEST, "author.name must be a string of 1 to 256 bytes");
 		if (get_str(author, "principalId", 0, RTS_SPEAKER_FIELD_MAX, true, &m.principal_id) < 0)
 			return error_detail(id, STATD_E_INVALID_REQUEST,
 					    "author.principalId must be a string of at most 256 bytes or null");
 		int r = get_str(author, "tier", 0, RTS_SPEAKER_FIELD_MAX, true, &tier);
 		if (r < 0)
 			return error_detail(id, STATD_E_INVALID_REQUEST, "author.tier must be a string or null");
-		m.has_tier = r == 1;
+		m.has_tier = r == 1 && tier[0]; /* an empty tier is no tier */
 		if (!get_bool(author, "bot", &m.bot))
 			return error_detail(id, STATD_E_INVALID_REQUEST, "author.bot must be a boolean");
 		if (!get_bool(author, "integration", &m.integration))

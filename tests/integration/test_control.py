@@ -40,6 +40,19 @@ def test_lone_surrogates_do_not_collapse_channel_keys(suite):
         assert "\ufffd" not in f.read()
 
 
+def test_empty_author_name_is_refused_before_any_turn(suite):
+    """The worker needs a speaker name: statd refuses an empty one at once instead of
+    starting a container that can only fail."""
+    assert suite.cli("on", "guild-1/names").returncode == 0
+    before = len(suite.fake.requests())
+    a = raw_exchange(suite, json.dumps({
+        "op": "message", "id": "n1", "channel": "guild-1/names", "guild": True, "addressed": True, "text": "hi",
+        "attachments": 0, "author": {"id": "42", "name": "", "principalId": "p42", "tier": "member", "bot": False,
+                                     "integration": False}}).encode() + b"\n")
+    assert a["id"] == "n1" and a["error"] == "invalid_request" and "author.name" in a["detail"], a
+    assert len(suite.fake.requests()) == before
+
+
 def test_control_characters_and_nul_escapes_are_refused(suite):
     a = raw_exchange(suite, b'{"id":1,"op":"status","channel":"a\x01b"}\n')
     assert a["error"] == "invalid_json"

@@ -119,7 +119,20 @@ def test_doctor_reports_installation_problems(make_suite):
         p, lines = doctor(s, "--offline")
     finally:
         os.chmod(s.key_file, 0o400)
-    assert any(line.startswith("FAIL: apiKey: ") and "others can read the key" in line for line in lines), p.stdout
+    assert any(line.startswith("FAIL: apiKey: ") and "its group and other users may read the key" in line
+               for line in lines), p.stdout
+
+    # Root-owned and group-readable: mode and owner in one line, both fixes in one go.
+    os.chown(s.key_file, 0, s.env.gid)
+    os.chmod(s.key_file, 0o640)
+    try:
+        p, lines = doctor(s, "--offline")
+    finally:
+        os.chown(s.key_file, s.env.uid, s.env.gid)
+        os.chmod(s.key_file, 0o400)
+    bad = [line for line in lines if line.startswith("FAIL: apiKey: ")]
+    assert len(bad) == 1 and "its group may read the key" in bad[0], p.stdout
+    assert f"fix: chown {s.env.uid} {s.key_file} && chmod 0600 {s.key_file}" in bad[0], bad
 
     # A config file anyone may change (it names the commands brokerd runs).
     os.chmod(s.config_path, 0o642)

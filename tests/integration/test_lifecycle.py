@@ -360,6 +360,7 @@ ELIGIBILITY = [
     ("integration", {"author": {"integration": True}}, False),
     ("unresolved author", {"author": None}, False),
     ("null tier", {"author": {"tier": None}}, False),
+    ("empty tier", {"author": {"tier": ""}}, False),
     ("not addressed", {"addressed": False}, False),
 ]
 
