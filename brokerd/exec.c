@@ -201,7 +201,7 @@ static int pump(const struct brokerd_exec *e, struct run *p)
 
 		struct pollfd fds[6];
 		nfds_t n = 0;
-		int i_in = -1, i_out = -1, i_err = -1, i_pid, i_wake = -1, i_client = -1;
+		int i_in = -1, i_out = -1, i_err = -1, i_pid, i_wake = -1;
 		if (p->in_fd >= 0)
 			fds[i_in = (int)n++] = (struct pollfd){.fd = p->in_fd, .events = POLLOUT};
 		if (p->out_fd >= 0)
@@ -213,7 +213,7 @@ static int pump(const struct brokerd_exec *e, struct run *p)
 			fds[i_wake = (int)n++] = (struct pollfd){.fd = e->cancel.wake_fd, .events = POLLIN};
 		/* Wakes on the caller's hang-up only (events 0); seen at the top of the loop. */
 		if (e->cancel.has_client)
-			fds[i_client = (int)n++] = (struct pollfd){.fd = e->cancel.client_fd, .events = 0};
+			fds[n++] = (struct pollfd){.fd = e->cancel.client_fd, .events = 0};
 		int k = poll(fds, n, timeout);
 		if (k < 0) {
 			if (errno == EINTR)
@@ -241,7 +241,6 @@ static int pump(const struct brokerd_exec *e, struct run *p)
 			return 0;
 		}
 		(void)i_wake; /* a closing turn or a hung-up caller is noticed at the top of the loop */
-		(void)i_client;
 	}
 }
 

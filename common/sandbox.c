@@ -140,15 +140,7 @@ static const char *const *const brokerd_groups[] = {
 	sys_process, sys_sockets, sys_fs_read,	     sys_misc,	     sys_journal,  sys_spawn,
 	sys_exec_start, sys_go_runtime, sys_network, sys_programs, NULL};
 
-/* A --enable-sanitizers build (tests only, never installed): LeakSanitizer's check at exit
- * stops the process's threads from a helper that ptraces them. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_LEAK__)
-#define RTS_SANITIZER_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
-#define RTS_SANITIZER_BUILD 1
-#endif
-#endif
+/* RTS_SANITIZER_BUILD (common/sandbox.h): what LeakSanitizer's check at exit needs. */
 #ifdef RTS_SANITIZER_BUILD
 static const char *const sys_sanitizer[] = {"ptrace", "getdents", "wait4", NULL};
 #endif

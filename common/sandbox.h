@@ -10,6 +10,17 @@ enum rts_sandbox_profile {
 	RTS_SANDBOX_BROKERD, /* network, host tools and key commands; never opens a file for writing */
 };
 
+/* Defined in a --enable-sanitizers build (tests only, never installed), where the filters
+ * also allow what LeakSanitizer's check at exit needs (it ptraces the process's threads
+ * from a helper). The unit tests look at it too. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_LEAK__)
+#define RTS_SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define RTS_SANITIZER_BUILD 1
+#endif
+#endif
+
 /* Environment variable that, set to "1", turns the default action of the filter from
  * killing the process into logging the call (SCMP_ACT_LOG: the kernel's audit log, or
  * dmesg without auditd), for finding a missing system call. Never set it in production. */

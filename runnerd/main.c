@@ -105,16 +105,25 @@ static void startup_rm_done(struct runnerd_proc *p, const struct runnerd_proc_re
 	startup_rm_next(st);
 }
 
+/* Start one docker CLI step of start-up (argv: consumed, NULL when it could not be built)
+ * with done as its continuation. Returns 0 or -errno. */
+static int startup_spawn(struct startup *st, char **argv, size_t out_max, uint64_t timeout_ms,
+			 runnerd_proc_done_t done)
+{
+	cleanup_strv char **args = argv;
+	struct runnerd_proc *p;
+	return args ? runnerd_proc_spawn(st->rd->event, args, st->rd->child_env, NULL, 0, out_max, timeout_ms, done,
+					 st, &p)
+		    : -EINVAL;
+}
+
 static void startup_rm_next(struct startup *st)
 {
 	struct runnerd *rd = st->rd;
 	while (st->next < st->n && !rd->shutting_down) {
 		const char *name = st->names[st->next++];
-		cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, name);
-		struct runnerd_proc *p;
-		int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_RM_OUTPUT_MAX,
-						  RUNNERD_RM_TIMEOUT_MS, startup_rm_done, st, &p)
-			     : -EINVAL;
+		int r = startup_spawn(st, runnerd_docker_rm_argv(RTS_DOCKER, name), RUNNERD_RM_OUTPUT_MAX,
+				      RUNNERD_RM_TIMEOUT_MS, startup_rm_done);
 		if (r >= 0)
 			return;
 		log_warning_errno(r, "cannot remove stale container %s: %m", name);
@@ -153,11 +162,8 @@ static void startup_ps(struct startup *st)
 		startup_done(st);
 		return;
 	}
-	cleanup_strv char **argv = runnerd_docker_ps_argv(RTS_DOCKER, rd->cfg->installation_id);
-	struct runnerd_proc *p;
-	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_PS_OUTPUT_MAX,
-					  RUNNERD_PS_TIMEOUT_MS, startup_ps_done, st, &p)
-		     : -EINVAL;
+	int r = startup_spawn(st, runnerd_docker_ps_argv(RTS_DOCKER, rd->cfg->installation_id), RUNNERD_PS_OUTPUT_MAX,
+			      RUNNERD_PS_TIMEOUT_MS, startup_ps_done);
 	if (r < 0) {
 		log_warning_errno(r, "cannot run docker ps to find stale containers: %m");
 		startup_done(st);
@@ -184,18 +190,21 @@ static void startup_image_done(struct runnerd_proc *p, const struct runnerd_proc
 	}
 }
 
-static void startup_image(struct startup *st)
+/* A start-up check (docker info, image inspect): start-up is refused when it cannot even
+ * be started. */
+static void startup_check(struct startup *st, char **argv, const char *what, runnerd_proc_done_t done)
 {
-	struct runnerd *rd = st->rd;
-	cleanup_strv char **argv = runnerd_docker_image_inspect_argv(RTS_DOCKER, rd->cfg->image);
-	struct runnerd_proc *p;
-	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
-					  RUNNERD_CHECK_TIMEOUT_MS, startup_image_done, st, &p)
-		     : -EINVAL;
+	int r = startup_spawn(st, argv, RUNNERD_CHECK_OUTPUT_MAX, RUNNERD_CHECK_TIMEOUT_MS, done);
 	if (r < 0) {
 		errno = -r;
-		startup_refuse(st, "cannot run %s image inspect: %m", RTS_DOCKER);
+		startup_refuse(st, "cannot run %s %s: %m", RTS_DOCKER, what);
 	}
+}
+
+static void startup_image(struct startup *st)
+{
+	startup_check(st, runnerd_docker_image_inspect_argv(RTS_DOCKER, st->rd->cfg->image), "image inspect",
+		      startup_image_done);
 }
 
 /* path as given and, where it exists, with symbolic links resolved: is either inside
@@ -255,15 +264,7 @@ static void startup_begin(struct runnerd *rd)
 {
 	struct startup *st = rts_xcalloc(1, sizeof(*st));
 	st->rd = rd;
-	cleanup_strv char **argv = runnerd_docker_info_argv(RTS_DOCKER);
-	struct runnerd_proc *p;
-	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
-					  RUNNERD_CHECK_TIMEOUT_MS, startup_info_done, st, &p)
-		     : -EINVAL;
-	if (r < 0) {
-		errno = -r;
-		startup_refuse(st, "cannot run %s info: %m", RTS_DOCKER);
-	}
+	startup_check(st, runnerd_docker_info_argv(RTS_DOCKER), "info", startup_info_done);
 }
 
 static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)

@@ -136,14 +136,20 @@ def start_expect_exit(suite, name, timeout=60):
     return p.returncode, suite.log_tail(name, limit=10**7)[before:]
 
 
-def rewrite_config(suite, **changes):
-    """Change keys of the suite's sandbox.json (None removes a key) for the next start."""
+def changed_config(suite, **changes):
+    """A copy of the suite's config with changes (None removes a key)."""
     cfg = dict(suite.config)
     for k, v in changes.items():
         if v is None:
             cfg.pop(k, None)
         else:
             cfg[k] = v
+    return cfg
+
+
+def rewrite_config(suite, **changes):
+    """Change keys of the suite's sandbox.json (None removes a key) for the next start."""
+    cfg = changed_config(suite, **changes)
     with open(suite.config_path, "w", encoding="utf-8") as f:
         json.dump(cfg, f, indent=2)
     suite.config = cfg

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from harness import docker_inspect
-from lifecycle_helpers import restart, rewrite_config, start_expect_exit
+from lifecycle_helpers import changed_config, restart, rewrite_config, start_expect_exit
 
 
 def doctor(suite, *args, config=None):
@@ -34,12 +34,7 @@ def failures(lines):
 def variant(suite, name, **changes):
     """A copy of the suite's config with changes (None removes a key), as the operator
     would keep it: root-owned, group of the service account, 0640."""
-    cfg = dict(suite.config)
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
+    cfg = changed_config(suite, **changes)
     path = os.path.join(suite.dirs["etc"], name + ".json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(cfg, f)

@@ -27,14 +27,6 @@
 
 extern char **environ;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_LEAK__)
-#define RTS_SANITIZER_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
-#define RTS_SANITIZER_BUILD 1
-#endif
-#endif
-
 static int report_fd = -1;
 static char scratch[] = "/tmp/rts-check-sandbox-XXXXXX";
 
