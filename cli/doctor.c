@@ -578,8 +578,8 @@ static void check_secret_file(struct doctor *d, const char *check, const char *p
 				  : (st.st_mode & 070)			 ? "its group"
 									 : "other users";
 		if (wrong_owner)
-			report(d, DOCTOR_FAIL, check, "%s has mode %04o and owner uid %lu: %s may read the key and brokerd "
-			       "(uid %lu) may not; fix: chown %lu %s && chmod 0600 %s", path, (unsigned)(st.st_mode & 07777),
+			report(d, DOCTOR_FAIL, check, "%s has mode %04o and owner uid %lu: %s may read the key, which "
+			       "must be brokerd's (uid %lu) alone; fix: chown %lu %s && chmod 0600 %s", path, (unsigned)(st.st_mode & 07777),
 			       (unsigned long)st.st_uid, who, (unsigned long)d->uid, (unsigned long)d->uid, path, path);
 		else
 			report(d, DOCTOR_FAIL, check, "%s has mode %04o: %s may read the key; fix: chmod 0600 %s", path,
@@ -596,7 +596,7 @@ static void check_secret_file(struct doctor *d, const char *check, const char *p
 			       "brokerd); fix: chown root:root %s", path, (unsigned long)st.st_uid, path);
 			return;
 		}
-	} else if (d->have_account && st.st_uid != d->uid) {
+	} else if (wrong_owner) {
 		report(d, DOCTOR_FAIL, check, "%s is owned by uid %lu, so brokerd (uid %lu) cannot read it; fix: chown "
 		       "%lu %s", path, (unsigned long)st.st_uid, (unsigned long)d->uid, (unsigned long)d->uid, path);
 		return;
