@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker-supplied bodies are parsed strictly (common/strictjson.h). */
 #include "config.h"
 

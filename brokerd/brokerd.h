@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Types shared by the pieces of roundtable-sandbox-brokerd.
  *
  * brokerd holds the real model and MCP credentials and the host tool commands. It never

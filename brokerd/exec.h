@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running host commands (tools, apiKey commands) for a turn.
  *
  * Each run gets a fresh session and process group (setsid), the working directory /, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The front door of a turn's broker socket: brokerd accepts every connection itself,
  * holds it until its request head has arrived (at most BROKERD_HEADER_DEADLINE_MS), checks
  * the head's bytes with brokerd_head_scan() and only then hands the connection to

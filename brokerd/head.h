@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request-head gate: the bytes of a worker's request line and header fields are
  * checked here, before libmicrohttpd parses them (issue 3, "Request syntax").
  *

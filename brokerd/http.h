@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker-facing HTTP listener of one turn (HACKING.md, "Broker HTTP contract").
  *
  * The decisions (which route, which headers, which error) are pure functions so they can

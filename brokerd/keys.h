@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Real credentials: read from their configured source at every call, and remembered only
  * as reflection-filter needles for the rest of the turn.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-brokerd: the per-turn HTTP broker.
  *
  * The main thread runs an sd-event loop for the runnerd link (brokerd.sock): runnerd binds

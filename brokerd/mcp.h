@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /mcp/<server>: one JSON-RPC 2.0 tools/call for a declared tool, sent to the
  * operator's stateless Streamable HTTP endpoint (seed, "Optional MCP tools": no
  * initialisation or session, no SSE, no batches, no discovery, resources or prompts).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /model: the worker's Chat Completions request in, a rebuilt one out; the upstream
  * answer in, a rebuilt one back (HACKING.md, "Broker HTTP contract"; seed, "Threat model":
  * the model route fixes the URL, the model, non-streaming mode and the output limit, and

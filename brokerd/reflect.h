@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Credential reflection filter (seed, "Threat model": obvious raw, URL-encoded, base64,
  * base64url and hex reflections of a credential are refused after JSON decoding).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /tools/<name>: run an operator-configured host command (DESIGN.md section 5,
  * "tools[]"; seed, "Allowed host tools"). The body is the tool's arguments object; the
  * identity the command sees comes from the turn binding, never from the body. */

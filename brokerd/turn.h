@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A bound turn: its binding, its HTTP listener and the state every connection shares.
  *
  * Threads: the main thread (sd-event, runnerd link) creates, sweeps, closes and frees

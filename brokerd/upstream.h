@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One HTTPS POST to an operator-configured upstream (the model endpoint, an MCP server).
  *
  * The request is built from scratch: only the headers below are sent, the URL is the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The admin CLI against a scripted stand-in for statd's control socket.
 
 Checks what the CLI sends (request shapes from DESIGN.md section 5), what it prints and

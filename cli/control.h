@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CLI's client side of statd's control socket: <runtime dir>/control.sock, SOCK_STREAM,
  * newline-delimited JSON, one object per line (DESIGN.md section 5, HACKING.md "Control
  * protocol answers"). Answers on one connection come in request order; events for a

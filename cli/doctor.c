@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox doctor: one line per check, each either "ok" or the problem and its fix.
  *
  * What is checked and why (the rules come from the seed's setup notes and DESIGN.md):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox doctor: checks an installation and says how to fix what is wrong
  * (DESIGN.md section 5 "Admin CLI", roundtable-sandbox(1)). */
 #ifndef CLI_DOCTOR_H

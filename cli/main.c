@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox: the admin CLI (doc/DESIGN.md section 5 "Admin CLI").
  *
  *   roundtable-sandbox [--config PATH] [--runtime-dir DIR] COMMAND [ARGS...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running the docker CLI from the admin CLI: execv of an absolute path, never a shell, so
  * no argument (an image tag, a container name) is ever interpreted by anything but docker. */
 #ifndef CLI_SPAWN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The configuration file (sandbox.json), shared by every program.
  *
  * Strict by design: an unknown key, a wrong type or a value out of range is an error that

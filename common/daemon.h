@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Start-up steps every program shares: the common options, loading the config, and the
  * service-account identity rules. */
 #ifndef RTS_DAEMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names derived from configuration and channel keys. */
 #ifndef RTS_IDS_H
 #define RTS_IDS_H

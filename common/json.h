@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* json-c helpers used on every external JSON surface. */
 #ifndef RTS_JSON_H
 #define RTS_JSON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The json-c side of strict parsing (see strictjson.h for why two libraries). Kept out of
  * json.c, which the static worker compiles without jansson. */
 #include "config.h"

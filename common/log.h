@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging for the daemons and the CLI.
  *
  * Lines go to the systemd journal when stderr is connected to it ($JOURNAL_STREAM names

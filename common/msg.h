@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Typed marshalling for the daemon links (see proto.h), and sending/receiving one
  * SEQPACKET packet with an optional fd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The roots every daemon keeps (runRoot, workspaceRoot, the state file's directory). */
 #ifndef RTS_PRIVDIR_H
 #define RTS_PRIVDIR_H

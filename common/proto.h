@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every message exchanged between the daemons, in one place.
  *
  * Links: statd -> runnerd on runnerd.sock, runnerd -> brokerd on brokerd.sock. Both are

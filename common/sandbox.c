@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemons' own sandbox: no capabilities, no_new_privs, and a seccomp allow-list per
  * daemon installed once start-up is over.
  *

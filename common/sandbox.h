@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Process sandboxing for the daemons, in two steps like OpenSSH's ssh-sandbox.h:
  * rts_sandbox_init() right at start, rts_sandbox_apply() once start-up is done. */
 #ifndef RTS_SANDBOX_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AF_UNIX socket helpers: the runtime-dir sockets, socket activation, peer checks. */
 #ifndef RTS_SOCK_H
 #define RTS_SOCK_H

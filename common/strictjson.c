@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The jansson half of strictjson.h. No json-c header may be included here. */
 #include "config.h"
 

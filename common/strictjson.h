@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The strict half of JSON parsing for input from outside the trust boundary: worker bodies
  * at the broker (POST /model, /tools/<name>, /mcp/<server>; issue 3: duplicate keys,
  * invalid UTF-8, raw control characters and excessive depth are refused), the worker's

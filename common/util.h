@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small helpers shared by every program: cleanup attributes, ownership transfer, bounds.
  *
  * Error convention (see HACKING.md): functions return 0 or a negative errno value and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make check: the generated man pages are clean under `mandoc -Tlint` (style messages
 # included), with every cross-reference resolved among the pages themselves. Skipped
 # (exit 77) when mandoc is not installed.

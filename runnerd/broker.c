@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The brokerd side: one lazily connected link to brokerd.sock. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The docker command lines runnerd executes, built by pure functions so that the exact
  * container sandbox (DESIGN.md section 4) is unit-tested element by element
  * (tests/unit/check_docker_args.c). Nothing here touches the system. */

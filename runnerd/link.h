@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One connected SEQPACKET daemon link (statd's or brokerd's) on the sd-event loop: typed
  * messages in, a bounded outgoing queue, and a single deferred close notification so a
  * failure never frees an owner in the middle of its own handler. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-runnerd: runs each turn's container (DESIGN.md sections 2 to 4). */
 #include "config.h"
 

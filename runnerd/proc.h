@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Asynchronous children (the docker CLI) on the sd-event loop: spawned with a minimal
  * environment and pipes, never waited for synchronously. The event loop must have SIGCHLD
  * blocked (sd_event_add_child requires it). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* runnerd's internal state, shared by its files (not installed, not a library API).
  *
  * main.c     start-up, signals, the accept loop, start-up clean-up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The statd side: runnerd.sock connections. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One turn, from TURN_RUN to TURN_DONE (HACKING.md "Turn flow").
  *
  *   BROKER_WAIT  run dir and broker.sock exist; waiting for the brokerd link

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker's stdin and stdout (HACKING.md "Worker input" and "Worker output"). Pure
  * functions, unit-tested in tests/unit/check_docker_args.c. */
 #ifndef RUNNERD_WORKER_IO_H

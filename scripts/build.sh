@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build roundtable-sandbox out of tree: autoreconf when the generated files are missing or
 # stale, configure --enable-werror (plus any arguments given here) when the build directory
 # is new or was configured with other arguments, then make -j$(nproc).

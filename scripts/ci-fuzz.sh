@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build brokerd's libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer, and run each one for a bounded time. Exits non-zero when a
 # target cannot be built, crashes, leaks, trips a sanitizer or breaks an invariant; the

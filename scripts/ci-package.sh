@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Distribution checks, as root on Debian 12 with a Docker daemon running (CI runs it after
 # the integration tests):
 #   1. make distcheck: the release tarball builds, passes `make check` and installs;

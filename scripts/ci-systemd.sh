@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The installed systemd units under a real systemd: boots the host's own systemd
 # (/lib/systemd/systemd) as PID 1 in a throwaway Docker container and checks that
 #   - only the three .socket units start; the first CLI connection socket-activates statd,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The running part of scripts/demo.sh (see there): one installation, two turns.
 
 Reuses tests/integration/harness.py, which sets up an installation exactly as the

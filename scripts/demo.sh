@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The demo: prepare the host, build, then run two guest turns through the whole suite.
 #
 # As root: installs missing Debian packages and starts dockerd (scripts/setup-debian.sh),

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Prepare a Debian 12 host for building, testing and running roundtable-sandbox:
 # install the build and runtime dependencies that are missing, then make sure a Docker
 # daemon answers (starting dockerd when none does). Idempotent; run as root.

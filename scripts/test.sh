@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Run every test: the Check suites (make check), the same suites built with ASan/UBSan in a
 # second build directory, then the integration tests against real daemons, a real dockerd
 # and real containers. Runs as root (it installs missing packages and starts dockerd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* control.sock: newline-delimited JSON requests from the bot and the admin CLI.
  *
  * Framing: a line is at most STATD_LINE_MAX bytes before its newline. A longer line is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-statd: channel modes, channel queues and workspaces.
  *
  * Holds the state file and the workspace root, decides each message's route, orders turns

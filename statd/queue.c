@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Channels, their FIFO queues and turns (DESIGN.md section 3 steps 1-3 and 6).
  *
  * A channel is "active" while it has a running item, queued items or a pending fresh

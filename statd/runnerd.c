@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The link to runnerd: runtime-dir/runnerd.sock, SOCK_SEQPACKET, messages from
  * common/proto.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-statd: internal interfaces between its source files.
  *
  *   main.c      start-up, signals, shutdown

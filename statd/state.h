@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* statd's state file: the saved mode of every channel ever switched on or off.
  *
  * Format (DESIGN.md section 6): {"version":1,"channels":{KEY:{"mode":"on"|"off"}}}.

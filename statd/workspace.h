@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Directories statd owns: the state directory, the workspace root and one workspace per
  * channel (DESIGN.md section 3 step 3; seed: directories dedicated to the service account,
  * no group/other permissions, never following symlinks, channel keys hashed). */

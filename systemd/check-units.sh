@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make check: the generated systemd units and the example configuration.
 #   - the units carry the sandboxing DESIGN.md section 2 asks of each daemon (and nothing a
 #     daemon must not have: no network for statd and runnerd, the credential for brokerd

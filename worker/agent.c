@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sealed agent loop: Chat Completions against the broker's /model, the memory tools run
  * here, public tools through /tools/<name> and /mcp/<server>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One sealed turn: a minimal Chat Completions tool loop against the broker. */
 #ifndef WORKER_AGENT_H
 #define WORKER_AGENT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP client for the broker socket.
  *
  * Why not libcurl: the worker is a static binary in a FROM scratch image, and Debian's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker's only way out: one HTTP POST per connection to the turn's broker socket
  * (HACKING.md "Broker HTTP contract"). */
 #ifndef WORKER_BROKER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Conversation history: the last ten settled exchanges of the channel (seed "Memory and
  * scope"). Only the user's text and the final reply are kept, never tool transcripts.
  *

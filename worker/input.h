@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker's input: one JSON object on stdin (HACKING.md "Worker input"). */
 #ifndef WORKER_INPUT_H
 #define WORKER_INPUT_H

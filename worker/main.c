@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-worker: the sealed turn inside the container.
  *
  * stdin: one JSON object (HACKING.md "Worker input"). stdout: exactly one JSON object and

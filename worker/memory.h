@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory notes: the memory_set, memory_get and memory_remove tools (seed "Memory and
  * scope"). Two scopes: "speaker", always the current speaker's own namespace (no argument
  * can name another speaker), and "channel", shared by everyone in the channel's workspace.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker's files in the guest-writable workspace: /workspace/.sandbox/<name>.
  *
  * A previous guest may have left anything there (symlinks, FIFOs, huge or invalid files,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bounded text: JSON-encoded sizes and visible truncation at UTF-8 boundaries. */
 #ifndef WORKER_TEXT_H
 #define WORKER_TEXT_H

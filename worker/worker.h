@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-worker: limits shared by the worker's modules.
  *
  * The worker runs inside the turn's container and is untrusted by everyone else; these

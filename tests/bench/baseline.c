@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's baseline container program: read stdin to the end (bounded) and print
  * one line, like a worker that needs no broker. Linked statically into a FROM scratch
  * image by tests/bench/turns.py. */

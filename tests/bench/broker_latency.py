@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """How much latency brokerd adds to a model call.
 
 In one invocation, the same POST /model request N times (default 200) two ways, interleaved:

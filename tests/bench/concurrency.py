@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Concurrent turns: the suite against bare `docker run`, and what the daemons leak and weigh.
 
     tests/bench/concurrency.py [-c CHANNELS] [-n TURNS] [--json]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How much a sandboxed turn costs over a bare hardened `docker run`.
 
     tests/bench/turns.py [-n N]        (as root, with dockerd running and the suite built;

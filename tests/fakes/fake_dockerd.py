@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for a Docker daemon on a Unix socket, for runnerd's start-up and fault tests,
 so that no test ever has to stop, reconfigure or slow down the real (shared) dockerd.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A scripted stand-in for a stateless MCP server (Streamable HTTP, JSON answers), over HTTPS.
 
 It answers JSON-RPC 2.0 tools/call requests from fixed rules, so tests can check what

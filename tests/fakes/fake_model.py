@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A scripted stand-in for an OpenAI-compatible Chat Completions endpoint, over HTTPS.
 
 It is not a model: it answers from the fixed rules below, at once, so tests and the demo

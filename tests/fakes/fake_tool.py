@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A host tool command for brokerd's tests: configure it as
 
     "command": ["/usr/bin/python3", "/path/fake_tool.py", OUTDIR]

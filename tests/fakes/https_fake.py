@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the local HTTPS fakes (fake_model.py, fake_mcp.py) share: a threaded TLS server that
 records every request as one JSON line, and its command line. python3 stdlib only."""
 import argparse

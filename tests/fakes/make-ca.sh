@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Make a throwaway test CA and a server certificate for the local fake upstreams.
 #
 #   tests/fakes/make-ca.sh DIR

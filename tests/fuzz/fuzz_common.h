@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by brokerd's libFuzzer targets (tests/fuzz, built by scripts/ci-fuzz.sh). */
 #ifndef TESTS_FUZZ_COMMON_H
 #define TESTS_FUZZ_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the request-head gate (brokerd/head.c), then, for heads it lets
  * through, the route table and the header allow-list (brokerd/http.c) as libmicrohttpd
  * would feed them.

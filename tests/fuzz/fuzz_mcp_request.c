@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: a worker's POST /mcp/<server> body through the strict parser and the
  * MCP validator (brokerd/mcp.h), and the same bytes as the server's answer through the
  * answer rebuild.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: a worker's POST /model body through the strict parser and the request
  * validator (common/strictjson.h, brokerd/model.h), and the same bytes as an upstream
  * answer through the answer rebuild.

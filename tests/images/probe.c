@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test-only stand-in for the worker: run in a turn container, it reports what the container
  * really gets (identity, capabilities, filesystem, network, limits, the broker socket and the
  * worker input it was handed) as the reply text, so integration tests can assert isolation

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real roundtable-sandbox-brokerd on its own, for tests/integration/test_broker.py and
 tests/bench/broker_latency.py.
 

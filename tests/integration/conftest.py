@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pytest fixtures for the integration tests (see harness.py for what a suite is).
 
     rts_env      session: root and Docker checked, service account, programs, and the worker

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run the real suite for integration tests: three daemons as the service account, the real
 dockerd and image, and the scripted HTTPS model endpoint (tests/fakes/fake_model.py).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by test_lifecycle.py, test_faults.py and test_daemon_sandbox.py: messages,
 waiting, daemon processes, and pointing runnerd's docker CLI at a fake Docker daemon.
 

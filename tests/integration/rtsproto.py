@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon-link protocol of common/proto.h and common/msg.h, for tests.
 
 Both links (statd -> runnerd on runnerd.sock, runnerd -> brokerd on brokerd.sock) are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The socket-activation path of the three daemons, the way the shipped systemd units use
 it (systemd/*.socket.in): root creates each listening socket with the unit's type, owner
 and mode, and the daemon, running as the service account, receives it (sd_listen_fds)

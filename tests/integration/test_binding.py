@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The turn's identity end to end: the binding (channel, speaker id, name, principal id) that
 host tools and key commands see must come from the control message statd received, travel
 statd -> runnerd (TURN_RUN) -> brokerd (BROKER_BIND), and never reach the container.

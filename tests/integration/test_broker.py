@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """brokerd's contract (issue 3), rule by rule, against a real brokerd running as the service
 account, over real per-turn Unix sockets, with the scripted HTTPS model endpoint, a scripted
 HTTPS MCP server and a real host tool command (tests/integration/broker_rig.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """statd's control socket under hostile or sloppy clients, and workspaces a guest tampered
 with. Real daemons, the real image."""
 import json

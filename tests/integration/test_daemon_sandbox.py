@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Each daemon holds only its own privileges (DESIGN.md section 2, issue 5 "Daemon
 sandboxing"): no capabilities, no_new_privs, a seccomp allow-list (common/sandbox.c); and
 brokerd, which holds the credentials, cannot write any file, nor can the host tools and key

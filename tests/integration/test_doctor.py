@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """roundtable-sandbox doctor against a real installation: every check passes on a healthy
 suite, and each kind of problem turns into a FAIL line that names it and its fix, with
 exit status 1 (cli/doctor.c). Where doctor judges something a daemon also judges (the state

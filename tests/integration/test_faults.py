@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Faults (issue 5): a daemon killed with SIGKILL mid-turn and restarted, a Docker daemon
 that is gone or hangs, and a state directory that is full or read-only.
 

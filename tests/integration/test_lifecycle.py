@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lifecycle: how turns end (deadline, cancel, shutdown), clean-up of stale containers,
 start-up refusals, and the routing, queue and mode rules (seed "Setup", the lifecycle
 paragraphs of "Threat model", "Memory and scope"; DESIGN.md sections 2 to 6).

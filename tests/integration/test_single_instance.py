@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One statd and one runnerd per installation, and roots nobody else can swap out.
 Real daemons, the real image."""
 import grp

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who may connect to the three sockets of a hand-started suite (DESIGN.md sections 2 and 5,
 HACKING.md "Daemon links"):
 

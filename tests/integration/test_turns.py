@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The walking skeleton end to end: real daemons as the service account, the real dockerd,
 the real worker image, and the scripted HTTPS model endpoint."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The worker's contract in real turns (issue 4): real daemons as the service account, the
 real dockerd, this build's worker image, and the scripted HTTPS model endpoint in script
 mode ("#script NAME" in the guest's text replays logs/script-NAME.json, see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strict parsing of worker bodies (common/strictjson.h): every case json-c alone lets
  * through is refused, ordinary JSON passes, and json-c's calls still bind to json-c with
  * jansson linked in. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host commands (tools, key commands) and credential sources: real child processes, real
  * files; the deadline, the turn closing and the output bound stop a command, nothing of
  * brokerd's environment or descriptors leaks into it, and keys fail closed. */

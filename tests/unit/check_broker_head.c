@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request-head gate (brokerd/head.c): what passes, what is refused and when, framing
  * facts, and the gate's own canned answers. */
 #include "config.h"

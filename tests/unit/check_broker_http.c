@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The broker's HTTP decisions without sockets: route matching on the raw target, the
  * header allow-list, the error bodies and statuses, the upstream Content-Type check. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /mcp/<server>: only single tools/call requests for declared tools pass, rebuilt;
  * the server's answer is rebuilt to jsonrpc, id and result or error. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /model: the request validator and upstream-body builder, the schema reference
  * check, and the answer rebuild. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The credential reflection filter: every encoding the seed names is caught, alone and
  * inside longer text, also after JSON decoding; ordinary answers and key look-alikes pass. */
 #include "config.h"

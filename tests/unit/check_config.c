@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The config loader: defaults, every key accepted, and every refusal naming its key path. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* runnerd's pure functions: the docker command lines (DESIGN.md section 4) and the worker's
  * stdin/stdout (HACKING.md "Worker input" / "Worker output"). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names statd (and every daemon) derive: sha256 hex, channel hashes used as workspace
  * directory names, the installation id, turn ids and container names (common/ids.h). */
 #include "config.h"

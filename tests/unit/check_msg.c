@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Typed marshalling and SEQPACKET framing: round trips over a real socketpair, and every
  * malformed packet refused. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* common/sandbox.c: each profile's filter, tried in a forked child (a filter cannot be
  * removed again). The child reports the line of the first failed expectation through a
  * pipe; the parent checks that and how the child ended (a kill by SIGSYS where the default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* statd's state file (statd/state.h) and directory checks (statd/workspace.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Black-box tests of roundtable-sandbox-worker.
  *
  * Each test runs the real static worker binary (WORKER_BINARY) with --broker pointing at a
