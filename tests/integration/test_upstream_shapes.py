@@ -11,11 +11,11 @@ its own rule (brokerd's log names it) and with nothing handed on to the worker.
 """
 import json
 import os
-import re
 
 import pytest
 
-ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+from test_worker import ID_RE, script, trailing_tool_messages
+
 ABSENT = object()
 
 
@@ -50,11 +50,6 @@ def memory_set(key, value, **call):
     return c
 
 
-def script(s, name, entries):
-    with open(os.path.join(s.dirs["logs"], f"script-{name}.json"), "w", encoding="utf-8") as f:
-        json.dump(entries, f)
-
-
 def turn(s, channel, text):
     """One addressed message through the CLI in a channel switched on first; returns
     (CompletedProcess, the upstream request bodies of this turn)."""
@@ -70,15 +65,6 @@ def ok_turn(s, channel, name, entries):
     p, bodies = turn(s, channel, f"#script {name}")
     assert p.returncode == 0, p.stderr + s.log_tail("brokerd", 2000)
     return p.stdout.strip(), bodies
-
-
-def trailing_tool_messages(body):
-    out = []
-    for m in reversed(body["messages"]):
-        if m["role"] != "tool":
-            break
-        out.insert(0, m)
-    return out
 
 
 def echoed_assistant(body):
