@@ -168,6 +168,23 @@ def test_content_null_beside_tool_calls(suite):
     assert_tool_round_trip(bodies[1], [args("k", "v")])
 
 
+def test_arguments_absent_or_null(suite):
+    """A call without arguments (or null ones) is sent on as "{}": the tool runs and answers
+    for itself (here memory_get, which needs a scope, with an error result)."""
+    ch = "guild-s/no-arguments"
+    calls = [{"id": "a", "type": "function", "function": {"name": "memory_get"}},
+             {"id": "b", "type": "function", "function": {"name": "memory_get", "arguments": None}}]
+    out, bodies = ok_turn(suite, ch, "no-arguments", [
+        completion({"role": "assistant", "tool_calls": calls}, "tool_calls"), reply("Looked.")])
+    assert out == "Looked."
+    echoed = echoed_assistant(bodies[1])["tool_calls"]
+    assert [(c["id"], c["function"]["arguments"]) for c in echoed] == [("a", "{}"), ("b", "{}")]
+    results = trailing_tool_messages(bodies[1])
+    assert [m["tool_call_id"] for m in results] == ["a", "b"]
+    for m in results:
+        assert "scope" in json.loads(m["content"])["error"], m["content"]
+
+
 # ---- content ----
 
 def test_content_as_an_array_of_parts(suite):
