@@ -409,6 +409,107 @@ int brokerd_model_request_build(json_object *req, const char *model, uint32_t ma
 
 /* ---- answer ---- */
 
+/* Servers that speak Chat Completions differ in the details of an answer (vLLM, llama.cpp,
+ * Ollama, LM Studio, LiteLLM, TGI, OpenRouter, Mistral, Gemini): the rebuild accepts what
+ * they send and writes the one shape model.h describes, so the worker never sees a member
+ * it does not know. */
+
+/* o is a string of exactly the bytes of s (no embedded NUL tricks). */
+static bool string_is(json_object *o, const char *s)
+{
+	return is_type(o, json_type_string) && (size_t)json_object_get_string_len(o) == strlen(s) &&
+	       memcmp(json_object_get_string(o), s, strlen(s)) == 0;
+}
+
+/* The message's text: a string as is; null or absent as no text (*out NULL); an array of
+ * content parts (Mistral's reasoning models) as its "text" parts joined, every other kind
+ * of part ("thinking", "refusal", ...) dropped. Anything else is malformed. */
+static bool rebuild_content(json_object *content, json_object **out, const char **why)
+{
+	*out = NULL;
+	if (!content)
+		return true;
+	if (is_type(content, json_type_string)) {
+		*out = dup_string(content);
+		return true;
+	}
+	if (!is_type(content, json_type_array))
+		FAIL("message content is not a string, null or an array of parts");
+	size_t n = json_object_array_length(content), len = 0, texts = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_object *part = json_object_array_get_idx(content, i);
+		if (!is_type(rts_json_get(part, "type"), json_type_string))
+			FAIL("a content part is not an object with a type");
+		if (!string_is(rts_json_get(part, "type"), "text"))
+			continue;
+		json_object *text = rts_json_get(part, "text");
+		if (!is_type(text, json_type_string))
+			FAIL("a text content part has no text string");
+		len += (size_t)json_object_get_string_len(text);
+		texts++;
+	}
+	if (texts == 0)
+		return true;
+	/* The answer is at most BROKERD_ANSWER_MAX bytes, so len fits an int. */
+	cleanup_free char *buf = rts_xmalloc(len + 1);
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_object *part = json_object_array_get_idx(content, i);
+		if (!string_is(rts_json_get(part, "type"), "text"))
+			continue;
+		json_object *text = rts_json_get(part, "text");
+		size_t l = (size_t)json_object_get_string_len(text);
+		memcpy(buf + at, json_object_get_string(text), l);
+		at += l;
+	}
+	*out = json_object_new_string_len(buf, (int)len);
+	return true;
+}
+
+/* One tool call as {"id","type":"function","function":{"name","arguments"}}. Beside the
+ * OpenAI shape it accepts: no id or a null one (sent as ""; the worker renames empty,
+ * malformed and repeated ids together with their results), no type, and arguments as a
+ * JSON object (TGI, newer llama.cpp), re-serialised to JSON text, or none at all ("{}").
+ * Names and ids are passed as any string: the worker checks them. */
+static bool rebuild_tool_call(json_object *tc, json_object **out, const char **why)
+{
+	if (!is_type(tc, json_type_object))
+		FAIL("a tool call is not an object");
+	json_object *id = rts_json_get(tc, "id");
+	json_object *type = rts_json_get(tc, "type");
+	json_object *fn = rts_json_get(tc, "function");
+	if (id && !is_type(id, json_type_string))
+		FAIL("a tool call id is not a string");
+	if (type && !string_is(type, "function"))
+		FAIL("a tool call type is not \"function\"");
+	if (!is_type(fn, json_type_object))
+		FAIL("a tool call has no function object");
+	json_object *name = rts_json_get(fn, "name");
+	json_object *args = rts_json_get(fn, "arguments");
+	if (!is_type(name, json_type_string))
+		FAIL("a tool call name is not a string");
+	json_object *args_text = NULL;
+	if (!args) {
+		args_text = json_object_new_string("{}");
+	} else if (is_type(args, json_type_string)) {
+		args_text = dup_string(args);
+	} else if (is_type(args, json_type_object)) {
+		cleanup_free char *text = rts_json_dump(args);
+		args_text = json_object_new_string(text);
+	} else {
+		FAIL("tool call arguments are neither JSON text nor an object");
+	}
+	json_object *f = json_object_new_object();
+	json_object_object_add(f, "name", dup_string(name));
+	json_object_object_add(f, "arguments", args_text);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "id", id ? dup_string(id) : json_object_new_string(""));
+	json_object_object_add(o, "type", json_object_new_string("function"));
+	json_object_object_add(o, "function", f);
+	*out = o;
+	return true;
+}
+
 static bool rebuild_tool_calls(json_object *calls, json_object *msg, const char **why)
 {
 	if (!calls)
@@ -423,31 +524,32 @@ static bool rebuild_tool_calls(json_object *calls, json_object *msg, const char 
 	json_object *arr = json_object_new_array_ext((int)n);
 	json_object_object_add(msg, "tool_calls", arr);
 	for (size_t i = 0; i < n; i++) {
-		json_object *tc = json_object_array_get_idx(calls, i);
-		json_object *fn = rts_json_get(tc, "function");
-		json_object *id = rts_json_get(tc, "id");
-		const char *type = rts_json_get_string(tc, "type");
-		json_object *name = rts_json_get(fn, "name");
-		json_object *args = rts_json_get(fn, "arguments");
-		/* Names and ids are passed as strings; the worker normalises odd ones. */
-		if (!is_type(tc, json_type_object) || !is_type(id, json_type_string) ||
-		    (rts_json_get(tc, "type") && (!type || strcmp(type, "function") != 0)) ||
-		    !is_type(name, json_type_string) || !is_type(args, json_type_string))
-			FAIL("malformed tool call");
-		json_object *f = json_object_new_object();
-		json_object_object_add(f, "name", dup_string(name));
-		json_object_object_add(f, "arguments", dup_string(args));
-		json_object *o = json_object_new_object();
-		json_object_object_add(o, "id", dup_string(id));
-		json_object_object_add(o, "type", json_object_new_string("function"));
-		json_object_object_add(o, "function", f);
-		json_object_array_add(arr, o);
+		json_object *tc = NULL;
+		if (!rebuild_tool_call(json_object_array_get_idx(calls, i), &tc, why))
+			return false;
+		json_object_array_add(arr, tc);
 	}
 	return true;
 }
 
+/* What the message holds decides: "tool_calls" when it has tool calls; otherwise "length"
+ * (also for "max_tokens" and "model_length") or "content_filter" when the upstream says
+ * so; otherwise "stop", whatever the upstream sent ("stop" beside tool calls, "tool_calls"
+ * without any, null, "eos", "eos_token", "end_turn", ...). */
+static const char *finish_reason(json_object *fr, bool has_calls)
+{
+	if (has_calls)
+		return "tool_calls";
+	if (string_is(fr, "length") || string_is(fr, "max_tokens") || string_is(fr, "model_length"))
+		return "length";
+	if (string_is(fr, "content_filter"))
+		return "content_filter";
+	return "stop";
+}
+
 static bool rebuild(json_object *ans, json_object **out, const char **why)
 {
+	static const char *const usage_counts[] = {"prompt_tokens", "completion_tokens", "total_tokens", NULL};
 	if (!is_type(ans, json_type_object))
 		FAIL("answer is not an object");
 	if (rts_json_get(ans, "error"))
@@ -459,42 +561,56 @@ static bool rebuild(json_object *ans, json_object **out, const char **why)
 	json_object *m = rts_json_get(c0, "message");
 	if (!is_type(m, json_type_object))
 		FAIL("first choice has no message object");
-	const char *role = rts_json_get_string(m, "role");
-	if (rts_json_get(m, "role") && (!role || strcmp(role, "assistant") != 0))
+	json_object *role = rts_json_get(m, "role");
+	if (role && !string_is(role, "assistant"))
 		FAIL("message role is not assistant");
-	json_object *content = rts_json_get(m, "content");
-	if (content && !is_type(content, json_type_string))
-		FAIL("message content is not a string");
 	json_object *fr = rts_json_get(c0, "finish_reason");
-	if (fr && !string_in(fr, 1, 64))
-		FAIL("finish_reason is not a short string");
+	if (fr && !is_type(fr, json_type_string))
+		FAIL("finish_reason is not a string");
 
 	cleanup_json json_object *msg = json_object_new_object();
+	json_object *content = NULL;
+	if (!rebuild_content(rts_json_get(m, "content"), &content, why))
+		return false;
 	json_object_object_add(msg, "role", json_object_new_string("assistant"));
-	json_object_object_add(msg, "content", is_type(content, json_type_string) ? dup_string(content) : NULL);
+	json_object_object_add(msg, "content", content);
 	if (!rebuild_tool_calls(rts_json_get(m, "tool_calls"), msg, why))
 		return false;
+	bool has_calls = rts_json_get(msg, "tool_calls") != NULL;
 
 	json_object *choice = json_object_new_object();
 	json_object_object_add(choice, "index", json_object_new_int(0));
 	json_object_object_add(choice, "message", steal_pointer(&msg));
-	json_object_object_add(choice, "finish_reason",
-			       is_type(fr, json_type_string) ? dup_string(fr) : json_object_new_string("stop"));
+	json_object_object_add(choice, "finish_reason", json_object_new_string(finish_reason(fr, has_calls)));
 	cleanup_json json_object *o = json_object_new_object();
 	json_object *arr = json_object_new_array_ext(1);
 	json_object_array_add(arr, choice);
 	json_object_object_add(o, "choices", arr);
 
+	/* Only the three counters; details, costs and timings some servers add are dropped,
+	 * and so is a usage that is missing or not an object (nothing downstream needs it). */
 	json_object *usage = rts_json_get(ans, "usage");
 	if (is_type(usage, json_type_object)) {
 		json_object *u = json_object_new_object();
-		json_object_object_foreach(usage, name, val)
-		{
-			if (is_type(val, json_type_int))
-				json_object_object_add(u, name, json_object_new_int64(json_object_get_int64(val)));
+		for (const char *const *k = usage_counts; *k; k++) {
+			json_object *v = rts_json_get(usage, *k);
+			if (!is_type(v, json_type_int))
+				continue;
+			errno = 0;
+			int64_t count = json_object_get_int64(v);
+			if (errno == 0 && count >= 0)
+				json_object_object_add(u, *k, json_object_new_int64(count));
 		}
 		json_object_object_add(o, "usage", u);
 	}
+
+	/* Re-serialised arguments and escapes json-c writes out in full can make the rebuilt
+	 * answer longer than the upstream's; the worker reads at most BROKERD_ANSWER_MAX
+	 * bytes (its WORKER_HTTP_BODY_MAX). */
+	size_t len = 0;
+	json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	if (len > BROKERD_ANSWER_MAX)
+		FAIL("rebuilt answer is larger than the worker reads");
 	*out = steal_pointer(&o);
 	return true;
 }

@@ -48,10 +48,29 @@ bool brokerd_schema_refs_local(json_object *schema);
 /* Rebuild an upstream Chat Completions answer from scratch: {"choices":[{"index":0,
  * "message":{"role":"assistant","content": string|null, "tool_calls":[{"id","type":
  * "function","function":{"name","arguments"}}]?},"finish_reason": string}],
- * "usage": {integer members only}?}. Only the first choice is kept; every other upstream
- * member is dropped. Refused (-EINVAL, *why static) when ans is not an object, carries an
- * "error" member, has no non-empty "choices" array, or the first choice's message,
- * content, tool calls or finish_reason have the wrong shape. */
+ * "usage": {"prompt_tokens"?, "completion_tokens"?, "total_tokens"?}?}. Only the first
+ * choice is kept and every other upstream member is dropped (reasoning text, refusal,
+ * logprobs, system_fingerprint, service_tier, annotations, tool call index, ...).
+ * Normalised, as popular servers send them:
+ *   content      a string; null or absent -> null; an array of content parts -> its
+ *                "text" parts joined, other parts dropped (null when there is none);
+ *   tool calls   id absent or null -> "" (ids, empty or repeated ones included, pass as
+ *                they are: the worker renames them); type absent -> "function";
+ *                arguments a JSON object -> re-serialised JSON text, absent -> "{}";
+ *                an empty array -> no tool_calls member;
+ *   finish_reason  from what the message holds: "tool_calls" with tool calls, else
+ *                "length" ("length", "max_tokens", "model_length") or "content_filter"
+ *                as the upstream says, else "stop" (also for null, absent or unknown);
+ *   usage        only those three non-negative integer counters; absent when the
+ *                upstream has no usage object.
+ * Refused (-EINVAL, *why static) when ans is not an object, carries an "error" member,
+ * has no non-empty "choices" array, the first choice has no message object, its role is
+ * not "assistant", content is another type or holds a part without a string type or a
+ * text part without a string text, tool_calls is not an array or holds more than
+ * BROKERD_MODEL_TOOL_CALLS_MAX calls, a call is not an object, its id is not a string,
+ * its type not "function", it has no function object or no string name, its arguments
+ * are neither a string nor an object, finish_reason is not a string, or the rebuilt
+ * answer is over BROKERD_ANSWER_MAX bytes (what the worker reads). */
 int brokerd_model_answer_rebuild(json_object *ans, json_object **out, const char **why);
 
 #endif

@@ -49,7 +49,9 @@ Script mode (a separate path, checked before the conversation rules): "#script N
 user message (NAME [a-z0-9_-]{1,64}) replays canned answers from SCRIPT_DIR/script-NAME.json
 (SCRIPT_DIR: --script-dir, else the --record file's directory), a JSON array whose entries
 are {"content": str|null, "tool_calls": [...]?} (sent as the assistant message, tool calls
-verbatim, so a test can send odd ids or names) or {"status": CODE}. The n-th request naming
+verbatim, so a test can send odd ids or names), {"status": CODE}, or {"completion": ANY}
+(ANY sent verbatim as the whole 200 JSON body, so a test can answer in the shape another
+server uses: object arguments, content parts, odd finish reasons). The n-th request naming
 NAME gets entry n (counted per NAME since start); past the end, the last entry repeats. A
 missing or unreadable file is answered with status 500.
 """
@@ -133,6 +135,14 @@ class Scripted(Exception):
         self.status = status
 
 
+class Verbatim(Exception):
+    """A whole answer body chosen by a script entry's "completion"."""
+
+    def __init__(self, body):
+        super().__init__("verbatim")
+        self.body = body
+
+
 class Rules:
     def __init__(self):
         self.lock = threading.Lock()
@@ -141,7 +151,8 @@ class Rules:
         self.script_calls = {}
 
     def scripted(self, name):
-        """The next canned answer of script NAME: (content, tool_calls or None)."""
+        """The next canned answer of script NAME: (content, tool_calls or None); raises
+        Scripted for a status entry, Verbatim for a completion entry."""
         with self.lock:
             n = self.script_calls.get(name, 0)
             self.script_calls[name] = n + 1
@@ -153,6 +164,8 @@ class Rules:
             raise Scripted(500)
         if "status" in entry:
             raise Scripted(int(entry["status"]))
+        if "completion" in entry:
+            raise Verbatim(entry["completion"])
         return entry.get("content"), entry.get("tool_calls")
 
     def call_id(self):
@@ -272,6 +285,8 @@ class Handler(BaseHTTPRequestHandler):
             content, tool_calls = self.server.rules.answer(body, bearer)
         except Scripted as s:
             return self.send_json(s.status, {"error": {"message": "scripted failure", "type": "fake_model"}})
+        except Verbatim as v:
+            return self.send_json(200, v.body)
         message = {"role": "assistant", "content": content}
         if tool_calls:
             message["tool_calls"] = tool_calls

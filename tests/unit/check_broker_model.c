@@ -305,7 +305,6 @@ static const char *const bad_answers[] = {
 	"{\"error\":{\"message\":\"quota\"},\"choices\":[{\"message\":{\"content\":\"x\"}}]}",
 	"{\"choices\":[{\"message\":\"x\"}]}",
 	"{\"choices\":[{\"message\":{\"role\":\"user\",\"content\":\"x\"}}]}",
-	"{\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}]}",
 	"{\"choices\":[{\"message\":{\"content\":\"x\",\"tool_calls\":{}}}]}",
 	"{\"choices\":[{\"message\":{\"content\":\"x\",\"tool_calls\":[{\"id\":1,\"function\":{\"name\":\"f\","
 	"\"arguments\":\"{}\"}}]}}]}",
