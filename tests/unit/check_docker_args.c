@@ -502,7 +502,7 @@ START_TEST(test_worker_input_refusals)
 	/* Right at home below the cap. */
 	memset(text, 'a', big);
 	ck_assert_int_eq(runnerd_worker_input(cfg, NULL, &t, "2026-11-30T14:30:00+00:00", &s, &n), 0);
-	ck_assert_uint_le(n, RUNNERD_WORKER_INPUT_MAX);
+	ck_assert_uint_le(n, RTS_WORKER_INPUT_MAX);
 	free(s);
 }
 END_TEST
@@ -545,7 +545,7 @@ static enum runnerd_worker_result parse_out(const char *s, char **reply, char *c
 START_TEST(test_output_reply)
 {
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(parse_out("{\"v\":1,\"reply\":\"hi \\u00e9\"}\n", &reply, code), RUNNERD_WORKER_REPLY);
 	ck_assert_str_eq(reply, "hi \xc3\xa9");
 	free(reply);
@@ -558,7 +558,7 @@ END_TEST
 START_TEST(test_output_error_code)
 {
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(parse_out("{\"v\":1,\"error\":\"model_unavailable\"}", &reply, code), RUNNERD_WORKER_GAVE_UP);
 	ck_assert_ptr_null(reply);
 	ck_assert_str_eq(code, "model_unavailable");
@@ -603,13 +603,13 @@ START_TEST(test_output_malformed)
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++) {
 		char *reply = NULL;
-		char code[RUNNERD_WORKER_CODE_MAX + 1];
+		char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 		ck_assert_msg(parse_out(bad[i], &reply, code) == RUNNERD_WORKER_MALFORMED, "accepted: %s", bad[i]);
 		ck_assert_ptr_null(reply);
 	}
 	/* An embedded NUL in the raw bytes. */
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(runnerd_worker_output_parse("{\"v\":1,\"reply\":\"x\"}\0", 21, &reply, code),
 			 RUNNERD_WORKER_MALFORMED);
 }
@@ -625,7 +625,7 @@ START_TEST(test_output_reply_limit)
 	memset(buf + pre, 'x', RTS_REPLY_MAX);
 	memcpy(buf + pre + RTS_REPLY_MAX, "\"}", post + 1);
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(runnerd_worker_output_parse(buf, pre + RTS_REPLY_MAX + post, &reply, code),
 			 RUNNERD_WORKER_REPLY);
 	ck_assert_uint_eq(strlen(reply), RTS_REPLY_MAX);

@@ -826,7 +826,7 @@ START_TEST(test_bad_input)
 		run_free(&r);
 	}
 	/* Too large an input is refused without reading it all into a reply. */
-	size_t big = WORKER_INPUT_MAX + 10;
+	size_t big = RTS_WORKER_INPUT_MAX + 10;
 	cleanup_free char *huge = rts_xmalloc(big);
 	memset(huge, ' ', big);
 	struct run r;
@@ -1742,7 +1742,7 @@ START_TEST(test_broker_call_budget)
 	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
 	run_free(&r);
 	size_t models = count_records("/model", 0), tools = count_records("/tools/echo", 0);
-	ck_assert_uint_eq(models + tools, WORKER_BROKER_CALLS_MAX);
+	ck_assert_uint_eq(models + tools, RTS_BROKER_CALLS_PER_TURN);
 	ck_assert_uint_eq(models, 7);
 	cleanup_json json_object *last = model_request(models - 1);
 	ck_assert_str_eq(rts_json_get_string(last, "tool_choice"), "none");
