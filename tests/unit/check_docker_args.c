@@ -191,6 +191,21 @@ START_TEST(test_cpus_format)
 }
 END_TEST
 
+/* Docker refuses --cpus above the CPUs it has: a larger limit runs with all of them. */
+START_TEST(test_cpus_for_host)
+{
+	ck_assert(runnerd_cpus_for_host(64.0, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(2.5, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(2.0, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(0.01, 2) == 0.01);
+	ck_assert(runnerd_cpus_for_host(1.5, 64) == 1.5);
+	ck_assert(runnerd_cpus_for_host(64.0, 0) == 64.0); /* unknown: unchanged */
+	char buf[16];
+	ck_assert_int_eq(runnerd_format_cpus(runnerd_cpus_for_host(RTS_CPUS_MAX, 3), buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "3");
+}
+END_TEST
+
 START_TEST(test_run_argv_user_numeric)
 {
 	struct runnerd_run_spec s = default_spec();
@@ -650,6 +665,7 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_run_argv_uses_build_docker);
 	tcase_add_test(tc, test_run_argv_limits_from_config);
 	tcase_add_test(tc, test_cpus_format);
+	tcase_add_test(tc, test_cpus_for_host);
 	tcase_add_test(tc, test_run_argv_user_numeric);
 	tcase_add_test(tc, test_run_argv_exactly_two_binds);
 	tcase_add_test(tc, test_run_argv_nothing_forbidden);
