@@ -24,8 +24,10 @@ import time
 
 import pytest
 
+import harness
+import rtsproto
 from broker_rig import BrokerRig, FakeMcp
-from harness import SRCDIR, Environment, FakeModel, HarnessError, Suite
+from harness import SRCDIR, Environment, HarnessError, Suite
 
 # common/limits.h (a test of its own below checks these against the header).
 LIMITS = {
@@ -110,8 +112,8 @@ def host_cpus():
 # ---------------------------------------------------------------- the header itself
 
 def test_python_copies_match_the_header():
-    """The constants this file uses, and the ranges the man page states, are the header's
-    (it is the one source)."""
+    """The constants this file, the harness and rtsproto.py use, and the ranges the man
+    page states, are the header's (it is the one source)."""
     defines = {}
     with open(os.path.join(SRCDIR, "common", "limits.h"), encoding="utf-8") as f:
         for m in re.finditer(r"^#define (RTS_\w+) ([^\n]*?)\s*(?:/\*.*)?$", f.read(), re.M):
@@ -126,6 +128,14 @@ def test_python_copies_match_the_header():
     for name, want in LIMITS.items():
         assert value(name) == want, name
     assert value("RTS_CPUS_MIN") == CPUS_MIN and value("RTS_CPUS_MAX") == CPUS_MAX
+
+    # The harness's and the protocol helper's copies.
+    assert rtsproto.CHANNEL_MAX == value("RTS_CHANNEL_MAX")
+    assert rtsproto.SPEAKER_FIELD_MAX == value("RTS_SPEAKER_FIELD_MAX")
+    assert rtsproto.TEXT_MAX == value("RTS_TEXT_MAX") and rtsproto.REPLY_MAX == value("RTS_REPLY_MAX")
+    assert rtsproto.WORKER_OUTPUT_MAX == value("RTS_WORKER_OUTPUT_MAX")
+    assert rtsproto.TURN_ID_LEN == value("RTS_TURN_ID_LEN")
+    assert harness.SOCKET_PATH_MAX == value("RTS_BROKER_SOCK_PATH_MAX")
 
     # roundtable-sandbox.json(5) states the same ranges and sizes.
     with open(os.path.join(SRCDIR, "man", "roundtable-sandbox.json.5.in"), encoding="utf-8") as f:
@@ -230,7 +240,7 @@ LONG_CHANNEL = "c" * LIMITS["RTS_CHANNEL_MAX"]
 
 
 class McpSuite(Suite):
-    """A Suite whose config is built once the fake model and a fake MCP server run
+    """A Suite with a fake MCP server too, whose config is built once the fakes run
     (config_fn(suite) -> overrides), so MCP URLs can point at the fake."""
 
     def __init__(self, env, config_fn):
@@ -238,19 +248,12 @@ class McpSuite(Suite):
         self.mcp = None
         super().__init__(env)
 
-    def start(self):
-        self._make_dirs()
-        subprocess.run([os.path.join(SRCDIR, "tests", "fakes", "make-ca.sh"), self.dirs["ca"]], check=True,
-                       capture_output=True)
-        for name in ("fake-model", "fake-mcp"):
-            self._logfiles.append(open(self.log_path(name), "ab"))
-        self.fake = FakeModel(self.dirs["ca"], os.path.join(self.dirs["logs"], "model.jsonl"), self._logfiles[0])
-        self.mcp = FakeMcp(self.dirs["ca"], os.path.join(self.dirs["logs"], "mcp.jsonl"), self._logfiles[1])
+    def _write_config(self):
+        # Suite.start() has made the test CA by now.
+        self._logfiles.append(open(self.log_path("fake-mcp"), "ab"))
+        self.mcp = FakeMcp(self.dirs["ca"], os.path.join(self.dirs["logs"], "mcp.jsonl"), self._logfiles[-1])
         self.config_overrides = self.config_fn(self)
-        self._write_config()
-        for name in ("brokerd", "runnerd", "statd"):
-            self.start_daemon(name)
-        self._wait_ready()
+        super()._write_config()
 
     def mcp_requests(self):
         try:
