@@ -52,9 +52,9 @@
 /* Public tools the worker can be offered: every host tool and every MCP server's tools. */
 #define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
 
-/* What reaches the model of the operator's text, all encoded: the config refuses more
- * rather than have the worker cut it (seed: "bounded tool descriptions and tool results
- * cannot grow a later turn past the broker's body limit"). */
+/* The operator's text the model sees, counted encoded: the config refuses more rather than
+ * have the worker cut it (seed: "bounded tool descriptions and tool results cannot grow a
+ * later turn past the broker's body limit"). */
 #define RTS_SYSTEM_PROMPT_MAX (16u * 1024u)
 #define RTS_DESCRIPTION_MAX 2048u	    /* one tool's description */
 #define RTS_PARAMETERS_MAX (16u * 1024u)    /* one tool's parameters, serialised */

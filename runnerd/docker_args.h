@@ -86,8 +86,8 @@ bool runnerd_stale_name_ok(const char *installation_id, const char *name);
  * (unknown) keeps cpus. */
 double runnerd_cpus_for_host(double cpus, unsigned host_cpus);
 
-/* Format cpus (RTS_CPUS_MIN..RTS_CPUS_MAX) without the locale: at most three decimals, trailing zeros
- * dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
+/* Format cpus (RTS_CPUS_MIN..RTS_CPUS_MAX) without the locale: at most three decimals,
+ * trailing zeros dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
  * cpus is out of range. */
 int runnerd_format_cpus(double cpus, char *out, size_t outlen);
 
