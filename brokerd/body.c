@@ -7,5 +7,5 @@
 
 int brokerd_body_parse(const char *buf, size_t len, json_object **out, const char **why)
 {
-	return rts_json_parse_strict(buf, len, BROKERD_JSON_DEPTH, out, why);
+	return rts_json_parse_strict(buf, len, RTS_JSON_DEPTH_MAX, out, why);
 }

@@ -14,18 +14,18 @@
 
 #include "common/conf.h"
 #include "common/ids.h"
+#include "common/limits.h"
 #include "common/proto.h"
 
-/* Seed defaults ("Threat model"). */
+/* Seed defaults ("Threat model"). The call budget (RTS_BROKER_CALLS_PER_TURN), the body
+ * limit (RTS_BROKER_BODY_MAX), the upstream answer and tool output limit
+ * (RTS_UPSTREAM_ANSWER_MAX), the request deadline (RTS_BROKER_REQUEST_DEADLINE_MS, accept to
+ * answer, upstream call included) and the nesting accepted in any JSON we parse
+ * (RTS_JSON_DEPTH_MAX) are the worker's and the config's too: common/limits.h. */
 #define BROKERD_MAX_TURNS 64u		       /* bound turns at once, closing ones included */
-#define BROKERD_CALLS_PER_TURN 48u	       /* broker calls per turn, refused ones included */
-#define BROKERD_BODY_MAX (256u * 1024u)	       /* request body bytes */
-#define BROKERD_ANSWER_MAX (1024u * 1024u)     /* upstream answer / tool output bytes */
 #define BROKERD_CONNECTIONS_PER_TURN 16u       /* connections one listener serves at once */
 #define BROKERD_HEADER_DEADLINE_MS 10000u      /* accept to end of the request header */
-#define BROKERD_REQUEST_DEADLINE_MS 60000u     /* accept to answer, upstream call included */
 #define BROKERD_UPSTREAM_TIMEOUT_MS 60000u     /* one upstream call */
-#define BROKERD_JSON_DEPTH 64		       /* nesting accepted in any JSON we parse */
 #define BROKERD_KEY_MAX (16u * 1024u)	       /* bytes of a credential, and of key command output */
 #define BROKERD_KEY_COMMAND_TIMEOUT_MS 10000u  /* apiKey {"command"} run time */
 #define BROKERD_KILL_GRACE_MS 2000u	       /* SIGTERM to SIGKILL for tool processes */
@@ -102,7 +102,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer);
 
-/* Parse a worker-supplied body strictly (rts_json_parse_strict(), depth BROKERD_JSON_DEPTH):
+/* Parse a worker-supplied body strictly (rts_json_parse_strict(), depth RTS_JSON_DEPTH_MAX):
  * duplicate keys, invalid UTF-8, raw control characters, lone surrogates and excessive
  * depth are refused (issue 3). Returns 0 with *out (caller owns the reference), or -EINVAL
  * with *why static (nothing from buf). */

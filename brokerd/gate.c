@@ -136,7 +136,7 @@ static void handoff(struct brokerd_pending *p)
 	c->fd = p->fd;
 	c->accepted_ms = p->accepted_ms;
 	c->handed_ms = rts_now_ms();
-	c->deadline_ms = p->accepted_ms + BROKERD_REQUEST_DEADLINE_MS;
+	c->deadline_ms = p->accepted_ms + RTS_BROKER_REQUEST_DEADLINE_MS;
 	c->state = BROKERD_CONN_NEW;
 	c->call_no = count_call(t);
 
@@ -188,7 +188,7 @@ static void peek(struct brokerd_pending *p, uint32_t revents)
 	struct brokerd_head h;
 	switch (brokerd_head_scan(buf, (size_t)n, &h)) {
 	case BROKERD_HEAD_COMPLETE:
-		if (h.content_length > BROKERD_BODY_MAX)
+		if (h.content_length > RTS_BROKER_BODY_MAX)
 			refuse(p, BROKERD_TOO_LARGE, "body larger than the limit");
 		else
 			handoff(p);

@@ -7,7 +7,7 @@
  * The head is read with MSG_PEEK, so libmicrohttpd later reads exactly the bytes that
  * were checked. A head that fails the check is answered here with 400 and
  * {"error":"bad_request"} (413 and {"error":"too_large"} when its Content-Length exceeds
- * BROKERD_BODY_MAX, so libmicrohttpd never meets a length it would refuse itself), and
+ * RTS_BROKER_BODY_MAX, so libmicrohttpd never meets a length it would refuse itself), and
  * the connection is closed without reading on: nothing is forwarded and no later byte on
  * it is parsed. This is also where the per-listener
  * connection limit and the header deadline are enforced, and where every request is

@@ -115,7 +115,7 @@ enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t
 			return BROKERD_BAD_REQUEST;
 		if (!too_large) {
 			len = len * 10 + (size_t)(c - '0');
-			too_large = len > BROKERD_BODY_MAX;
+			too_large = len > RTS_BROKER_BODY_MAX;
 		}
 	}
 	if (too_large)
@@ -156,7 +156,7 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 			c->turn = t;
 			c->fd = fd;
 			c->accepted_ms = rts_now_ms();
-			c->deadline_ms = c->accepted_ms + BROKERD_REQUEST_DEADLINE_MS;
+			c->deadline_ms = c->accepted_ms + RTS_BROKER_REQUEST_DEADLINE_MS;
 			if (t->calls < UINT_MAX)
 				t->calls++;
 			c->call_no = t->calls;
@@ -273,7 +273,7 @@ static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c,
 {
 	if (!turn_open(t))
 		return BROKERD_UNAVAILABLE;
-	if (c->call_no > BROKERD_CALLS_PER_TURN)
+	if (c->call_no > RTS_BROKER_CALLS_PER_TURN)
 		return BROKERD_BUDGET_EXHAUSTED;
 	c->route = brokerd_route_match(t->cfg, c->target, &c->name);
 	if (!c->route)

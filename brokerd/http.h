@@ -54,7 +54,7 @@ struct brokerd_header {
  *   Authorization missing or not exactly "Bearer " RTS_DUMMY_KEY          -> UNAUTHORIZED
  *   Host not "broker", Content-Type not application/json, Content-Length
  *   missing or not all digits                                              -> BAD_REQUEST
- *   Content-Length above BROKERD_BODY_MAX                                  -> TOO_LARGE
+ *   Content-Length above RTS_BROKER_BODY_MAX                                  -> TOO_LARGE
  * On BROKERD_OK *content_length holds the body size. The gate (gate.h) has already
  * refused bad syntax, framing fields and oversized bodies before this runs; this is the
  * semantic check, and a second line for the framing ones. */

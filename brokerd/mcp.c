@@ -181,7 +181,7 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 		.accept = "application/json, text/event-stream",
 		.body = up_body,
 		.body_len = strlen(up_body),
-		.max_answer = BROKERD_ANSWER_MAX,
+		.max_answer = RTS_UPSTREAM_ANSWER_MAX,
 		.cancel = call->cancel,
 	};
 	cleanup_json json_object *ans = NULL;

@@ -49,7 +49,7 @@ static bool string_in(json_object *o, size_t min, size_t max)
 /* OpenAI function names: [A-Za-z0-9_-]{1,64}. */
 static bool function_name_ok(json_object *o)
 {
-	if (!string_in(o, 1, 64))
+	if (!string_in(o, 1, RTS_FUNCTION_NAME_MAX))
 		return false;
 	for (const char *p = json_object_get_string(o); *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
@@ -148,7 +148,7 @@ static bool copy_tool_call(json_object *tc, json_object **out, const char **why)
 	json_object *id = rts_json_get(tc, "id");
 	json_object *type = rts_json_get(tc, "type");
 	json_object *fn = rts_json_get(tc, "function");
-	if (!string_in(id, 1, BROKERD_MODEL_ID_MAX))
+	if (!string_in(id, 1, RTS_MODEL_CALL_ID_MAX))
 		FAIL("tool call id must be a string of 1 to 256 bytes");
 	if (!is_type(type, json_type_string) || strcmp(json_object_get_string(type), "function") != 0)
 		FAIL("tool call type must be \"function\"");
@@ -204,7 +204,7 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 		if (!is_type(calls, json_type_array))
 			FAIL("tool_calls must be an array");
 		size_t n = json_object_array_length(calls);
-		if (n == 0 || n > BROKERD_MODEL_TOOL_CALLS_MAX)
+		if (n == 0 || n > RTS_MODEL_TOOL_CALLS_MAX)
 			FAIL("tool_calls must hold 1 to 64 calls");
 		json_object *arr = json_object_new_array_ext((int)n);
 		json_object_object_add(o, "tool_calls", arr);
@@ -224,7 +224,7 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 	}
 	if (is_tool) {
 		json_object *id = rts_json_get(m, "tool_call_id");
-		if (!string_in(id, 1, BROKERD_MODEL_ID_MAX))
+		if (!string_in(id, 1, RTS_MODEL_CALL_ID_MAX))
 			FAIL("tool message needs tool_call_id (a string of 1 to 256 bytes)");
 		json_object_object_add(o, "tool_call_id", dup_string(id));
 	}
@@ -235,7 +235,7 @@ static bool copy_message(json_object *m, json_object **out, const char **why)
 /* The tool calls of the assistant message that tool messages may answer right now. */
 struct call_group {
 	json_object *calls; /* that message's copied tool_calls, or NULL */
-	bool answered[BROKERD_MODEL_TOOL_CALLS_MAX];
+	bool answered[RTS_MODEL_TOOL_CALLS_MAX];
 };
 
 /* Every tool message answers a call of the assistant message before it (other tool
@@ -324,7 +324,7 @@ static bool build(json_object *req, const char *model, uint32_t max_output_token
 	if (!is_type(messages, json_type_array))
 		FAIL("messages must be an array");
 	size_t n = json_object_array_length(messages);
-	if (n == 0 || n > BROKERD_MODEL_MESSAGES_MAX)
+	if (n == 0 || n > RTS_MODEL_MESSAGES_MAX)
 		FAIL("messages must hold 1 to 1024 messages");
 
 	cleanup_json json_object *o = json_object_new_object();
@@ -347,8 +347,8 @@ static bool build(json_object *req, const char *model, uint32_t max_output_token
 		if (!is_type(tools, json_type_array))
 			FAIL("tools must be an array");
 		n_tools = json_object_array_length(tools);
-		if (n_tools > BROKERD_MODEL_TOOLS_MAX)
-			FAIL("tools must hold at most 128 tools");
+		if (n_tools > RTS_MODEL_TOOLS_MAX)
+			FAIL("tools holds too many tools");
 		if (n_tools > 0) {
 			json_object *arr = json_object_new_array_ext((int)n_tools);
 			json_object_object_add(o, "tools", arr);
@@ -519,7 +519,7 @@ static bool rebuild_tool_calls(json_object *calls, json_object *msg, const char 
 	size_t n = json_object_array_length(calls);
 	if (n == 0)
 		return true;
-	if (n > BROKERD_MODEL_TOOL_CALLS_MAX)
+	if (n > RTS_MODEL_TOOL_CALLS_MAX)
 		FAIL("too many tool calls");
 	json_object *arr = json_object_new_array_ext((int)n);
 	json_object_object_add(msg, "tool_calls", arr);
@@ -656,7 +656,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 		.bearer = key,
 		.body = up_body,
 		.body_len = strlen(up_body),
-		.max_answer = BROKERD_ANSWER_MAX,
+		.max_answer = RTS_UPSTREAM_ANSWER_MAX,
 		.cancel = call->cancel,
 	};
 	cleanup_json json_object *ans = NULL;

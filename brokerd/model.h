@@ -11,16 +11,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Bounds on a request, beyond the 256 KiB body limit. */
-#define BROKERD_MODEL_MESSAGES_MAX 1024u
-#define BROKERD_MODEL_TOOLS_MAX 128u
-#define BROKERD_MODEL_TOOL_CALLS_MAX 64u
-#define BROKERD_MODEL_ID_MAX 256u /* tool call ids */
+#include "common/limits.h"
+
+/* Bounds on a request, beyond the body limit: RTS_MODEL_MESSAGES_MAX, RTS_MODEL_TOOLS_MAX,
+ * RTS_MODEL_TOOL_CALLS_MAX, RTS_MODEL_CALL_ID_MAX and RTS_FUNCTION_NAME_MAX, which the
+ * worker's requests stay within (common/limits.h). */
 
 /* Validate the parsed body of a worker's POST /model and build the upstream body from
  * scratch: {"model": model, "messages": [...], "tools": [...]? , "tool_choice"?,
  * "stream": false, "max_tokens": min(max_output_tokens, asked)}. Accepted input:
- *   messages     1..BROKERD_MODEL_MESSAGES_MAX objects; role system|user|assistant|tool;
+ *   messages     1..RTS_MODEL_MESSAGES_MAX objects; role system|user|assistant|tool;
  *                content a string (assistant: string, or null/absent with tool_calls);
  *                assistant tool_calls [{id, type:"function", function:{name, arguments
  *                (string)}}] with distinct ids; tool messages need tool_call_id naming a

@@ -44,7 +44,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 		.argv = tool->command,
 		.input = input,
 		.input_len = strlen(input),
-		.max_output = BROKERD_ANSWER_MAX,
+		.max_output = RTS_UPSTREAM_ANSWER_MAX,
 		.cancel = call->cancel,
 		.stderr_label = tool->name,
 		.turn_id = b->turn_id,
@@ -66,7 +66,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	if (r < 0) {
 		if (r == -EFBIG)
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took,
-				     "tool %s stopped: output larger than %u bytes", tool->name, BROKERD_ANSWER_MAX);
+				     "tool %s stopped: output larger than %u bytes", tool->name, RTS_UPSTREAM_ANSWER_MAX);
 		else
 			rts_log_errno(LOG_WARNING, r, "turn %s: tool %s: cannot run the command: %m", b->turn_id,
 				      tool->name);
@@ -84,7 +84,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 		 * with \u escapes is caught too (issue 3: "after JSON decoding"). */
 		const char *ignored = NULL;
 		cleanup_json json_object *decoded = NULL;
-		if (rts_json_parse(out, res.len, BROKERD_JSON_DEPTH, &decoded, &ignored) < 0)
+		if (rts_json_parse(out, res.len, RTS_JSON_DEPTH_MAX, &decoded, &ignored) < 0)
 			decoded = NULL;
 		brokerd_keyring_prime(call->keys, &call->cfg->api_key, b, &call->cancel);
 		if (brokerd_keyring_reflected(call->keys, out, res.len, decoded))

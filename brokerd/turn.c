@@ -135,7 +135,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 		MHD_OPTION_EXTERNAL_LOGGER, brokerd_http_on_mhd_log, t,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTION_LIMIT,
 		/* An idle limit only; the request deadline is brokerd_turn_sweep(). */
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(BROKERD_REQUEST_DEADLINE_MS / 1000),
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(RTS_BROKER_REQUEST_DEADLINE_MS / 1000),
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
 		MHD_OPTION_NOTIFY_CONNECTION, brokerd_http_on_connection, t,

@@ -77,7 +77,7 @@ void brokerd_turn_stop(struct brokerd_turn *t);
 void brokerd_turn_free(struct brokerd_turn *t);
 
 /* Enforce the per-connection deadlines (BROKERD_HEADER_DEADLINE_MS from accept until the
- * request head is complete, BROKERD_REQUEST_DEADLINE_MS from accept for the whole request)
+ * request head is complete, RTS_BROKER_REQUEST_DEADLINE_MS from accept for the whole request)
  * and the turn deadline: an expired connection is closed or shut down. Main thread, every
  * few hundred ms. */
 void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms);

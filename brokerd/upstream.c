@@ -299,7 +299,7 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 		problem = "non-2xx status";
 	else if (!brokerd_content_type_is_json(a.content_type))
 		problem = "answer is not application/json";
-	else if (rts_json_parse(a.body, a.len, BROKERD_JSON_DEPTH, &doc, &why) < 0)
+	else if (rts_json_parse(a.body, a.len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0)
 		problem = "answer is not valid JSON";
 	else if (brokerd_keyring_reflected(call->keys, a.body, a.len, doc))
 		problem = "answer reflects a credential";

@@ -48,7 +48,7 @@ void brokerd_upstream_answer_release(struct brokerd_upstream_answer *a);
 void brokerd_upstream_cleanup(void);
 
 /* The common tail of every upstream call a route makes: post req, then require a 2xx
- * status, a JSON Content-Type, a JSON document (depth BROKERD_JSON_DEPTH) and no reflection
+ * status, a JSON Content-Type, a JSON document (depth RTS_JSON_DEPTH_MAX) and no reflection
  * of any credential the turn has used (call->keys), in the raw body or in any decoded
  * string. what ("model", "mcp") names the upstream in the one log line a failure gets.
  * Returns BROKERD_OK with *out (caller owns it), BROKERD_UPSTREAM_TIMEOUT,

@@ -10,13 +10,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/limits.h"
+
 /* Longest answer line we accept from statd, newline excluded (bytes). A reply event carries
  * at most RTS_REPLY_MAX bytes of text; the `channels` answer lists every recorded channel
  * (statd bounds its state file to 4 MiB), which JSON escaping cannot push past this. */
 #define CLI_ANSWER_MAX (16u * 1024u * 1024u)
-/* Longest request line statd accepts, newline included (bytes; HACKING.md: "A line is at
- * most 256 KiB"). We refuse to send a longer one rather than have statd reject it. */
-#define CLI_REQUEST_MAX (256u * 1024u)
 
 struct cli_control;
 
@@ -29,7 +28,9 @@ void cli_control_free(struct cli_control *c);
 
 /* Give req (a JSON object; the caller keeps its reference) the next request id of this
  * connection as "id", serialise it and send it as one line. *id receives the id.
- * Returns 0, -E2BIG when the line would exceed CLI_REQUEST_MAX, or -errno from the socket
+ * Returns 0, -E2BIG when the line (newline excluded) would exceed RTS_CONTROL_LINE_MAX, the
+ * longest statd reads (we refuse to send it rather than have statd reject it), or -errno
+ * from the socket
  * (-EPIPE when statd closed the connection). */
 int cli_control_send(struct cli_control *c, json_object *req, int64_t *id);
 

@@ -68,10 +68,7 @@
 #define DOCTOR_UNIT_RUN_ROOT RTS_DEFAULT_RUNTIME_DIR "/turns"
 #define DOCTOR_UNIT_STATE_DIR "/var/lib/roundtable-sandbox"
 #define DOCTOR_UNIT_WORKSPACE_ROOT DOCTOR_UNIT_STATE_DIR "/workspaces"
-/* The nesting depth rts_config_load() allows (common/conf.c). */
-#define DOCTOR_CONFIG_DEPTH 64
-/* Seed: runRoot plus the per-turn suffix within 100 characters. */
-#define DOCTOR_BROKER_PATH_MAX 100u
+/* The per-turn suffix runnerd puts under runRoot (RTS_BROKER_SOCK_PATH_MAX in all). */
 #define DOCTOR_BROKER_SUFFIX "/0123456789abcdef/broker.sock"
 /* Bounds for the docker commands and the control socket exchange. */
 #define DOCTOR_DOCKER_TIMEOUT_MS 15000u
@@ -686,10 +683,10 @@ static void check_path_lengths(struct doctor *d)
 {
 	size_t broker = strlen(d->cfg->run_root) + strlen(DOCTOR_BROKER_SUFFIX);
 	size_t sock = strlen(d->opts->runtime_dir) + 1 + strlen(RTS_SOCK_CONTROL);
-	if (broker > DOCTOR_BROKER_PATH_MAX) {
+	if (broker > RTS_BROKER_SOCK_PATH_MAX) {
 		report(d, DOCTOR_FAIL, "path lengths", "runRoot %s makes broker socket paths of %zu characters, more than "
 		       "%u; fix: choose a runRoot of at most %zu characters", d->cfg->run_root, broker,
-		       DOCTOR_BROKER_PATH_MAX, DOCTOR_BROKER_PATH_MAX - strlen(DOCTOR_BROKER_SUFFIX));
+		       RTS_BROKER_SOCK_PATH_MAX, RTS_BROKER_SOCK_PATH_MAX - strlen(DOCTOR_BROKER_SUFFIX));
 		return;
 	}
 	if (sock > RTS_SUN_PATH_MAX) {
@@ -698,7 +695,7 @@ static void check_path_lengths(struct doctor *d)
 		return;
 	}
 	report(d, DOCTOR_OK, "path lengths", "broker socket paths %zu of %u characters, runtime sockets %zu of %u",
-	       broker, DOCTOR_BROKER_PATH_MAX, sock, RTS_SUN_PATH_MAX);
+	       broker, RTS_BROKER_SOCK_PATH_MAX, sock, RTS_SUN_PATH_MAX);
 }
 
 static const char *const unit_hidden[] = {"/home", "/root", "/run/user", "/tmp", "/var/tmp"};
@@ -1122,7 +1119,7 @@ static struct rts_config *check_config(struct doctor *d, const char *path)
 	/* Read it again as plain strict JSON, only to tell the two kinds apart. */
 	char again[1024];
 	cleanup_json json_object *root = NULL;
-	int r = rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, DOCTOR_CONFIG_DEPTH, &root, again, sizeof(again));
+	int r = rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, &root, again, sizeof(again));
 	const char *fix;
 	switch (r) {
 	case 0:

@@ -99,7 +99,6 @@ enum cli_exit {
 #define CLI_DOCKER_PS_TIMEOUT_MS 30000u
 #define CLI_DOCKER_PS_MAX (1024u * 1024u)
 #define CLI_DOCKER_RM_TIMEOUT_MS 10000u
-#define CLI_IMAGE_REF_MAX 255u
 
 static const char usage[] =
 	"Usage: roundtable-sandbox [--config PATH] [--runtime-dir DIR] COMMAND [ARGS...]\n"
@@ -310,7 +309,7 @@ static int control_request(const struct rts_opts *o, json_object *req, struct cl
 	int64_t req_id;
 	r = cli_control_send(c, req, &req_id);
 	if (r == -E2BIG)
-		return usage_error("the request would be longer than the %u bytes statd accepts", CLI_REQUEST_MAX);
+		return usage_error("the request would be longer than the %u bytes statd accepts", RTS_CONTROL_LINE_MAX);
 	if (r < 0)
 		return unreachable(r, "sending to the control socket");
 	const char *why = NULL;
@@ -717,7 +716,7 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 static bool image_ref_ok(const char *s)
 {
 	size_t n = strlen(s);
-	if (n == 0 || n > CLI_IMAGE_REF_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+	if (n == 0 || n > RTS_IMAGE_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
 		return false;
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
@@ -784,7 +783,7 @@ static int cmd_image(const struct rts_opts *o, int argc, char **argv)
 		a.tag = cfg->image;
 	}
 	if (!image_ref_ok(a.tag))
-		return usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", CLI_IMAGE_REF_MAX);
+		return usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);
 
 	/* Check here so a missing build reads as such, not as a docker error about context. */
 	cleanup_free char *dockerfile = rts_xasprintf("%s/Dockerfile", a.dir);

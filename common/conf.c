@@ -6,6 +6,7 @@
 
 #include "common/conf.h"
 #include "common/json.h"
+#include "common/tools.h"
 #include "common/util.h"
 
 /* Validation context: the first error wins and carries the key path. */
@@ -48,17 +49,6 @@ static const char *type_name(json_object *o)
 		return "a string";
 	}
 	return "something else";
-}
-
-bool rts_config_name_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > RTS_NAME_MAX || !(s[0] >= 'a' && s[0] <= 'z'))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			return false;
-	return true;
 }
 
 /* Paths end up in docker --mount arguments and socket paths, so only a conservative
@@ -109,6 +99,20 @@ static bool get_string(struct vctx *v, json_object *o, const char *kp, size_t ma
 		return fail(v, kp, "must not contain NUL characters");
 	free(*out);
 	*out = rts_xstrdup(s);
+	return true;
+}
+
+/* A string whose encoded size (rts_json_string_len(): what it takes inside a JSON string
+ * in a request body) is at most max: the worker would otherwise cut it. */
+static bool get_encoded_string(struct vctx *v, json_object *o, const char *kp, size_t max, char **out)
+{
+	if (!get_string(v, o, kp, max, false, out))
+		return false;
+	size_t n = rts_json_string_len(*out, strlen(*out));
+	if (n > max)
+		return fail(v, kp, "must take at most %zu bytes JSON-escaped, not %zu (quotes, backslashes, '/' and line "
+			    "breaks take two, other control characters six)",
+			    max, n);
 	return true;
 }
 
@@ -227,13 +231,37 @@ static bool get_key_source(struct vctx *v, json_object *o, const char *kp, struc
 	return true;
 }
 
+/* Containers nested in o, o included (json-c's measure of depth): 0 for a scalar. */
+static unsigned json_depth(json_object *o)
+{
+	unsigned deepest = 0;
+	if (json_object_is_type(o, json_type_object)) {
+		json_object_object_foreach(o, key, val)
+		{
+			(void)key;
+			unsigned d = json_depth(val);
+			deepest = d > deepest ? d : deepest;
+		}
+	} else if (json_object_is_type(o, json_type_array)) {
+		for (size_t i = 0, n = json_object_array_length(o); i < n; i++) {
+			unsigned d = json_depth(json_object_array_get_idx(o, i));
+			deepest = d > deepest ? d : deepest;
+		}
+	} else {
+		return 0;
+	}
+	return 1 + deepest;
+}
+
 static bool get_parameters(struct vctx *v, json_object *o, const char *kp, json_object **out)
 {
 	if (!json_object_is_type(o, json_type_object))
 		return fail(v, kp, "must be a JSON schema object, not %s", type_name(o));
-	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-	if (strlen(s) > RTS_PARAMETERS_MAX)
+	if (rts_json_dump_len(o) > RTS_PARAMETERS_MAX)
 		return fail(v, kp, "must serialise to at most %u bytes", RTS_PARAMETERS_MAX);
+	/* The parse already bounded the recursion: the whole file nests at most RTS_JSON_DEPTH_MAX. */
+	if (json_depth(o) > RTS_PARAMETERS_DEPTH_MAX)
+		return fail(v, kp, "must nest at most %u levels deep", RTS_PARAMETERS_DEPTH_MAX);
 	*out = json_object_get(o);
 	return true;
 }
@@ -244,17 +272,17 @@ static bool get_tool(struct vctx *v, json_object *o, const char *kp, struct rts_
 	if (!json_object_is_type(o, json_type_object))
 		return fail(v, kp, "must be an object, not %s", type_name(o));
 	int64_t x;
-	t->timeout_ms = 30000;
+	t->timeout_ms = RTS_TOOL_TIMEOUT_MS_DEFAULT;
 	json_object_object_foreach(o, key, val)
 	{
 		snprintf(ekp, sizeof(ekp), "%s.%s", kp, key);
 		if (strcmp(key, "name") == 0) {
 			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &t->name))
 				return false;
-			if (!rts_config_name_valid(t->name))
+			if (!rts_name_valid(t->name, RTS_NAME_MAX))
 				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
 		} else if (strcmp(key, "description") == 0) {
-			if (!get_string(v, val, ekp, RTS_DESCRIPTION_MAX, false, &t->description))
+			if (!get_encoded_string(v, val, ekp, RTS_DESCRIPTION_MAX, &t->description))
 				return false;
 		} else if (strcmp(key, "parameters") == 0) {
 			if (!get_parameters(v, val, ekp, &t->parameters))
@@ -263,7 +291,7 @@ static bool get_tool(struct vctx *v, json_object *o, const char *kp, struct rts_
 			if (!get_argv(v, val, ekp, &t->command))
 				return false;
 		} else if (strcmp(key, "timeoutMs") == 0) {
-			if (!get_int(v, val, ekp, 1, 600000, &x))
+			if (!get_int(v, val, ekp, RTS_TOOL_TIMEOUT_MS_MIN, RTS_TOOL_TIMEOUT_MS_MAX, &x))
 				return false;
 			t->timeout_ms = (uint32_t)x;
 		} else {
@@ -290,10 +318,10 @@ static bool get_mcp_tool(struct vctx *v, json_object *o, const char *kp, struct 
 		if (strcmp(key, "name") == 0) {
 			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &t->name))
 				return false;
-			if (!rts_config_name_valid(t->name))
+			if (!rts_name_valid(t->name, RTS_NAME_MAX))
 				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
 		} else if (strcmp(key, "description") == 0) {
-			if (!get_string(v, val, ekp, RTS_DESCRIPTION_MAX, false, &t->description))
+			if (!get_encoded_string(v, val, ekp, RTS_DESCRIPTION_MAX, &t->description))
 				return false;
 		} else if (strcmp(key, "parameters") == 0) {
 			if (!get_parameters(v, val, ekp, &t->parameters))
@@ -332,7 +360,7 @@ static bool get_mcp(struct vctx *v, json_object *o, const char *kp, struct rts_m
 		if (strcmp(key, "name") == 0) {
 			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &s->name))
 				return false;
-			if (!rts_config_name_valid(s->name))
+			if (!rts_name_valid(s->name, RTS_NAME_MAX))
 				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
 		} else if (strcmp(key, "url") == 0) {
 			if (!get_string(v, val, ekp, 2048, true, &s->url))
@@ -381,19 +409,20 @@ static bool get_limits(struct vctx *v, json_object *o, struct rts_limits *l)
 	json_object_object_foreach(o, key, val)
 	{
 		if (strcmp(key, "memoryMb") == 0) {
-			if (!get_int(v, val, "limits.memoryMb", 64, 65536, &x))
+			if (!get_int(v, val, "limits.memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, &x))
 				return false;
 			l->memory_mb = (uint32_t)x;
 		} else if (strcmp(key, "pids") == 0) {
-			if (!get_int(v, val, "limits.pids", 8, 32768, &x))
+			if (!get_int(v, val, "limits.pids", RTS_PIDS_MIN, RTS_PIDS_MAX, &x))
 				return false;
 			l->pids = (uint32_t)x;
 		} else if (strcmp(key, "cpus") == 0) {
 			if (!json_object_is_type(val, json_type_int) && !json_object_is_type(val, json_type_double))
-				return fail(v, "limits.cpus", "must be a number from 0.01 to 64, not %s", type_name(val));
+				return fail(v, "limits.cpus", "must be a number from %g to %g, not %s", RTS_CPUS_MIN,
+					    RTS_CPUS_MAX, type_name(val));
 			double d = json_object_get_double(val);
-			if (!isfinite(d) || d < 0.01 || d > 64)
-				return fail(v, "limits.cpus", "must be a number from 0.01 to 64");
+			if (!isfinite(d) || d < RTS_CPUS_MIN || d > RTS_CPUS_MAX)
+				return fail(v, "limits.cpus", "must be a number from %g to %g", RTS_CPUS_MIN, RTS_CPUS_MAX);
 			l->cpus = d;
 		} else {
 			char ekp[128];
@@ -426,6 +455,48 @@ static bool image_ok(const char *s)
 	return true;
 }
 
+/* Add one public tool to *used, the tool list's cost so far; false (naming kp) once the
+ * list no longer fits what the worker gives configured tools. */
+static bool tool_fits(struct vctx *v, size_t *used, const char *kp, const char *public_name, const char *name,
+		      const char *description, json_object *parameters)
+{
+	cleanup_json json_object *spec = rts_tool_spec_new(public_name, description, parameters);
+	*used += rts_tool_spec_cost(spec, public_name);
+	if (*used <= RTS_PUBLIC_TOOLS_BUDGET)
+		return true;
+	return fail(v, kp,
+		    "tool \"%s\" does not fit: the tools offered to the model may take %u bytes in all (names, "
+		    "descriptions and parameters as JSON), and the tools up to this one take %zu; shorten "
+		    "descriptions or parameters, or offer fewer tools",
+		    name, RTS_PUBLIC_TOOLS_BUDGET, *used);
+}
+
+/* The worker offers the model the tools in rts_config_public_tools() order while they fit
+ * RTS_TOOLS_BUDGET (seed: "bounded tool descriptions ... cannot grow a later turn past the
+ * broker's body limit"). Rather than have it leave a tool out at every turn, the first
+ * tool that would not fit is refused here, counted the way the worker counts. */
+static bool check_tool_budget(struct vctx *v, const struct rts_config *c)
+{
+	size_t used = 0;
+	char kp[64];
+	for (size_t i = 0; i < c->n_tools; i++) {
+		const struct rts_tool *t = &c->tools[i];
+		cleanup_free char *pub = rts_xasprintf("host_%s", t->name);
+		snprintf(kp, sizeof(kp), "tools[%zu]", i);
+		if (!tool_fits(v, &used, kp, pub, t->name, t->description, t->parameters))
+			return false;
+	}
+	for (size_t i = 0; i < c->n_mcp; i++)
+		for (size_t j = 0; j < c->mcp[i].n_tools; j++) {
+			const struct rts_mcp_tool *t = &c->mcp[i].tools[j];
+			cleanup_free char *pub = rts_xasprintf("mcp_%zu_%s", i, t->name);
+			snprintf(kp, sizeof(kp), "mcp[%zu].tools[%zu]", i, j);
+			if (!tool_fits(v, &used, kp, pub, t->name, t->description, t->parameters))
+				return false;
+		}
+	return true;
+}
+
 static void set_defaults(struct rts_config *c)
 {
 	c->image = rts_xstrdup("roundtable-sandbox:local");
@@ -435,9 +506,10 @@ static void set_defaults(struct rts_config *c)
 	c->provider = rts_xstrdup("openai");
 	c->api_key.kind = RTS_KEY_CREDENTIAL;
 	c->api_key.value = rts_xstrdup("model-api-key");
-	c->max_output_tokens = 4096;
-	c->limits = (struct rts_limits){.memory_mb = 512, .cpus = 1.0, .pids = 64};
-	c->turn_timeout_ms = 120000;
+	c->max_output_tokens = RTS_MAX_OUTPUT_TOKENS_DEFAULT;
+	c->limits = (struct rts_limits){.memory_mb = RTS_MEMORY_MB_DEFAULT, .cpus = RTS_CPUS_DEFAULT,
+					.pids = RTS_PIDS_DEFAULT};
+	c->turn_timeout_ms = RTS_TURN_TIMEOUT_MS_DEFAULT;
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");
@@ -461,7 +533,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 		if (!ok)
 			break;
 		if (strcmp(key, "image") == 0) {
-			ok = get_string(&v, val, key, 255, true, &c->image) &&
+			ok = get_string(&v, val, key, RTS_IMAGE_MAX, true, &c->image) &&
 			     (image_ok(c->image) || fail(&v, key, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)"));
 		} else if (strcmp(key, "runRoot") == 0) {
 			ok = get_path(&v, val, key, &c->run_root);
@@ -491,17 +563,17 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 		} else if (strcmp(key, "apiKey") == 0) {
 			ok = get_key_source(&v, val, key, &c->api_key);
 		} else if (strcmp(key, "maxOutputTokens") == 0) {
-			ok = get_int(&v, val, key, 1, 1048576, &x);
+			ok = get_int(&v, val, key, RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX, &x);
 			c->max_output_tokens = (uint32_t)x;
 		} else if (strcmp(key, "limits") == 0) {
 			ok = get_limits(&v, val, &c->limits);
 		} else if (strcmp(key, "turnTimeoutMs") == 0) {
-			ok = get_int(&v, val, key, 1000, 600000, &x);
+			ok = get_int(&v, val, key, RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, &x);
 			c->turn_timeout_ms = (uint32_t)x;
 		} else if (strcmp(key, "systemPrompt") == 0) {
-			ok = get_string(&v, val, key, RTS_SYSTEM_PROMPT_MAX, false, &c->system_prompt);
+			ok = get_encoded_string(&v, val, key, RTS_SYSTEM_PROMPT_MAX, &c->system_prompt);
 		} else if (strcmp(key, "timeZone") == 0) {
-			ok = get_string(&v, val, key, 64, true, &c->time_zone) &&
+			ok = get_string(&v, val, key, RTS_TIME_ZONE_MAX, true, &c->time_zone) &&
 			     (time_zone_ok(c->time_zone) ||
 			      fail(&v, key, "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\""));
 		} else if (strcmp(key, "caFile") == 0) {
@@ -536,14 +608,15 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 			}
 		} else if (strcmp(key, "initialChannels") == 0) {
 			size_t n;
-			if (!(ok = get_list(&v, val, key, 4096, "channel keys", &n)))
+			if (!(ok = get_list(&v, val, key, RTS_INITIAL_CHANNELS_MAX, "channel keys", &n)))
 				break;
 			rts_strv_free(c->initial_channels);
 			c->initial_channels = rts_xcalloc(n + 1, sizeof(char *));
 			for (size_t i = 0; ok && i < n; i++) {
 				char kp[64];
 				snprintf(kp, sizeof(kp), "initialChannels[%zu]", i);
-				ok = get_string(&v, json_object_array_get_idx(val, i), kp, 512, true, &c->initial_channels[i]);
+				ok = get_string(&v, json_object_array_get_idx(val, i), kp, RTS_CHANNEL_MAX, true,
+						&c->initial_channels[i]);
 			}
 		} else {
 			ok = fail(&v, key, "unknown key");
@@ -555,6 +628,8 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 		ok = fail(&v, "modelUrl", "is required (the https:// Chat Completions URL)");
 	if (ok && strcmp(c->state_file, "/") == 0)
 		ok = fail(&v, "stateFile", "must name a file");
+	if (ok)
+		ok = check_tool_budget(&v, c);
 	if (!ok) {
 		rts_config_free(c);
 		return NULL;
@@ -566,7 +641,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 {
 	cleanup_json json_object *root = NULL;
-	if (rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, 64, &root, err, errlen) < 0)
+	if (rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, &root, err, errlen) < 0)
 		return NULL;
 	return rts_config_from_json(root, path, err, errlen);
 }

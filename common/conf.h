@@ -14,20 +14,15 @@
 #include <sys/types.h>
 
 #include "common/ids.h"
+#include "common/limits.h"
 
 #ifndef RTS_SYSCONFDIR
 #define RTS_SYSCONFDIR "/etc"
 #endif
 #define RTS_DEFAULT_CONFIG RTS_SYSCONFDIR "/roundtable-sandbox/sandbox.json"
 
-#define RTS_CONFIG_MAX_BYTES (1024u * 1024u)
-#define RTS_NAME_MAX 48u /* tool / MCP names: [a-z][a-z0-9_]{0,47} */
-#define RTS_MAX_TOOLS 32u
-#define RTS_MAX_MCP_SERVERS 8u
-#define RTS_MAX_MCP_TOOLS 32u
-#define RTS_SYSTEM_PROMPT_MAX (16u * 1024u)
-#define RTS_DESCRIPTION_MAX 2048u
-#define RTS_PARAMETERS_MAX (16u * 1024u) /* serialised bytes of one tool's parameters */
+/* Every range and size below is a constant of common/limits.h, shared with the programs
+ * that use the value. */
 
 enum rts_key_kind {
 	RTS_KEY_CREDENTIAL, /* $CREDENTIALS_DIRECTORY/<value> */
@@ -66,9 +61,9 @@ struct rts_mcp_server {
 };
 
 struct rts_limits {
-	uint32_t memory_mb; /* 64..65536, default 512; swap equals memory (no extra swap) */
-	double cpus;	    /* 0.01..64, default 1 */
-	uint32_t pids;	    /* 8..32768, default 64 */
+	uint32_t memory_mb; /* RTS_MEMORY_MB_*; swap equals memory (no extra swap) */
+	double cpus;	    /* RTS_CPUS_* */
+	uint32_t pids;	    /* RTS_PIDS_* */
 };
 
 struct rts_config {
@@ -84,10 +79,10 @@ struct rts_config {
 	char *model;
 	char *model_url;
 	struct rts_key_source api_key;
-	uint32_t max_output_tokens; /* 1..1048576, default 4096 */
+	uint32_t max_output_tokens; /* RTS_MAX_OUTPUT_TOKENS_* */
 	struct rts_limits limits;
-	uint32_t turn_timeout_ms; /* 1000..600000, default 120000 */
-	char *system_prompt;
+	uint32_t turn_timeout_ms; /* RTS_TURN_TIMEOUT_MS_* */
+	char *system_prompt;	  /* at most RTS_SYSTEM_PROMPT_MAX bytes encoded */
 	char *time_zone;
 	struct rts_tool *tools;
 	size_t n_tools;
@@ -109,12 +104,11 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 
 void rts_config_free(struct rts_config *c);
 
-/* True when s matches [a-z][a-z0-9_]{0,47} (tool, MCP server and MCP tool names). */
-bool rts_config_name_valid(const char *s);
-
 /* The public tool list the worker sees: an array of {name, description, parameters,
  * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>) and MCP tools as
- * mcp_<index>_<tool> (route /mcp/<server>). Caller owns the returned reference. */
+ * mcp_<index>_<tool> (route /mcp/<server>). A loaded config's list fits
+ * RTS_PUBLIC_TOOLS_BUDGET as the worker counts it (rts_tool_spec_cost()), so the worker
+ * offers every tool. Caller owns the returned reference. */
 json_object *rts_config_public_tools(const struct rts_config *c);
 
 #endif

@@ -135,6 +135,38 @@ char *rts_json_dump(json_object *o)
 	return rts_xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+size_t rts_json_dump_len(json_object *o)
+{
+	size_t len = 0;
+	json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	return len;
+}
+
+size_t rts_json_byte_len(unsigned char c)
+{
+	switch (c) {
+	case '"':
+	case '\\':
+	case '/':
+	case '\b':
+	case '\f':
+	case '\n':
+	case '\r':
+	case '\t':
+		return 2;
+	default:
+		return c < 0x20 ? 6 : 1; /* \u00XX */
+	}
+}
+
+size_t rts_json_string_len(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += rts_json_byte_len((unsigned char)s[i]);
+	return n;
+}
+
 json_object *rts_json_get(json_object *o, const char *key)
 {
 	json_object *v = NULL;

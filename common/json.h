@@ -50,6 +50,18 @@ int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_o
 /* Serialise o compactly (no slash escaping). Returns a newly allocated string. */
 char *rts_json_dump(json_object *o);
 
+/* strlen(rts_json_dump(o)) without keeping the copy. */
+size_t rts_json_dump_len(json_object *o);
+
+/* Bytes the byte c takes inside a JSON string as json-c writes it: 2 for '"', '\\', '/'
+ * and the short escapes, 6 for other control characters (\u00XX), else 1. '/' counts as
+ * escaped, so sums never underestimate whichever way json-c is told to write it. */
+size_t rts_json_byte_len(unsigned char c);
+
+/* The encoded size of the len bytes at s: the sum of rts_json_byte_len() over them,
+ * quotes excluded. The measure of every "encoded" limit in common/limits.h. */
+size_t rts_json_string_len(const char *s, size_t len);
+
 /* Member lookup that returns NULL when o is not an object or has no such key. */
 json_object *rts_json_get(json_object *o, const char *key);
 /* The member's string when it is a string, else NULL (borrowed). */

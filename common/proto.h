@@ -15,6 +15,9 @@
 #ifndef RTS_PROTO_H
 #define RTS_PROTO_H
 
+/* RTS_CHANNEL_MAX, RTS_TEXT_MAX, RTS_TURN_ID_LEN, ...: the field bounds below. */
+#include "common/limits.h"
+
 #define RTS_PROTO_VERSION 1u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
@@ -77,14 +80,6 @@ enum rts_turn_status {
 	RTS_TURN_CLEANUP_FAILED = 4, /* the container could not be removed: operator must look */
 	RTS_TURN_STATUS_MAX_ = 5,
 };
-
-/* Limits shared by more than one program. */
-#define RTS_CHANNEL_MAX 512u	       /* bytes in a channel key */
-#define RTS_SPEAKER_FIELD_MAX 256u     /* bytes in a speaker id, name or principal id */
-#define RTS_TEXT_MAX (64u * 1024u)     /* bytes of guest text statd accepts */
-#define RTS_REPLY_MAX (64u * 1024u)    /* bytes of reply text passed back to statd */
-#define RTS_WORKER_OUTPUT_MAX (256u * 1024u) /* bytes runnerd reads from the worker */
-#define RTS_TURN_ID_LEN 16u
 
 /* The only credential a worker ever holds; brokerd accepts exactly this bearer token and
  * replaces it with the real key. It is public by design. */

@@ -35,7 +35,7 @@ static bool mount_path_ok(const char *p)
 /* Same shape as the config's image check; a leading '-' would be read as an option. */
 static bool image_ok(const char *s)
 {
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')) || strlen(s) > 255)
+	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')) || strlen(s) > RTS_IMAGE_MAX)
 		return false;
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
@@ -44,9 +44,14 @@ static bool image_ok(const char *s)
 	return true;
 }
 
+double runnerd_cpus_for_host(double cpus, unsigned host_cpus)
+{
+	return host_cpus > 0 && cpus > (double)host_cpus ? (double)host_cpus : cpus;
+}
+
 int runnerd_format_cpus(double cpus, char *out, size_t outlen)
 {
-	if (!isfinite(cpus) || cpus < 0.01 || cpus > 64 || outlen < 16)
+	if (!isfinite(cpus) || cpus < RTS_CPUS_MIN || cpus > RTS_CPUS_MAX || outlen < 16)
 		return -EINVAL;
 	/* Integer arithmetic on thousandths: no locale decimal separator, no float noise. */
 	long milli = lround(cpus * 1000.0);
@@ -69,8 +74,9 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
 	    !s->turn_id || !rts_turn_id_valid(s->turn_id) || !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) ||
 	    s->uid == 0 || s->gid == 0 || !mount_path_ok(s->workspace) || !mount_path_ok(s->run_dir) ||
-	    !image_ok(s->image) || s->limits.memory_mb < 64 || s->limits.memory_mb > 65536 || s->limits.pids < 8 ||
-	    s->limits.pids > 32768 || runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0)
+	    !image_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
+	    s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
+	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0)
 		return NULL;
 
 	/* Attach stdin and stdout only: the container's stderr is guest-written text and must

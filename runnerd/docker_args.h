@@ -79,8 +79,15 @@ bool runnerd_path_inside(const char *path, const char *dir);
  * this installation). */
 bool runnerd_stale_name_ok(const char *installation_id, const char *name);
 
-/* Format cpus (0.01..64) without the locale: at most three decimals, trailing zeros
- * dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
+/* The --cpus value for a configured limits.cpus on a host where Docker may use host_cpus
+ * CPUs: cpus itself, or host_cpus when cpus asks for more. Docker refuses --cpus above the
+ * CPUs it has ("Range of CPUs is from 0.01 to N"), and a limit above them limits nothing,
+ * so lowering it keeps the operator's meaning and every turn running. host_cpus 0
+ * (unknown) keeps cpus. */
+double runnerd_cpus_for_host(double cpus, unsigned host_cpus);
+
+/* Format cpus (RTS_CPUS_MIN..RTS_CPUS_MAX) without the locale: at most three decimals,
+ * trailing zeros dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
  * cpus is out of range. */
 int runnerd_format_cpus(double cpus, char *out, size_t outlen);
 

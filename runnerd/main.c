@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/socket.h>
@@ -320,6 +321,23 @@ static void check_time_zone(const char *tz)
 	tzset();
 }
 
+/* Docker refuses a --cpus above the CPUs its daemon may run on; the config's range is
+ * host-independent, so a larger limits.cpus is lowered here once rather than failing every
+ * turn. dockerd runs on this host and, normally, on the same CPUs as we do. */
+static void fit_cpus_to_host(struct rts_limits *l)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return;
+	unsigned host = (unsigned)CPU_COUNT(&set);
+	double cpus = runnerd_cpus_for_host(l->cpus, host);
+	if (cpus != l->cpus) {
+		log_notice("limits.cpus: %g is more than the %u CPUs of this host; turn containers get %u", l->cpus, host,
+			   host);
+		l->cpus = cpus;
+	}
+}
+
 static char **make_child_env(const char *run_root)
 {
 	char **env = rts_xcalloc(4, sizeof(char *));
@@ -359,6 +377,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	check_time_zone(rd.cfg->time_zone);
+	fit_cpus_to_host(&rd.cfg->limits);
 
 	char err[1024];
 	rd.run_root_fd = runnerd_run_root_open(rd.cfg->run_root, err, sizeof(err));

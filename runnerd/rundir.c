@@ -17,12 +17,12 @@ int runnerd_run_root_open(const char *run_root, char *err, size_t errlen)
 {
 	/* runRoot/<16 hex>/broker.sock must fit (seed: at most 100 characters). */
 	size_t len = strlen(run_root) + 1 + RTS_TURN_ID_LEN + 1 + strlen(RUNNERD_BROKER_SOCK);
-	if (len > RUNNERD_BROKER_PATH_MAX) {
+	if (len > RTS_BROKER_SOCK_PATH_MAX) {
 		snprintf(err, errlen,
 			 "runRoot: %s is too long: the broker socket path %s/<turn id>/%s would be %zu characters, "
 			 "the limit is %u (use a runRoot of at most %zu characters)",
-			 run_root, run_root, RUNNERD_BROKER_SOCK, len, RUNNERD_BROKER_PATH_MAX,
-			 RUNNERD_BROKER_PATH_MAX - (len - strlen(run_root)));
+			 run_root, run_root, RUNNERD_BROKER_SOCK, len, RTS_BROKER_SOCK_PATH_MAX,
+			 RTS_BROKER_SOCK_PATH_MAX - (len - strlen(run_root)));
 		return -ENAMETOOLONG;
 	}
 	return rts_private_dir_open("runRoot", run_root, err, errlen);

@@ -52,9 +52,7 @@
 #define RUNNERD_CHECK_OUTPUT_MAX 4096u
 /* First line of a failed docker CLI's stderr that is logged. */
 #define RUNNERD_STDERR_LOG_MAX 200u
-/* The longest broker socket path (seed: "at most 100 characters including the per-turn
- * suffix"). */
-#define RUNNERD_BROKER_PATH_MAX 100u
+/* The longest broker socket path is RTS_BROKER_SOCK_PATH_MAX (common/limits.h). */
 #define RUNNERD_BROKER_SOCK "broker.sock"
 
 struct runnerd;

@@ -61,7 +61,7 @@ struct runnerd_turn {
 
 	enum rts_turn_status status;
 	const char *why; /* short reason for the log line; never guest data */
-	char worker_code[RUNNERD_WORKER_CODE_MAX + 1];
+	char worker_code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	char *reply;
 	bool cleanup_failed;
 };

@@ -50,17 +50,19 @@ int runnerd_worker_input(const struct rts_config *cfg, json_object *public_tools
 	json_object_object_add(o, "tools", public_tools ? json_object_get(public_tools) : json_object_new_array());
 	json_object_object_add(o, "startFresh", json_object_new_boolean(t->start_fresh));
 	json_object *limits = json_object_new_object();
-	json_object_object_add(limits, "modelCalls", json_object_new_int(RUNNERD_WORKER_MODEL_CALLS));
-	json_object_object_add(limits, "toolCallsPerResponse", json_object_new_int(RUNNERD_WORKER_TOOLS_PER_RESPONSE));
+	json_object_object_add(limits, "modelCalls", json_object_new_int(RTS_MODEL_CALLS_PER_TURN));
+	json_object_object_add(limits, "toolCallsPerResponse", json_object_new_int(RTS_TOOL_CALLS_PER_RESPONSE));
 	json_object_object_add(limits, "maxOutputTokens", json_object_new_int64(cfg->max_output_tokens));
 	/* The worker paces its broker calls by this; the real deadline is runnerd's. */
-	uint64_t left = t->time_left_ms < 1000 ? 1000 : t->time_left_ms > 600000 ? 600000 : t->time_left_ms;
+	uint64_t left = t->time_left_ms < RTS_TURN_TIMEOUT_MS_MIN   ? RTS_TURN_TIMEOUT_MS_MIN
+			: t->time_left_ms > RTS_TURN_TIMEOUT_MS_MAX ? RTS_TURN_TIMEOUT_MS_MAX
+								    : t->time_left_ms;
 	json_object_object_add(limits, "turnTimeoutMs", json_object_new_int64((int64_t)left));
 	json_object_object_add(o, "limits", limits);
 
 	char *s = rts_json_dump(o);
 	size_t n = strlen(s);
-	if (n > RUNNERD_WORKER_INPUT_MAX) {
+	if (n > RTS_WORKER_INPUT_MAX) {
 		free(s);
 		return -E2BIG;
 	}
@@ -71,7 +73,7 @@ int runnerd_worker_input(const struct rts_config *cfg, json_object *public_tools
 
 static bool code_ok(const char *s, size_t n)
 {
-	if (n == 0 || n > RUNNERD_WORKER_CODE_MAX)
+	if (n == 0 || n > RTS_WORKER_ERROR_CODE_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
@@ -80,7 +82,7 @@ static bool code_ok(const char *s, size_t n)
 }
 
 enum runnerd_worker_result runnerd_worker_output_parse(const char *buf, size_t len, char **reply,
-							char code[RUNNERD_WORKER_CODE_MAX + 1])
+							char code[RTS_WORKER_ERROR_CODE_MAX + 1])
 {
 	cleanup_json json_object *o = NULL;
 	const char *why;

@@ -11,15 +11,12 @@
 #include <time.h>
 
 #include "common/conf.h"
+#include "common/limits.h"
 
-/* Largest worker input runnerd writes (HACKING.md: at most 512 KiB). */
-#define RUNNERD_WORKER_INPUT_MAX (512u * 1024u)
-/* Fixed worker limits (seed: the worker stops after 12 model calls and eight tools per
- * response). */
-#define RUNNERD_WORKER_MODEL_CALLS 12
-#define RUNNERD_WORKER_TOOLS_PER_RESPONSE 8
-/* Longest worker error code that is logged ([a-z_]{1,32}). */
-#define RUNNERD_WORKER_CODE_MAX 32u
+/* The input's size (RTS_WORKER_INPUT_MAX), its limits (RTS_MODEL_CALLS_PER_TURN,
+ * RTS_TOOL_CALLS_PER_RESPONSE, RTS_TURN_TIMEOUT_MS_*), the output's size
+ * (RTS_WORKER_OUTPUT_MAX) and the longest error code logged (RTS_WORKER_ERROR_CODE_MAX)
+ * are the worker's as well: common/limits.h. */
 
 /* The per-turn fields of the worker input; all borrowed. The principal id is deliberately
  * absent: it never reaches the container (seed: principalId "never reaches the worker"). */
@@ -41,9 +38,9 @@ int runnerd_format_now(time_t t, char *out, size_t outlen);
 /* Build the worker input JSON for one turn: v, turn, speaker {id, name}, text, attachments,
  * systemPrompt, timeZone, now, tools (the caller's rts_config_public_tools(cfg) array, not
  * consumed), startFresh and limits {modelCalls, toolCallsPerResponse, maxOutputTokens,
- * turnTimeoutMs (time_left_ms clamped to the worker's accepted 1000..600000)}.
+ * turnTimeoutMs (time_left_ms clamped to RTS_TURN_TIMEOUT_MS_MIN..MAX, as the worker accepts)}.
  * Returns 0 with *out (heap, NUL-terminated, free()) and *out_len; -E2BIG when the
- * serialised object exceeds RUNNERD_WORKER_INPUT_MAX bytes; -EINVAL for a string that is
+ * serialised object exceeds RTS_WORKER_INPUT_MAX bytes; -EINVAL for a string that is
  * not valid UTF-8. */
 int runnerd_worker_input(const struct rts_config *cfg, json_object *public_tools, const struct runnerd_worker_turn *t,
 			 const char *now, char **out, size_t *out_len);
@@ -59,10 +56,10 @@ enum runnerd_worker_result {
  * reply: *reply receives a heap copy (free()) of at most RTS_REPLY_MAX bytes, valid UTF-8
  * without NUL. A longer reply is refused as a whole (RUNNERD_WORKER_TOO_LONG) rather than
  * cut: a truncated answer could change its meaning. Exactly {"v":1,"error":string} gives
- * RUNNERD_WORKER_GAVE_UP; code (RUNNERD_WORKER_CODE_MAX + 1 bytes) receives the code when it
+ * RUNNERD_WORKER_GAVE_UP; code (RTS_WORKER_ERROR_CODE_MAX + 1 bytes) receives the code when it
  * matches [a-z_]{1,32}, else "". Extra keys, another "v", other types, trailing data or
  * invalid JSON give RUNNERD_WORKER_MALFORMED. */
 enum runnerd_worker_result runnerd_worker_output_parse(const char *buf, size_t len, char **reply,
-							char code[RUNNERD_WORKER_CODE_MAX + 1]);
+							char code[RTS_WORKER_ERROR_CODE_MAX + 1]);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* control.sock: newline-delimited JSON requests from the bot and the admin CLI.
  *
- * Framing: a line is at most STATD_LINE_MAX bytes before its newline. A longer line is
+ * Framing: a line is at most RTS_CONTROL_LINE_MAX bytes before its newline. A longer line is
  * skipped up to its newline and answered with line_too_long; the connection stays usable.
  * Every line gets exactly one answer, in the order of the lines: each line takes an answer
  * slot when it is read, and slots are written strictly in order, so an answer that waits for
@@ -45,7 +45,7 @@ struct statd_conn {
 	bool read_eof;
 	bool discarding; /* inside an over-long line */
 
-	char *in; /* the current line, at most STATD_LINE_MAX bytes; grows on demand */
+	char *in; /* the current line, at most RTS_CONTROL_LINE_MAX bytes; grows on demand */
 	size_t in_len, in_cap;
 	uint64_t line_started_ms; /* when the current incomplete line began; 0: none */
 
@@ -521,7 +521,7 @@ static void conn_feed(struct statd_conn *c, const char *p, size_t n)
 		const char *nl = memchr(p, '\n', n);
 		size_t seg = nl ? (size_t)(nl - p) : n;
 		if (!c->discarding) {
-			if (seg > STATD_LINE_MAX - c->in_len) {
+			if (seg > RTS_CONTROL_LINE_MAX - c->in_len) {
 				c->discarding = true;
 				c->in_len = 0;
 			} else {
@@ -529,7 +529,7 @@ static void conn_feed(struct statd_conn *c, const char *p, size_t n)
 					size_t cap = c->in_cap ? c->in_cap : 4096;
 					while (cap - c->in_len < seg)
 						cap *= 2;
-					c->in_cap = cap < STATD_LINE_MAX ? cap : STATD_LINE_MAX;
+					c->in_cap = cap < RTS_CONTROL_LINE_MAX ? cap : RTS_CONTROL_LINE_MAX;
 					c->in = rts_xrealloc(c->in, c->in_cap);
 				}
 				memcpy(c->in + c->in_len, p, seg);

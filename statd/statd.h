@@ -33,8 +33,9 @@
 #include "common/proto.h"
 #include "statd/state.h"
 
-/* Limits of the control protocol (HACKING.md "Control protocol answers"). */
-#define STATD_LINE_MAX (256u * 1024u)		/* bytes in one request line, newline excluded */
+/* Limits of the control protocol (HACKING.md "Control protocol answers"). A request line
+ * is at most RTS_CONTROL_LINE_MAX bytes, newline excluded (common/limits.h: the CLI writes
+ * what statd reads). */
 #define STATD_CONN_OUTPUT_MAX (8u * 1024u * 1024u) /* a client holding more is dropped */
 #define STATD_CONNS_MAX 256u			/* concurrent control connections */
 #define STATD_REFUSAL_LOG_MS 10000u		/* at most one "refusing clients" warning this often */

@@ -17,6 +17,8 @@
 #include <stdarg.h>
 
 #include "common/json.h"
+#include "common/limits.h"
+#include "common/tools.h"
 #include "common/util.h"
 #include "worker/agent.h"
 #include "worker/broker.h"
@@ -50,7 +52,7 @@ struct agent {
 	json_object *system; /* the system message */
 	json_object *user;   /* the current user message */
 	json_object *past;   /* history as alternating user/assistant messages */
-	struct group groups[WORKER_MODEL_CALLS_MAX];
+	struct group groups[RTS_MODEL_CALLS_PER_TURN];
 	size_t n_groups;
 	json_object *ids; /* set of tool call ids used in this turn (object keys) */
 	unsigned next_id;
@@ -68,13 +70,6 @@ struct pending {
 	char *args_text;		/* as echoed: args re-serialised, or "{}" */
 	char *refusal;			/* non-NULL: not run, the model gets this error */
 };
-
-static size_t dump_len(json_object *o)
-{
-	size_t len = 0;
-	json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	return len;
-}
 
 static json_object *message(const char *role, const char *content)
 {
@@ -115,7 +110,7 @@ static int agent_post(struct agent *a, const char *route, const char *body, unsi
 /* Broker calls left in this turn's budget. */
 static unsigned broker_calls_left(const struct agent *a)
 {
-	return a->broker_calls < WORKER_BROKER_CALLS_MAX ? WORKER_BROKER_CALLS_MAX - a->broker_calls : 0;
+	return a->broker_calls < RTS_BROKER_CALLS_PER_TURN ? RTS_BROKER_CALLS_PER_TURN - a->broker_calls : 0;
 }
 
 /* How a guest's message is shown to the model; the name is the display name the host
@@ -136,26 +131,21 @@ static char *user_text(const char *raw_name, const char *raw_id, const char *whe
 }
 
 /* The request's "tools": the memory tools, then the public tools in input order while they
- * fit WORKER_TOOLS_BUDGET together with their names in the system prompt. */
+ * fit RTS_TOOLS_BUDGET together with their names in the system prompt. The config loader
+ * refuses a tool list that would not fit (common/tools.h), so leaving one out here is a
+ * defense against another host's input, not something a valid config meets. */
 static void agent_tools(struct agent *a)
 {
 	a->tools = worker_memory_tool_specs();
-	size_t used = dump_len(a->tools);
+	size_t used = rts_json_dump_len(a->tools);
 	size_t names_len = 0;
 	a->tool_names = rts_xstrdup("");
 	for (size_t i = 0; i < a->in->n_tools; i++) {
 		const struct worker_tool *t = &a->in->tools[i];
-		cleanup_free char *desc = worker_text_bound(t->description, WORKER_TOOL_DESCRIPTION_MAX, NULL);
-		json_object *fn = json_object_new_object();
-		json_object_object_add(fn, "name", json_object_new_string(t->name));
-		json_object_object_add(fn, "description", json_object_new_string(desc));
-		json_object_object_add(fn, "parameters", json_object_get(t->parameters));
-		json_object *spec = json_object_new_object();
-		json_object_object_add(spec, "type", json_object_new_string("function"));
-		json_object_object_add(spec, "function", fn);
-		size_t cost = dump_len(spec) + 1 + 2 + strlen(t->name);
-		if (used + cost > WORKER_TOOLS_BUDGET) {
-			/* Bounded tool descriptions keep every request under the broker's limit. */
+		cleanup_free char *desc = worker_text_bound(t->description, RTS_DESCRIPTION_MAX, NULL);
+		json_object *spec = rts_tool_spec_new(t->name, desc, t->parameters);
+		size_t cost = rts_tool_spec_cost(spec, t->name);
+		if (used + cost > RTS_TOOLS_BUDGET) {
 			fprintf(stderr, "worker: tool %s left out: the tool list is full\n", t->name);
 			json_object_put(spec);
 			continue;
@@ -187,7 +177,7 @@ static bool tool_offered(const struct agent *a, const char *name)
 static void agent_system(struct agent *a)
 {
 	const struct worker_input *in = a->in;
-	cleanup_free char *operator = worker_text_bound(in->system_prompt, WORKER_OPERATOR_PROMPT_MAX, NULL);
+	cleanup_free char *operator = worker_text_bound(in->system_prompt, RTS_SYSTEM_PROMPT_MAX, NULL);
 	cleanup_free char *speaker_notes = worker_memory_preview(&a->mem, in->speaker_id, true, WORKER_PREVIEW_MAX);
 	cleanup_free char *channel_notes = worker_memory_preview(&a->mem, in->speaker_id, false, WORKER_PREVIEW_MAX);
 	bool mem_reset = a->mem.reset || a->store.dir_reset;
@@ -320,7 +310,7 @@ static char *agent_call_public(struct agent *a, const struct worker_tool *t, jso
 	}
 	if (status != 200) {
 		const char *code = rts_json_get_string(answer, "error");
-		if (!code || !worker_input_name_valid(code, 32))
+		if (!code || !rts_name_valid(code, 32))
 			code = "error";
 		fprintf(stderr, "worker: tool call %s refused: HTTP %u %s\n", t->name, status, code);
 		return error_text("the tool call was refused: %s (HTTP %u)", code, status);
@@ -357,7 +347,7 @@ static char *agent_call_public(struct agent *a, const struct worker_tool *t, jso
 		if (type && strcmp(type, "text") == 0 && ptext)
 			piece = rts_xstrdup(ptext);
 		else
-			piece = rts_xasprintf("[%.32s content not shown]", type && worker_input_name_valid(type, 32) ? type : "other");
+			piece = rts_xasprintf("[%.32s content not shown]", type && rts_name_valid(type, 32) ? type : "other");
 		char *joined = rts_xasprintf("%s%s%s", out, len ? "\n" : "", piece);
 		free(out);
 		out = joined;
@@ -391,14 +381,14 @@ static void agent_pending(struct agent *a, json_object *call, size_t index, size
 		parsed = json_object_get(args);
 	else if (json_object_is_type(args, json_type_string) &&
 		 rts_json_parse(json_object_get_string(args), (size_t)json_object_get_string_len(args),
-				WORKER_JSON_DEPTH, &parsed, &why) < 0)
+				WORKER_ARGUMENTS_DEPTH, &parsed, &why) < 0)
 		parsed = NULL;
 	if (parsed && !json_object_is_type(parsed, json_type_object))
 		json_object_put(steal_pointer(&parsed));
 	bool too_large = false;
 	if (parsed) {
 		cleanup_free char *text = rts_json_dump(parsed);
-		size_t cost = worker_text_json_len(text, strlen(text));
+		size_t cost = rts_json_string_len(text, strlen(text));
 		if (*args_used + cost <= WORKER_GROUP_ARGUMENTS_MAX) {
 			*args_used += cost;
 			p->args = steal_pointer(&parsed);
@@ -572,7 +562,7 @@ int worker_agent_run(const struct worker_input *in, const char *broker_path, con
 	*reply = NULL;
 	*error_code = NULL;
 
-	uint64_t timeout = in->turn_timeout_ms ? in->turn_timeout_ms : WORKER_TURN_TIMEOUT_MS;
+	uint64_t timeout = in->turn_timeout_ms ? in->turn_timeout_ms : RTS_TURN_TIMEOUT_MS_MAX;
 	/* Finish a little before the host's own deadline so a late answer still gets out. */
 	uint64_t margin = timeout / 10 < 5000 ? timeout / 10 : 5000;
 	a.deadline_ms = rts_now_ms() + timeout - margin;

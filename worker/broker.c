@@ -33,11 +33,11 @@ struct answer {
 static int on_body(http_parser *p, const char *at, size_t n)
 {
 	struct answer *a = p->data;
-	if (n > WORKER_HTTP_BODY_MAX - a->len) {
+	if (n > RTS_BROKER_ANSWER_MAX - a->len) {
 		a->too_large = true;
 		return 1;
 	}
-	/* Grow in steps; the bound above caps the buffer at WORKER_HTTP_BODY_MAX + 1. */
+	/* Grow in steps; the bound above caps the buffer at RTS_BROKER_ANSWER_MAX + 1. */
 	a->body = rts_xrealloc(a->body, a->len + n + 1);
 	memcpy(a->body + a->len, at, n);
 	a->len += n;
@@ -200,7 +200,7 @@ int worker_broker_post(const char *socket_path, const char *route, const char *b
 
 	const char *why = NULL;
 	json_object *o = NULL;
-	if (rts_json_parse(answer_body ? answer_body : "", a.len, WORKER_JSON_DEPTH, &o, &why) < 0) {
+	if (rts_json_parse(answer_body ? answer_body : "", a.len, RTS_JSON_DEPTH_MAX, &o, &why) < 0) {
 		if (*status >= 200 && *status < 300)
 			return -EBADMSG;
 		o = NULL;

@@ -12,7 +12,7 @@
  * has validated it) over the Unix socket at socket_path. Waits at most until deadline_ms
  * (CLOCK_MONOTONIC milliseconds, see rts_now_ms()) for connecting, sending and the whole
  * answer. The answer's headers may take at most WORKER_HTTP_HEADERS_MAX bytes and its body
- * WORKER_HTTP_BODY_MAX.
+ * RTS_BROKER_ANSWER_MAX.
  *
  * Returns 0 with the HTTP status in *status and the body parsed as strict JSON in *out
  * (caller owns the reference; NULL when a non-2xx answer has no valid JSON body), or a

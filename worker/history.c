@@ -10,13 +10,6 @@
 
 #define HISTORY_FILE "history.json"
 
-static size_t dump_len(json_object *o)
-{
-	size_t len = 0;
-	json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	return len;
-}
-
 static bool str_member(json_object *o, const char *key)
 {
 	json_object *v = rts_json_get(o, key);
@@ -33,7 +26,7 @@ static bool entry_valid(json_object *e)
 		return false;
 	if (!str_member(e, "user") || !str_member(e, "assistant") || !str_member(e, "time"))
 		return false;
-	return dump_len(e) <= WORKER_HISTORY_ENTRY_MAX;
+	return rts_json_dump_len(e) <= WORKER_HISTORY_ENTRY_MAX;
 }
 
 static bool root_valid(json_object *root)
@@ -109,10 +102,10 @@ static json_object *make_entry(const char *speaker_id, const char *speaker_name,
 json_object *worker_history_entry(const char *speaker_id, const char *speaker_name, const char *user,
 				  const char *assistant, const char *time)
 {
-	size_t need_u = worker_text_json_len(user, strlen(user));
-	size_t need_a = worker_text_json_len(assistant, strlen(assistant));
+	size_t need_u = rts_json_string_len(user, strlen(user));
+	size_t need_a = rts_json_string_len(assistant, strlen(assistant));
 	cleanup_json json_object *bare = make_entry(speaker_id, speaker_name, "", "", time);
-	size_t base = dump_len(bare);
+	size_t base = rts_json_dump_len(bare);
 	/* The fixed fields are bounded by the input (speaker fields 256 bytes, time 64). */
 	size_t avail = base < WORKER_HISTORY_ENTRY_MAX ? WORKER_HISTORY_ENTRY_MAX - base : 0;
 	size_t max_u = need_u, max_a = need_a;

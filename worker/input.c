@@ -1,27 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include "common/conf.h"
 #include "common/json.h"
-#include "common/proto.h"
+#include "common/limits.h"
+#include "common/tools.h"
 #include "common/util.h"
 #include "worker/input.h"
 #include "worker/worker.h"
-
-#define WORKER_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
-
-bool worker_input_name_valid(const char *s, size_t max_len)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > max_len || !(s[0] >= 'a' && s[0] <= 'z'))
-		return false;
-	for (size_t i = 1; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
-			return false;
-	}
-	return true;
-}
 
 /* A string member of 1..max bytes (0..max when may_be_empty). */
 static const char *get_str(json_object *o, const char *key, size_t max, bool may_be_empty)
@@ -56,11 +41,11 @@ static bool route_valid(const char *route, bool *mcp)
 {
 	if (strncmp(route, "/tools/", 7) == 0) {
 		*mcp = false;
-		return worker_input_name_valid(route + 7, RTS_NAME_MAX);
+		return rts_name_valid(route + 7, RTS_NAME_MAX);
 	}
 	if (strncmp(route, "/mcp/", 5) == 0) {
 		*mcp = true;
-		return worker_input_name_valid(route + 5, RTS_NAME_MAX);
+		return rts_name_valid(route + 5, RTS_NAME_MAX);
 	}
 	return false;
 }
@@ -82,7 +67,7 @@ static int parse_tools(struct worker_input *in, json_object *a, const char **why
 		return -EINVAL;
 	}
 	size_t n = json_object_array_length(a);
-	if (n > WORKER_TOOLS_MAX) {
+	if (n > RTS_PUBLIC_TOOLS_MAX) {
 		*why = "too many tools";
 		return -EINVAL;
 	}
@@ -91,11 +76,11 @@ static int parse_tools(struct worker_input *in, json_object *a, const char **why
 		json_object *e = json_object_array_get_idx(a, i);
 		struct worker_tool *t = &in->tools[i];
 		bool mcp = false;
-		t->name = get_str(e, "name", WORKER_TOOL_NAME_MAX, false);
+		t->name = get_str(e, "name", RTS_FUNCTION_NAME_MAX, false);
 		t->description = get_str(e, "description", RTS_DESCRIPTION_MAX, true);
 		t->parameters = rts_json_get(e, "parameters");
 		t->route = get_str(e, "route", 7 + RTS_NAME_MAX, false);
-		if (!t->name || !worker_input_name_valid(t->name, WORKER_TOOL_NAME_MAX) || !t->description ||
+		if (!t->name || !rts_name_valid(t->name, RTS_FUNCTION_NAME_MAX) || !t->description ||
 		    !t->parameters || !json_object_is_type(t->parameters, json_type_object) || !t->route ||
 		    !route_valid(t->route, &mcp)) {
 			*why = "a tool entry is malformed";
@@ -108,7 +93,7 @@ static int parse_tools(struct worker_input *in, json_object *a, const char **why
 		}
 		if (mcp) {
 			t->mcp_tool = get_str(e, "mcpTool", RTS_NAME_MAX, false);
-			if (!t->mcp_tool || !worker_input_name_valid(t->mcp_tool, RTS_NAME_MAX)) {
+			if (!t->mcp_tool || !rts_name_valid(t->mcp_tool, RTS_NAME_MAX)) {
 				*why = "an MCP tool entry lacks a valid mcpTool";
 				return -EINVAL;
 			}
@@ -121,13 +106,13 @@ static int parse_tools(struct worker_input *in, json_object *a, const char **why
 int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why)
 {
 	*out = NULL;
-	if (len > WORKER_INPUT_MAX) {
+	if (len > RTS_WORKER_INPUT_MAX) {
 		*why = "input too large";
 		return -EINVAL;
 	}
 	struct worker_input *in = rts_xcalloc(1, sizeof(*in));
 	int64_t x;
-	int r = rts_json_parse(buf, len, WORKER_JSON_DEPTH, &in->root, why);
+	int r = rts_json_parse(buf, len, RTS_JSON_DEPTH_MAX, &in->root, why);
 	if (r < 0)
 		goto fail;
 	r = -EINVAL;
@@ -148,8 +133,8 @@ int worker_input_parse(const char *buf, size_t len, struct worker_input **out, c
 	in->speaker_name = get_str(speaker, "name", RTS_SPEAKER_FIELD_MAX, false);
 	in->text = get_str(root, "text", RTS_TEXT_MAX, true);
 	in->system_prompt = get_str(root, "systemPrompt", RTS_SYSTEM_PROMPT_MAX, true);
-	in->time_zone = get_str(root, "timeZone", 64, false);
-	in->now = get_str(root, "now", 64, false);
+	in->time_zone = get_str(root, "timeZone", RTS_TIME_ZONE_MAX, false);
+	in->now = get_str(root, "now", RTS_WORKER_NOW_MAX, false);
 	if (!in->turn || !hex_id(in->turn, RTS_TURN_ID_LEN) || !in->speaker_id || !in->speaker_name ||
 	    !in->text || !in->system_prompt || !in->time_zone || !in->now) {
 		*why = "a required string field is missing or out of range";
@@ -165,23 +150,23 @@ int worker_input_parse(const char *buf, size_t len, struct worker_input **out, c
 		goto fail;
 	}
 	in->start_fresh = json_object_get_boolean(fresh);
-	if (!get_int(limits, "modelCalls", 1, WORKER_MODEL_CALLS_MAX, &x)) {
+	if (!get_int(limits, "modelCalls", 1, RTS_MODEL_CALLS_PER_TURN, &x)) {
 		*why = "limits.modelCalls is missing or out of range";
 		goto fail;
 	}
 	in->model_calls = (unsigned)x;
-	if (!get_int(limits, "toolCallsPerResponse", 1, WORKER_TOOL_CALLS_MAX, &x)) {
+	if (!get_int(limits, "toolCallsPerResponse", 1, RTS_TOOL_CALLS_PER_RESPONSE, &x)) {
 		*why = "limits.toolCallsPerResponse is missing or out of range";
 		goto fail;
 	}
 	in->tool_calls_per_response = (unsigned)x;
-	if (!get_int(limits, "maxOutputTokens", 1, 1000000, &x)) {
+	if (!get_int(limits, "maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX, &x)) {
 		*why = "limits.maxOutputTokens is missing or out of range";
 		goto fail;
 	}
 	in->max_output_tokens = (unsigned)x;
 	if (rts_json_get(limits, "turnTimeoutMs")) {
-		if (!get_int(limits, "turnTimeoutMs", 1000, 600000, &x)) {
+		if (!get_int(limits, "turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, &x)) {
 			*why = "limits.turnTimeoutMs is out of range";
 			goto fail;
 		}

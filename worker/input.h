@@ -31,15 +31,16 @@ struct worker_input {
 	struct worker_tool *tools;
 	size_t n_tools;
 	bool start_fresh;
-	unsigned model_calls;		 /* limits.modelCalls, 1..WORKER_MODEL_CALLS_MAX */
-	unsigned tool_calls_per_response; /* limits.toolCallsPerResponse, 1..WORKER_TOOL_CALLS_MAX */
-	unsigned max_output_tokens;	 /* limits.maxOutputTokens */
-	uint32_t turn_timeout_ms;	 /* limits.turnTimeoutMs, optional (0: not given) */
+	unsigned model_calls;		 /* limits.modelCalls, 1..RTS_MODEL_CALLS_PER_TURN */
+	unsigned tool_calls_per_response; /* limits.toolCallsPerResponse, 1..RTS_TOOL_CALLS_PER_RESPONSE */
+	unsigned max_output_tokens;	 /* limits.maxOutputTokens, the config's range (RTS_MAX_OUTPUT_TOKENS_*) */
+	uint32_t turn_timeout_ms;	 /* limits.turnTimeoutMs, optional (0: not given), RTS_TURN_TIMEOUT_MS_* */
 };
 
-/* Parse and validate the len bytes at buf. Every field of HACKING.md's example is
- * required and type- and range-checked (the limits may lower the seed's 12 model calls and
- * 8 tool calls per response, never raise them); unknown keys are ignored so the host can add
+/* Parse and validate the len bytes at buf (at most RTS_WORKER_INPUT_MAX). Every field of
+ * HACKING.md's example is required and type- and range-checked against common/limits.h,
+ * the same bounds the config loader and runnerd use (the limits may lower the seed's 12
+ * model calls and 8 tool calls per response, never raise them); unknown keys are ignored so the host can add
  * fields without breaking older images. Returns 0 with *out (free with
  * worker_input_free()), or -EINVAL with *why set to a short static reason for stderr. */
 int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why);
@@ -48,8 +49,5 @@ void worker_input_free(struct worker_input *in);
 
 /* The offered public tool called name, or NULL. */
 const struct worker_tool *worker_input_tool(const struct worker_input *in, const char *name);
-
-/* True when s matches [a-z][a-z0-9_]{0,max_len-1}. */
-bool worker_input_name_valid(const char *s, size_t max_len);
 
 #endif

@@ -112,8 +112,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	cleanup_free char *buf = rts_xmalloc(WORKER_INPUT_MAX + 1);
-	ssize_t len = read_input(buf, WORKER_INPUT_MAX);
+	cleanup_free char *buf = rts_xmalloc(RTS_WORKER_INPUT_MAX + 1);
+	ssize_t len = read_input(buf, RTS_WORKER_INPUT_MAX);
 	struct worker_input *in = NULL;
 	const char *why = NULL;
 	if (len < 0) {

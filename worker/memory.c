@@ -4,7 +4,6 @@
 #include <stdarg.h>
 
 #include "common/json.h"
-#include "common/proto.h"
 #include "common/util.h"
 #include "worker/memory.h"
 #include "worker/text.h"
@@ -60,13 +59,6 @@ static size_t count_entries(json_object *root)
 	return n;
 }
 
-static size_t serialized_size(json_object *root)
-{
-	size_t len = 0;
-	json_object_to_json_string_length(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	return len;
-}
-
 static bool scope_valid(json_object *ns)
 {
 	if (!json_object_is_type(ns, json_type_object))
@@ -97,7 +89,7 @@ static bool root_valid(json_object *root)
 		if (n == 0 || n > RTS_SPEAKER_FIELD_MAX || !scope_valid(ns))
 			return false;
 	}
-	return count_entries(root) <= WORKER_MEMORY_ENTRIES_MAX && serialized_size(root) <= WORKER_MEMORY_BYTES_MAX;
+	return count_entries(root) <= WORKER_MEMORY_ENTRIES_MAX && rts_json_dump_len(root) <= WORKER_MEMORY_BYTES_MAX;
 }
 
 void worker_memory_load(struct worker_memory *m, struct worker_store *s)
@@ -194,7 +186,7 @@ static char *memory_set(struct worker_memory *m, struct worker_store *s, const c
 	json_object_object_add(c->scope, c->key, json_object_get(c->value));
 
 	const char *refusal = NULL;
-	if (serialized_size(m->root) > WORKER_MEMORY_BYTES_MAX)
+	if (rts_json_dump_len(m->root) > WORKER_MEMORY_BYTES_MAX)
 		refusal = "memory is full: 512 KiB in total; remove or shorten notes first; nothing was stored";
 	else if (save(m, s) < 0)
 		refusal = "memory could not be saved; nothing was stored";
@@ -237,8 +229,8 @@ static char *memory_get(struct worker_memory *m, struct worker_store *s, const c
 		json_object_object_foreach(c->scope, key, val)
 		{
 			total++;
-			size_t cost = worker_text_json_len(key, strlen(key)) +
-				      worker_text_json_len(json_object_get_string(val),
+			size_t cost = rts_json_string_len(key, strlen(key)) +
+				      rts_json_string_len(json_object_get_string(val),
 							   (size_t)json_object_get_string_len(val)) +
 				      6;
 			if (omitted || used + cost > WORKER_MEMORY_LIST_MAX) {
@@ -288,31 +280,41 @@ typedef char *(*memory_fn)(struct worker_memory *, struct worker_store *, const 
 
 /* The worker's own tools. Arguments a tool does not take are refused rather than ignored,
  * so that no argument (a "speaker" field, say) can look like it selects a namespace. */
+/* The memory tools as the model is offered them. Each spec is written compactly, so
+ * json-c's plain serialisation of it is no longer than the literal: their sizes bound what
+ * the memory tools take of the tool budget (common/limits.h). */
+#define MEMORY_SET_SPEC \
+	"{\"type\":\"function\",\"function\":{\"name\":\"memory_set\",\"description\":\"Store a note under a " \
+	"key. scope \\\"speaker\\\" is the current speaker's own notes; \\\"channel\\\" is shared with " \
+	"everyone in this channel. Replaces an existing note with the same key. Limits: 256 notes, 2048 " \
+	"characters per value, 512 KiB in total.\",\"parameters\":{\"type\":\"object\",\"properties\":{" \
+	"\"scope\":{\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]},\"key\":{\"type\":\"string\"," \
+	"\"minLength\":1,\"maxLength\":128},\"value\":{\"type\":\"string\",\"maxLength\":2048}},\"required\":" \
+	"[\"scope\",\"key\",\"value\"],\"additionalProperties\":false}}}"
+#define MEMORY_GET_SPEC \
+	"{\"type\":\"function\",\"function\":{\"name\":\"memory_get\",\"description\":\"Read the note stored " \
+	"under key in a scope, or list the scope's notes when key is left out.\",\"parameters\":{\"type\":" \
+	"\"object\",\"properties\":{\"scope\":{\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]}," \
+	"\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128}},\"required\":[\"scope\"]," \
+	"\"additionalProperties\":false}}}"
+#define MEMORY_REMOVE_SPEC \
+	"{\"type\":\"function\",\"function\":{\"name\":\"memory_remove\",\"description\":\"Delete the note " \
+	"stored under key in a scope.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"scope\":{" \
+	"\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]},\"key\":{\"type\":\"string\",\"minLength\":1," \
+	"\"maxLength\":128}},\"required\":[\"scope\",\"key\"],\"additionalProperties\":false}}}"
+_Static_assert(sizeof(MEMORY_SET_SPEC) + sizeof(MEMORY_GET_SPEC) + sizeof(MEMORY_REMOVE_SPEC) + 1 <=
+		       RTS_WORKER_OWN_TOOLS_BUDGET,
+	       "the memory tools must fit their share of the tool budget");
+
 static const struct memory_tool {
 	const char *name;
 	memory_fn run;
 	const char *const args[4];
 	const char *spec;
 } memory_tools[] = {
-	{"memory_set", memory_set, {"scope", "key", "value", NULL},
-	 "{\"type\":\"function\",\"function\":{\"name\":\"memory_set\",\"description\":\"Store a note under a "
-	 "key. scope \\\"speaker\\\" is the current speaker's own notes; \\\"channel\\\" is shared with "
-	 "everyone in this channel. Replaces an existing note with the same key. Limits: 256 notes, 2048 "
-	 "characters per value, 512 KiB in total.\",\"parameters\":{\"type\":\"object\",\"properties\":{"
-	 "\"scope\":{\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]},\"key\":{\"type\":\"string\","
-	 "\"minLength\":1,\"maxLength\":128},\"value\":{\"type\":\"string\",\"maxLength\":2048}},\"required\":"
-	 "[\"scope\",\"key\",\"value\"],\"additionalProperties\":false}}}"},
-	{"memory_get", memory_get, {"scope", "key", NULL, NULL},
-	 "{\"type\":\"function\",\"function\":{\"name\":\"memory_get\",\"description\":\"Read the note stored "
-	 "under key in a scope, or list the scope's notes when key is left out.\",\"parameters\":{\"type\":"
-	 "\"object\",\"properties\":{\"scope\":{\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]},"
-	 "\"key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128}},\"required\":[\"scope\"],"
-	 "\"additionalProperties\":false}}}"},
-	{"memory_remove", memory_remove, {"scope", "key", NULL, NULL},
-	 "{\"type\":\"function\",\"function\":{\"name\":\"memory_remove\",\"description\":\"Delete the note "
-	 "stored under key in a scope.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"scope\":{"
-	 "\"type\":\"string\",\"enum\":[\"speaker\",\"channel\"]},\"key\":{\"type\":\"string\",\"minLength\":1,"
-	 "\"maxLength\":128}},\"required\":[\"scope\",\"key\"],\"additionalProperties\":false}}}"},
+	{"memory_set", memory_set, {"scope", "key", "value", NULL}, MEMORY_SET_SPEC},
+	{"memory_get", memory_get, {"scope", "key", NULL, NULL}, MEMORY_GET_SPEC},
+	{"memory_remove", memory_remove, {"scope", "key", NULL, NULL}, MEMORY_REMOVE_SPEC},
 };
 
 static const struct memory_tool *find_tool(const char *name)
@@ -327,6 +329,8 @@ bool worker_memory_is_tool(const char *name)
 {
 	return find_tool(name) != NULL;
 }
+
+_Static_assert(RTS_ARRAY_SIZE(memory_tools) == RTS_WORKER_OWN_TOOLS, "common/limits.h counts the memory tools");
 
 json_object *worker_memory_tool_specs(void)
 {
@@ -409,7 +413,7 @@ char *worker_memory_preview(const struct worker_memory *m, const char *speaker_i
 		cleanup_free char *v = worker_text_bound(json_object_get_string(val), WORKER_PREVIEW_VALUE_MAX, NULL);
 		json_object_object_add(shown, key, json_object_new_string(v));
 		cleanup_free char *text = rts_json_dump(shown);
-		if (worker_text_json_len(text, strlen(text)) + reserve > max) {
+		if (rts_json_string_len(text, strlen(text)) + reserve > max) {
 			json_object_object_del(shown, key);
 			break;
 		}

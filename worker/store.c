@@ -120,7 +120,7 @@ int worker_store_read(struct worker_store *s, const char *name, json_object **ou
 			return -EFBIG;
 	}
 	const char *why;
-	if (rts_json_parse(buf, len, WORKER_JSON_DEPTH, out, &why) < 0)
+	if (rts_json_parse(buf, len, RTS_JSON_DEPTH_MAX, out, &why) < 0)
 		return -EBADMSG;
 	return 0;
 }

@@ -3,34 +3,10 @@
 
 #include <json.h>
 
+#include "common/json.h"
 #include "common/util.h"
 
 #include "worker/text.h"
-
-static size_t byte_cost(unsigned char c)
-{
-	switch (c) {
-	case '"':
-	case '\\':
-	case '/':
-	case '\b':
-	case '\f':
-	case '\n':
-	case '\r':
-	case '\t':
-		return 2;
-	default:
-		return c < 0x20 ? 6 : 1; /* \u00XX */
-	}
-}
-
-size_t worker_text_json_len(const char *s, size_t len)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++)
-		n += byte_cost((unsigned char)s[i]);
-	return n;
-}
 
 size_t worker_text_chars(const char *s)
 {
@@ -63,7 +39,7 @@ char *worker_text_bound(const char *s, size_t max, bool *truncated)
 
 	if (truncated)
 		*truncated = false;
-	if (worker_text_json_len(s, len) <= max)
+	if (rts_json_string_len(s, len) <= max)
 		return rts_xstrdup(s);
 	if (truncated)
 		*truncated = true;
@@ -75,7 +51,7 @@ char *worker_text_bound(const char *s, size_t max, bool *truncated)
 		/* A cut is only allowed where a character starts. */
 		if ((c & 0xc0) != 0x80)
 			cut = i;
-		cost += byte_cost(c);
+		cost += rts_json_byte_len(c);
 		if (cost > budget)
 			break;
 	}

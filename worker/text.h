@@ -9,10 +9,6 @@
 /* Appended to every text the worker cuts (seed: "The worker marks truncated text"). */
 #define WORKER_TRUNCATED_MARK "\xe2\x80\xa6[truncated]"
 
-/* Bytes the len bytes at s take inside a JSON string as json-c writes them, quotes not
- * included. Counts '/' as escaped, so it never underestimates. */
-size_t worker_text_json_len(const char *s, size_t len);
-
 /* Number of Unicode characters (code points) in the valid UTF-8 string s. */
 size_t worker_text_chars(const char *s);
 

@@ -60,7 +60,7 @@ static void check_fields(const char *buf, size_t head_len)
 	size_t len = 0;
 	enum brokerd_result r = brokerd_headers_check(h, n, &len);
 	if (r == BROKERD_OK) {
-		FUZZ_ASSERT(len <= BROKERD_BODY_MAX);
+		FUZZ_ASSERT(len <= RTS_BROKER_BODY_MAX);
 		bool auth = false;
 		for (size_t i = 0; i < n; i++)
 			if (strcasecmp(h[i].name, "Authorization") == 0)

@@ -129,7 +129,7 @@ def test_tools_and_key_command_see_exactly_their_turns_identity(make_suite, bind
     s = make_suite(config={
         "apiKey": {"command": ["/usr/bin/python3", "-B", os.path.join(d, "key.py"), d]},
         "tools": [{"name": "whoami", "description": "who is asking", "parameters": {"type": "object"},
-                   "command": ["/usr/bin/python3", "-B", os.path.join(d, "tool.py"), d], "timeoutMs": 150000}],
+                   "command": ["/usr/bin/python3", "-B", os.path.join(d, "tool.py"), d], "timeoutMs": 60000}],
         "turnTimeoutMs": 240000,
     })
     for t in turns.values():

@@ -68,14 +68,14 @@ START_TEST(test_depth)
 	char buf[512];
 	const char *why = NULL;
 	json_object *o = NULL;
-	for (int depth = BROKERD_JSON_DEPTH - 1; depth <= BROKERD_JSON_DEPTH + 1; depth++) {
+	for (int depth = RTS_JSON_DEPTH_MAX - 1; depth <= RTS_JSON_DEPTH_MAX + 1; depth++) {
 		size_t n = 0;
 		for (int i = 0; i < depth; i++)
 			buf[n++] = '[';
 		for (int i = 0; i < depth; i++)
 			buf[n++] = ']';
 		int r = brokerd_body_parse(buf, n, &o, &why);
-		if (depth <= BROKERD_JSON_DEPTH) {
+		if (depth <= RTS_JSON_DEPTH_MAX) {
 			ck_assert_int_eq(r, 0);
 			json_object_put(o);
 		} else {

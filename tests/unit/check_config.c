@@ -9,6 +9,7 @@
 
 #include "common/conf.h"
 #include "common/json.h"
+#include "common/limits.h"
 #include "common/util.h"
 
 static const char *MINIMAL = "{\"model\":\"m\",\"modelUrl\":\"https://api.example/v1/chat/completions\"}";
@@ -157,6 +158,255 @@ START_TEST(test_out_of_range)
 }
 END_TEST
 
+/* tmpl with its one "%s" replaced by value (a template, not a printf format). */
+static char *fill(const char *tmpl, const char *value)
+{
+	const char *at = strstr(tmpl, "%s");
+	ck_assert_ptr_nonnull(at);
+	return rts_xasprintf("%.*s%s%s", (int)(at - tmpl), tmpl, value, at + 2);
+}
+
+/* Asserts that the document loads. */
+static void assert_loads(const char *extra)
+{
+	char err[1024] = "";
+	cleanup_free char *text = with(extra);
+	struct rts_config *c = load_text(text, err, sizeof(err));
+	ck_assert_msg(c != NULL, "refused %.200s: %s", text, err);
+	rts_config_free(c);
+}
+
+/* Every configurable range: both ends load, one step outside either end is refused
+ * naming the key (common/limits.h holds the ranges; the worker and runnerd use the same). */
+START_TEST(test_range_ends)
+{
+	static const struct {
+		const char *key; /* the key path as the error names it */
+		const char *fmt; /* the document's extra member, with %s for the value */
+		const char *lo, *hi, *below, *above;
+	} ranges[] = {
+		{"maxOutputTokens", "\"maxOutputTokens\":%s", "1", "1048576", "0", "1048577"},
+		{"turnTimeoutMs", "\"turnTimeoutMs\":%s", "1000", "600000", "999", "600001"},
+		{"limits.memoryMb", "\"limits\":{\"memoryMb\":%s}", "64", "65536", "63", "65537"},
+		{"limits.cpus", "\"limits\":{\"cpus\":%s}", "0.01", "64", "0.0099", "64.001"},
+		{"limits.pids", "\"limits\":{\"pids\":%s}", "8", "32768", "7", "32769"},
+		{"tools[0].timeoutMs",
+		 "\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"],\"timeoutMs\":%s}]", "1",
+		 "60000", "0", "60001"},
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(ranges); i++) {
+		const char *ok[] = {ranges[i].lo, ranges[i].hi};
+		const char *bad[] = {ranges[i].below, ranges[i].above};
+		for (size_t j = 0; j < 2; j++) {
+			cleanup_free char *good = fill(ranges[i].fmt, ok[j]);
+			assert_loads(good);
+			cleanup_free char *out = fill(ranges[i].fmt, bad[j]);
+			assert_refused(out, ranges[i].key);
+		}
+	}
+	/* The constants are what the man page and the loader say. */
+	ck_assert_uint_eq(RTS_MAX_OUTPUT_TOKENS_MAX, 1048576);
+	ck_assert_uint_eq(RTS_TOOL_TIMEOUT_MS_MAX, 60000);
+}
+END_TEST
+
+/* Seed: tool, MCP server and MCP tool names match [a-z][a-z0-9_]{0,47}. */
+START_TEST(test_name_bounds)
+{
+	static const char *const bad[] = {
+		"Clock",     /* uppercase */
+		"cLock",     /* uppercase later on */
+		"1clock",    /* leading digit */
+		"_clock",    /* leading underscore */
+		"",	     /* empty */
+		"cl\\u00f6ck", /* non-ASCII */
+		"clock-2",   /* hyphen */
+		"clock 2",   /* space */
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* 49 characters */
+	};
+	static const char *const places[][2] = {
+		{"\"tools\":[{\"name\":\"%s\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"]}]", "tools[0].name"},
+		{"\"mcp\":[{\"name\":\"%s\",\"url\":\"https://x\",\"tools\":[{\"name\":\"t\",\"description\":\"\","
+		 "\"parameters\":{}}]}]",
+		 "mcp[0].name"},
+		{"\"mcp\":[{\"name\":\"s\",\"url\":\"https://x\",\"tools\":[{\"name\":\"%s\",\"description\":\"\","
+		 "\"parameters\":{}}]}]",
+		 "mcp[0].tools[0].name"},
+	};
+	ck_assert_uint_eq(strlen(bad[RTS_ARRAY_SIZE(bad) - 1]), RTS_NAME_MAX + 1);
+	for (size_t p = 0; p < RTS_ARRAY_SIZE(places); p++) {
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++) {
+			cleanup_free char *extra = fill(places[p][0], bad[i]);
+			assert_refused(extra, places[p][1]);
+		}
+		/* The longest and the shortest valid names load. */
+		cleanup_free char *longest = fill(places[p][0], "a2345678901234567890123456789012345678901234567_");
+		assert_loads(longest);
+		cleanup_free char *shortest = fill(places[p][0], "z");
+		assert_loads(shortest);
+	}
+}
+END_TEST
+
+/* A string of n copies of the JSON text unit (one character once decoded). */
+static char *repeat(const char *unit, size_t n)
+{
+	size_t u = strlen(unit);
+	char *s = rts_xmalloc(u * n + 1);
+	for (size_t i = 0; i < n; i++)
+		memcpy(s + i * u, unit, u);
+	s[u * n] = '\0';
+	return s;
+}
+
+/* Descriptions and the system prompt are bounded as the worker measures them: bytes once
+ * JSON-escaped. At the bound they load; one byte over, or fewer characters that escape to
+ * more, are refused naming the key (the worker would otherwise cut them). */
+START_TEST(test_encoded_sizes)
+{
+	static const struct {
+		const char *fmt, *key;
+		size_t max;
+	} texts[] = {
+		{"\"systemPrompt\":\"%s\"", "systemPrompt", RTS_SYSTEM_PROMPT_MAX},
+		{"\"tools\":[{\"name\":\"a\",\"description\":\"%s\",\"parameters\":{},\"command\":[\"/b\"]}]",
+		 "tools[0].description", RTS_DESCRIPTION_MAX},
+		{"\"mcp\":[{\"name\":\"s\",\"url\":\"https://x\",\"tools\":[{\"name\":\"t\",\"description\":\"%s\","
+		 "\"parameters\":{}}]}]",
+		 "mcp[0].tools[0].description", RTS_DESCRIPTION_MAX},
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(texts); i++) {
+		cleanup_free char *plain = repeat("x", texts[i].max);
+		cleanup_free char *a = fill(texts[i].fmt, plain);
+		assert_loads(a);
+		cleanup_free char *plain1 = repeat("x", texts[i].max + 1);
+		cleanup_free char *b = fill(texts[i].fmt, plain1);
+		assert_refused(b, texts[i].key);
+		/* Line breaks take two bytes: half as many fill the bound. */
+		cleanup_free char *lines = repeat("\\n", texts[i].max / 2);
+		cleanup_free char *c = fill(texts[i].fmt, lines);
+		assert_loads(c);
+		cleanup_free char *lines1 = repeat("\\n", texts[i].max / 2 + 1);
+		cleanup_free char *d = fill(texts[i].fmt, lines1);
+		assert_refused(d, texts[i].key);
+		/* Control characters take six (\u00XX). */
+		cleanup_free char *ctl = repeat("\\u0001", texts[i].max / 6 + 1);
+		cleanup_free char *e = fill(texts[i].fmt, ctl);
+		assert_refused(e, texts[i].key);
+	}
+}
+END_TEST
+
+/* A tool entry with a description of desc_len plain bytes. */
+static char *tool_json(const char *name, size_t desc_len, bool mcp)
+{
+	cleanup_free char *desc = repeat("d", desc_len);
+	if (mcp)
+		return rts_xasprintf("{\"name\":\"%s\",\"description\":\"%s\",\"parameters\":{}}", name, desc);
+	return rts_xasprintf("{\"name\":\"%s\",\"description\":\"%s\",\"parameters\":{},\"command\":[\"/b\"]}", name, desc);
+}
+
+/* n tools t0..t<n-1> with descriptions of desc_len bytes, joined by commas. */
+static char *tools_json(size_t n, size_t desc_len, bool mcp)
+{
+	char *out = rts_xstrdup("");
+	for (size_t i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "t%zu", i);
+		cleanup_free char *t = tool_json(name, desc_len, mcp);
+		char *joined = rts_xasprintf("%s%s%s", out, i ? "," : "", t);
+		free(out);
+		out = joined;
+	}
+	return out;
+}
+
+/* The tools offered to the model must fit the worker's budget whole: the first tool that
+ * would not is refused at start, naming it, instead of being left out at every turn. */
+START_TEST(test_tool_budget)
+{
+	/* Every list at its longest, with short names and descriptions, fits. */
+	cleanup_free char *host = tools_json(RTS_MAX_TOOLS, 0, false);
+	cleanup_free char *mcp_tools = tools_json(RTS_MAX_MCP_TOOLS, 0, true);
+	char *all = rts_xasprintf("\"tools\":[%s],\"mcp\":[", host);
+	for (size_t i = 0; i < RTS_MAX_MCP_SERVERS; i++) {
+		char *next = rts_xasprintf("%s%s{\"name\":\"s%zu\",\"url\":\"https://x\",\"tools\":[%s]}", all, i ? "," : "",
+					   i, mcp_tools);
+		free(all);
+		all = next;
+	}
+	cleanup_free char *full = rts_xasprintf("%s]", all);
+	free(all);
+	assert_loads(full);
+
+	/* Host tools with the longest descriptions: count how many fit, then one more. */
+	size_t fit = 0;
+	for (size_t n = 1; n <= RTS_MAX_TOOLS; n++) {
+		cleanup_free char *list = tools_json(n, RTS_DESCRIPTION_MAX, false);
+		cleanup_free char *extra = rts_xasprintf("\"tools\":[%s]", list);
+		cleanup_free char *text = with(extra);
+		char err[1024];
+		struct rts_config *c = load_text(text, err, sizeof(err));
+		if (!c) {
+			cleanup_free char *want = rts_xasprintf("test.json: tools[%zu]: tool \"t%zu\" does not fit", n - 1, n - 1);
+			ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+			break;
+		}
+		rts_config_free(c);
+		fit = n;
+	}
+	/* 30 KiB for configured tools: about 14 descriptions of 2 KiB, not all 32. */
+	ck_assert_uint_ge(fit, RTS_PUBLIC_TOOLS_BUDGET / (RTS_DESCRIPTION_MAX + 128));
+	ck_assert_uint_le(fit, RTS_PUBLIC_TOOLS_BUDGET / RTS_DESCRIPTION_MAX);
+
+	/* The same budget counts MCP tools after the host tools, and names the MCP tool. */
+	cleanup_free char *some = tools_json(fit, RTS_DESCRIPTION_MAX, false);
+	cleanup_free char *one = tool_json("late", RTS_DESCRIPTION_MAX, true);
+	cleanup_free char *over = rts_xasprintf(
+		"\"tools\":[%s],\"mcp\":[{\"name\":\"s\",\"url\":\"https://x\",\"tools\":[{\"name\":\"ok\","
+		"\"description\":\"\",\"parameters\":{}},%s]}]",
+		some, one);
+	char err[1024];
+	cleanup_free char *text = with(over);
+	ck_assert_ptr_null(load_text(text, err, sizeof(err)));
+	ck_assert_msg(strncmp(err, "test.json: mcp[0].tools[1]: tool \"late\" does not fit", 52) == 0, "%s", err);
+
+	/* Large parameters count as well. */
+	cleanup_free char *big = repeat("p", RTS_PARAMETERS_MAX - 64);
+	cleanup_free char *params = rts_xasprintf(
+		"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{\"description\":\"%s\"},\"command\":[\"/b\"]},"
+		"{\"name\":\"b\",\"description\":\"\",\"parameters\":{\"description\":\"%s\"},\"command\":[\"/b\"]}]",
+		big, big);
+	assert_refused(params, "tools[1]");
+}
+END_TEST
+
+/* A tool's parameters nest at most RTS_PARAMETERS_DEPTH_MAX containers: deeper ones would
+ * make the worker's /model body deeper than brokerd parses. */
+START_TEST(test_parameters_depth)
+{
+	for (unsigned depth = RTS_PARAMETERS_DEPTH_MAX; depth <= RTS_PARAMETERS_DEPTH_MAX + 1; depth++) {
+		/* {"a":{"a":...{}}} with depth objects, parameters itself included. */
+		cleanup_free char *open = repeat("{\"a\":", depth - 1);
+		cleanup_free char *close = repeat("}", depth - 1);
+		cleanup_free char *extra = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s{}%s,\"command\":[\"/b\"]}]", open,
+			close);
+		if (depth == RTS_PARAMETERS_DEPTH_MAX)
+			assert_loads(extra);
+		else
+			assert_refused(extra, "tools[0].parameters");
+	}
+	/* Scalars do not count as a level. */
+	cleanup_free char *open = repeat("[", RTS_PARAMETERS_DEPTH_MAX - 1);
+	cleanup_free char *close = repeat("]", RTS_PARAMETERS_DEPTH_MAX - 1);
+	cleanup_free char *arrays = rts_xasprintf(
+		"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{\"enum\":%s1%s},\"command\":[\"/b\"]}]", open,
+		close);
+	assert_loads(arrays);
+}
+END_TEST
+
 /* A list of n copies of item, comma-separated, inside "key":[...]. */
 static char *list_of(const char *key, const char *item, size_t n)
 {
@@ -289,6 +539,11 @@ int main(void)
 	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_wrong_types);
 	tcase_add_test(tc, test_out_of_range);
+	tcase_add_test(tc, test_range_ends);
+	tcase_add_test(tc, test_name_bounds);
+	tcase_add_test(tc, test_encoded_sizes);
+	tcase_add_test(tc, test_tool_budget);
+	tcase_add_test(tc, test_parameters_depth);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_required);

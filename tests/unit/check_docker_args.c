@@ -191,6 +191,21 @@ START_TEST(test_cpus_format)
 }
 END_TEST
 
+/* Docker refuses --cpus above the CPUs it has: a larger limit runs with all of them. */
+START_TEST(test_cpus_for_host)
+{
+	ck_assert(runnerd_cpus_for_host(64.0, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(2.5, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(2.0, 2) == 2.0);
+	ck_assert(runnerd_cpus_for_host(0.01, 2) == 0.01);
+	ck_assert(runnerd_cpus_for_host(1.5, 64) == 1.5);
+	ck_assert(runnerd_cpus_for_host(64.0, 0) == 64.0); /* unknown: unchanged */
+	char buf[16];
+	ck_assert_int_eq(runnerd_format_cpus(runnerd_cpus_for_host(RTS_CPUS_MAX, 3), buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "3");
+}
+END_TEST
+
 START_TEST(test_run_argv_user_numeric)
 {
 	struct runnerd_run_spec s = default_spec();
@@ -502,7 +517,7 @@ START_TEST(test_worker_input_refusals)
 	/* Right at home below the cap. */
 	memset(text, 'a', big);
 	ck_assert_int_eq(runnerd_worker_input(cfg, NULL, &t, "2026-11-30T14:30:00+00:00", &s, &n), 0);
-	ck_assert_uint_le(n, RUNNERD_WORKER_INPUT_MAX);
+	ck_assert_uint_le(n, RTS_WORKER_INPUT_MAX);
 	free(s);
 }
 END_TEST
@@ -545,7 +560,7 @@ static enum runnerd_worker_result parse_out(const char *s, char **reply, char *c
 START_TEST(test_output_reply)
 {
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(parse_out("{\"v\":1,\"reply\":\"hi \\u00e9\"}\n", &reply, code), RUNNERD_WORKER_REPLY);
 	ck_assert_str_eq(reply, "hi \xc3\xa9");
 	free(reply);
@@ -558,7 +573,7 @@ END_TEST
 START_TEST(test_output_error_code)
 {
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(parse_out("{\"v\":1,\"error\":\"model_unavailable\"}", &reply, code), RUNNERD_WORKER_GAVE_UP);
 	ck_assert_ptr_null(reply);
 	ck_assert_str_eq(code, "model_unavailable");
@@ -603,13 +618,13 @@ START_TEST(test_output_malformed)
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++) {
 		char *reply = NULL;
-		char code[RUNNERD_WORKER_CODE_MAX + 1];
+		char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 		ck_assert_msg(parse_out(bad[i], &reply, code) == RUNNERD_WORKER_MALFORMED, "accepted: %s", bad[i]);
 		ck_assert_ptr_null(reply);
 	}
 	/* An embedded NUL in the raw bytes. */
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(runnerd_worker_output_parse("{\"v\":1,\"reply\":\"x\"}\0", 21, &reply, code),
 			 RUNNERD_WORKER_MALFORMED);
 }
@@ -625,7 +640,7 @@ START_TEST(test_output_reply_limit)
 	memset(buf + pre, 'x', RTS_REPLY_MAX);
 	memcpy(buf + pre + RTS_REPLY_MAX, "\"}", post + 1);
 	char *reply = NULL;
-	char code[RUNNERD_WORKER_CODE_MAX + 1];
+	char code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	ck_assert_int_eq(runnerd_worker_output_parse(buf, pre + RTS_REPLY_MAX + post, &reply, code),
 			 RUNNERD_WORKER_REPLY);
 	ck_assert_uint_eq(strlen(reply), RTS_REPLY_MAX);
@@ -650,6 +665,7 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_run_argv_uses_build_docker);
 	tcase_add_test(tc, test_run_argv_limits_from_config);
 	tcase_add_test(tc, test_cpus_format);
+	tcase_add_test(tc, test_cpus_for_host);
 	tcase_add_test(tc, test_run_argv_user_numeric);
 	tcase_add_test(tc, test_run_argv_exactly_two_binds);
 	tcase_add_test(tc, test_run_argv_nothing_forbidden);

@@ -826,7 +826,7 @@ START_TEST(test_bad_input)
 		run_free(&r);
 	}
 	/* Too large an input is refused without reading it all into a reply. */
-	size_t big = WORKER_INPUT_MAX + 10;
+	size_t big = RTS_WORKER_INPUT_MAX + 10;
 	cleanup_free char *huge = rts_xmalloc(big);
 	memset(huge, ' ', big);
 	struct run r;
@@ -1472,6 +1472,54 @@ START_TEST(test_mcp_route)
 }
 END_TEST
 
+/* The worker's own bound on the tool list, for input no valid config produces (the config
+ * loader refuses a list that does not fit, common/conf.c): descriptions are cut to
+ * RTS_DESCRIPTION_MAX encoded bytes, tools past RTS_TOOLS_BUDGET are left out with a line
+ * on stderr, and the turn still gets its answer. */
+START_TEST(test_tool_list_bounded)
+{
+	/* Quotes take two bytes each once escaped: every description is twice the bound. */
+	char quotes[RTS_DESCRIPTION_MAX + 1];
+	memset(quotes, '"', RTS_DESCRIPTION_MAX);
+	quotes[RTS_DESCRIPTION_MAX] = '\0';
+	json_object *tools = json_object_new_array();
+	for (unsigned i = 0; i < RTS_MAX_TOOLS; i++) {
+		char name[32], route[32];
+		snprintf(name, sizeof(name), "host_t%u", i);
+		snprintf(route, sizeof(route), "/tools/t%u", i);
+		json_object *t = json_object_new_object();
+		json_object_object_add(t, "name", json_object_new_string(name));
+		json_object_object_add(t, "description", json_object_new_string(quotes));
+		json_object_object_add(t, "parameters", json_object_new_object());
+		json_object_object_add(t, "route", json_object_new_string(route));
+		json_object_array_add(tools, t);
+	}
+	cleanup_free char *tools_text = rts_json_dump(tools);
+	json_object_put(tools);
+	fake_script(ans_text("fine"), NULL);
+	struct run r;
+	run_worker(&(struct opts){.tools = tools_text}, &r);
+	expect_reply(&r, "fine");
+	ck_assert_ptr_nonnull(strstr(r.err, "worker: tool host_t31 left out: the tool list is full"));
+	ck_assert_ptr_null(strstr(r.err, "worker: tool host_t0 left out"));
+	run_free(&r);
+
+	cleanup_json json_object *req = model_request(0);
+	json_object *sent = rts_json_get(req, "tools");
+	size_t n = json_object_array_length(sent);
+	ck_assert_uint_gt(n, RTS_WORKER_OWN_TOOLS);
+	ck_assert_uint_lt(n, RTS_WORKER_OWN_TOOLS + RTS_MAX_TOOLS);
+	ck_assert_uint_le(rts_json_dump_len(sent), RTS_TOOLS_BUDGET);
+	json_object *fn = rts_json_get(json_object_array_get_idx(sent, RTS_WORKER_OWN_TOOLS), "function");
+	const char *desc = rts_json_get_string(fn, "description");
+	ck_assert_uint_le(rts_json_string_len(desc, strlen(desc)), RTS_DESCRIPTION_MAX);
+	ck_assert_ptr_nonnull(strstr(desc, "[truncated]"));
+	/* The system prompt names exactly the tools that were sent. */
+	ck_assert_ptr_nonnull(strstr(system_text(req), "host_t0"));
+	ck_assert_ptr_null(strstr(system_text(req), "host_t31"));
+}
+END_TEST
+
 /* Three public tool calls with 5 KiB of arguments each and 5 KiB of text beside them:
  * 12 model calls and 33 tool calls stay within the broker's 48. */
 static char *three_big_calls(size_t call, json_object *req)
@@ -1742,7 +1790,7 @@ START_TEST(test_broker_call_budget)
 	expect_reply(&r, WORKER_OUT_OF_STEPS_REPLY);
 	run_free(&r);
 	size_t models = count_records("/model", 0), tools = count_records("/tools/echo", 0);
-	ck_assert_uint_eq(models + tools, WORKER_BROKER_CALLS_MAX);
+	ck_assert_uint_eq(models + tools, RTS_BROKER_CALLS_PER_TURN);
 	ck_assert_uint_eq(models, 7);
 	cleanup_json json_object *last = model_request(models - 1);
 	ck_assert_str_eq(rts_json_get_string(last, "tool_choice"), "none");
@@ -1891,6 +1939,7 @@ static Suite *worker_suite(void)
 		{"loop", test_tool_call_ids_normalised},
 		{"loop", test_model_and_tool_errors},
 		{"loop", test_mcp_route},
+		{"loop", test_tool_list_bounded},
 		{"loop", test_stuck_broker},
 		{"loop", test_loop_limits_from_input},
 		{"loop", test_last_call_runs_no_tools},

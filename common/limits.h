@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Every limit that more than one program checks, defined once.
+ *
+ * The config loader (common/conf.c), the worker (worker/), runnerd, brokerd, statd and the
+ * CLI all read their shared bounds from here, so a config the loader accepts is one every
+ * program can run, and a value one program writes is one the next accepts. Limits that only
+ * one program knows stay in that program's header. Each limit names the seed rule it comes
+ * from where there is one ("seed: ..."); the _Static_asserts at the end are the relations
+ * that must hold between them.
+ *
+ * Header only, no includes: the static worker uses it too. Sizes are bytes unless a name
+ * says otherwise. "Encoded" means the bytes a string takes inside a JSON string as json-c
+ * writes it, quotes excluded (rts_json_string_len()), which is what counts against a request
+ * body. */
+#ifndef RTS_LIMITS_H
+#define RTS_LIMITS_H
+
+/* ---- Configuration ranges (roundtable-sandbox.json(5)), checked by common/conf.c ---- */
+
+/* Output tokens per model request; the worker asks for them and brokerd caps a request at
+ * the configured value (seed: "4,096 output tokens per model request"). */
+#define RTS_MAX_OUTPUT_TOKENS_MIN 1u
+#define RTS_MAX_OUTPUT_TOKENS_MAX 1048576u
+#define RTS_MAX_OUTPUT_TOKENS_DEFAULT 4096u
+
+/* The turn deadline: runnerd's deadline, brokerd's binding bound, statd's backstop, and the
+ * worker's pacing (seed: "turnTimeoutMs (1 to 600 seconds)", "a 120-second turn deadline"). */
+#define RTS_TURN_TIMEOUT_MS_MIN 1000u
+#define RTS_TURN_TIMEOUT_MS_MAX 600000u
+#define RTS_TURN_TIMEOUT_MS_DEFAULT 120000u
+
+/* The turn container's resources, given to docker run by runnerd (seed: "512 MiB RAM with
+ * no additional swap, one CPU, 64 PIDs"; "Tune container resources with limits"). A cpus
+ * value above the host's CPUs is run with all of them (Docker refuses more). */
+#define RTS_MEMORY_MB_MIN 64u
+#define RTS_MEMORY_MB_MAX 65536u
+#define RTS_MEMORY_MB_DEFAULT 512u
+#define RTS_CPUS_MIN 0.01 /* Docker's granularity */
+#define RTS_CPUS_MAX 64.0
+#define RTS_CPUS_DEFAULT 1.0
+#define RTS_PIDS_MIN 8u
+#define RTS_PIDS_MAX 32768u
+#define RTS_PIDS_DEFAULT 64u
+
+/* Names of host tools, MCP servers and MCP tools: [a-z][a-z0-9_]{0,47} (seed: "Host tool
+ * and MCP server/tool names must match [a-z][a-z0-9_]{0,47}"). The config refuses any other
+ * name; brokerd routes only configured ones; the worker re-checks routes. */
+#define RTS_NAME_MAX 48u
+#define RTS_MAX_TOOLS 32u	/* host tools */
+#define RTS_MAX_MCP_SERVERS 8u
+#define RTS_MAX_MCP_TOOLS 32u /* tools of one MCP server */
+/* Public tools the worker can be offered: every host tool and every MCP server's tools. */
+#define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
+
+/* The operator's text the model sees, counted encoded: the config refuses more rather than
+ * have the worker cut it (seed: "bounded tool descriptions and tool results cannot grow a
+ * later turn past the broker's body limit"). */
+#define RTS_SYSTEM_PROMPT_MAX (16u * 1024u)
+#define RTS_DESCRIPTION_MAX 2048u	    /* one tool's description */
+#define RTS_PARAMETERS_MAX (16u * 1024u)    /* one tool's parameters, serialised */
+/* Nesting inside one tool's parameters. The schema travels deeper in a /model body
+ * (body, tools, entry, function) than in the config, and brokerd parses that body with
+ * RTS_JSON_DEPTH_MAX. */
+#define RTS_PARAMETERS_DEPTH_MAX 32u
+
+/* The "tools" array of a /model request plus the tool names the system prompt lists
+ * (rts_tool_spec_cost(), common/tools.h). The worker's own memory tools take at most
+ * RTS_WORKER_OWN_TOOLS_BUDGET of it; the configured tools together get the rest, checked
+ * at start so the worker never has to leave a tool out. */
+#define RTS_TOOLS_BUDGET (32u * 1024u)
+#define RTS_WORKER_OWN_TOOLS 3u /* memory_set, memory_get, memory_remove */
+#define RTS_WORKER_OWN_TOOLS_BUDGET (2u * 1024u)
+#define RTS_PUBLIC_TOOLS_BUDGET (RTS_TOOLS_BUDGET - RTS_WORKER_OWN_TOOLS_BUDGET)
+
+/* A host tool's own run time limit (tools[].timeoutMs). Never above brokerd's request
+ * deadline, which would stop the tool first. */
+#define RTS_TOOL_TIMEOUT_MS_MIN 1u
+#define RTS_TOOL_TIMEOUT_MS_MAX RTS_BROKER_REQUEST_DEADLINE_MS
+#define RTS_TOOL_TIMEOUT_MS_DEFAULT 30000u
+
+#define RTS_TIME_ZONE_MAX 64u /* an IANA name; the worker gets it in its input */
+#define RTS_IMAGE_MAX 255u    /* the image reference: the config, runnerd, the CLI's image build */
+#define RTS_INITIAL_CHANNELS_MAX 4096u
+#define RTS_CONFIG_MAX_BYTES (1024u * 1024u)
+/* JSON nesting: the config file (the loader and doctor), worker bodies at brokerd, and the
+ * worker's own input. */
+#define RTS_JSON_DEPTH_MAX 64
+
+/* ---- Control protocol (statd's control.sock, the CLI) ---- */
+
+#define RTS_CHANNEL_MAX 512u	       /* bytes in a channel key */
+#define RTS_SPEAKER_FIELD_MAX 256u     /* bytes in a speaker id, name or principal id */
+#define RTS_TEXT_MAX (64u * 1024u)     /* bytes of guest text statd accepts */
+#define RTS_REPLY_MAX (64u * 1024u)    /* bytes of reply text passed back to statd */
+/* One request line, newline excluded: statd reads at most this, the CLI writes at most
+ * this. It holds a message whose every byte is escaped (asserted below). */
+#define RTS_CONTROL_LINE_MAX (512u * 1024u)
+
+/* ---- The worker's stdin and stdout (HACKING.md "Worker input", "Worker output") ---- */
+
+#define RTS_TURN_ID_LEN 16u
+#define RTS_WORKER_INPUT_MAX (512u * 1024u)   /* runnerd writes, the worker reads */
+#define RTS_WORKER_OUTPUT_MAX (256u * 1024u)  /* the worker writes, runnerd reads */
+#define RTS_WORKER_NOW_MAX 64u		      /* "now", formatted by runnerd */
+#define RTS_WORKER_ERROR_CODE_MAX 32u	      /* [a-z_]{1,32}, logged by runnerd */
+/* limits.modelCalls and limits.toolCallsPerResponse: runnerd sends these, the worker
+ * refuses more (seed: "The worker itself stops after 12 model calls and eight tools per
+ * response"). */
+#define RTS_MODEL_CALLS_PER_TURN 12u
+#define RTS_TOOL_CALLS_PER_RESPONSE 8u
+
+/* ---- The broker's HTTP contract (worker -> brokerd) ---- */
+
+/* Seed: "Default bounds are 48 broker calls per turn, 256 KiB request bodies, 1 MiB
+ * upstream/tool responses", "a 60-second request deadline". brokerd counts and refuses; the
+ * worker plans its calls within them. */
+#define RTS_BROKER_CALLS_PER_TURN 48u
+#define RTS_BROKER_BODY_MAX (256u * 1024u)
+#define RTS_UPSTREAM_ANSWER_MAX (1024u * 1024u)
+#define RTS_BROKER_REQUEST_DEADLINE_MS 60000u
+/* The largest answer brokerd sends back: an upstream answer or tool output of
+ * RTS_UPSTREAM_ANSWER_MAX rebuilt as JSON, where one byte takes at most six (\u00XX),
+ * plus the wrapping members. The worker reads answers this long. */
+#define RTS_BROKER_ANSWER_MAX (6u * RTS_UPSTREAM_ANSWER_MAX + 4096u)
+
+/* /model bodies as brokerd accepts them; the worker's requests stay within (worker.h). */
+#define RTS_FUNCTION_NAME_MAX 64u /* [A-Za-z0-9_-]{1,64}, the Chat Completions limit */
+#define RTS_MODEL_MESSAGES_MAX 1024u
+#define RTS_MODEL_TOOLS_MAX (RTS_WORKER_OWN_TOOLS + RTS_PUBLIC_TOOLS_MAX)
+#define RTS_MODEL_TOOL_CALLS_MAX 64u /* in one assistant message */
+#define RTS_MODEL_CALL_ID_MAX 256u
+
+/* runRoot/<turn>/broker.sock: runnerd refuses a longer path at start, doctor reports it
+ * (seed: runRoot plus the per-turn suffix within 100 characters). */
+#define RTS_BROKER_SOCK_PATH_MAX 100u
+
+/* ---- Relations ---- */
+
+/* The longest public tool name: host_<name> or mcp_<one digit>_<name>. */
+_Static_assert(RTS_MAX_MCP_SERVERS <= 10, "MCP server indexes in tool names are one digit");
+_Static_assert(sizeof("mcp_0_") - 1 + RTS_NAME_MAX <= RTS_FUNCTION_NAME_MAX,
+	       "every public tool name must be a valid function name");
+
+/* A config that fits the tool budget also fits the input runnerd writes: a worker-input
+ * tool entry carries route and mcpTool (at most 128 bytes with their member names) but not
+ * the {"type":"function","function":...} wrapper of the model's spec. */
+#define RTS_WORKER_INPUT_TOOL_EXTRA 128u
+/* The worst worker input: every byte of the guest's text and speaker fields escaped to six
+ * (control characters become \u00XX), the prompt and tools as the config bounds them. */
+#define RTS_WORKER_INPUT_WORST                                                                                  \
+	(1024u + 6u * RTS_TEXT_MAX + 2u * 6u * RTS_SPEAKER_FIELD_MAX + RTS_SYSTEM_PROMPT_MAX + RTS_TIME_ZONE_MAX + \
+	 RTS_WORKER_NOW_MAX + RTS_PUBLIC_TOOLS_BUDGET + RTS_PUBLIC_TOOLS_MAX * RTS_WORKER_INPUT_TOOL_EXTRA)
+_Static_assert(RTS_WORKER_INPUT_WORST <= RTS_WORKER_INPUT_MAX,
+	       "every input runnerd can build from a valid config must fit what the worker reads");
+
+/* A control line carries the text, the channel key and four author strings, each byte
+ * escaped at worst, plus member names and the id. */
+_Static_assert(6u * (RTS_TEXT_MAX + RTS_CHANNEL_MAX + 4u * RTS_SPEAKER_FIELD_MAX) + 2048u <= RTS_CONTROL_LINE_MAX,
+	       "every message statd accepts must fit one control line");
+
+_Static_assert(RTS_TOOL_TIMEOUT_MS_DEFAULT <= RTS_TOOL_TIMEOUT_MS_MAX, "the default tool timeout must be valid");
+_Static_assert(RTS_TURN_TIMEOUT_MS_MIN <= RTS_TURN_TIMEOUT_MS_DEFAULT &&
+		       RTS_TURN_TIMEOUT_MS_DEFAULT <= RTS_TURN_TIMEOUT_MS_MAX,
+	       "the default turn deadline must be valid");
+_Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
+	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
+
+#endif
