@@ -450,7 +450,7 @@ static bool rebuild_content(json_object *content, json_object **out, const char 
 	}
 	if (texts == 0)
 		return true;
-	/* The answer is at most BROKERD_ANSWER_MAX bytes, so len fits an int. */
+	/* The answer is at most RTS_BROKER_ANSWER_MAX bytes, so len fits an int. */
 	cleanup_free char *buf = rts_xmalloc(len + 1);
 	size_t at = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -605,11 +605,11 @@ static bool rebuild(json_object *ans, json_object **out, const char **why)
 	}
 
 	/* Re-serialised arguments and escapes json-c writes out in full can make the rebuilt
-	 * answer longer than the upstream's; the worker reads at most BROKERD_ANSWER_MAX
-	 * bytes (its WORKER_HTTP_BODY_MAX). */
+	 * answer longer than the upstream's; the worker reads at most RTS_BROKER_ANSWER_MAX
+	 * bytes. */
 	size_t len = 0;
 	json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	if (len > BROKERD_ANSWER_MAX)
+	if (len > RTS_BROKER_ANSWER_MAX)
 		FAIL("rebuilt answer is larger than the worker reads");
 	*out = steal_pointer(&o);
 	return true;

@@ -7,7 +7,7 @@
  * each of the documented type (content a string or null; each tool call an id, type
  * "function", and a function with a string name and string arguments); finish_reason is
  * "tool_calls" exactly when there are tool calls and one of four values otherwise; usage
- * holds only the three counters, non-negative; the whole is at most BROKERD_ANSWER_MAX
+ * holds only the three counters, non-negative; the whole is at most RTS_BROKER_ANSWER_MAX
  * bytes; and rebuilding it again gives exactly the same text. A refused answer leaves a
  * reason and no output. */
 #include "config.h"
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *why = NULL;
 	json_object *ans = NULL;
-	if (rts_json_parse((const char *)data, size, BROKERD_JSON_DEPTH, &ans, &why) < 0)
+	if (rts_json_parse((const char *)data, size, RTS_JSON_DEPTH_MAX, &ans, &why) < 0)
 		return 0;
 	json_object *out = NULL;
 	why = NULL;
@@ -112,10 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(out && !why);
 	check_rebuilt(out);
 	char *text = rts_json_dump(out);
-	FUZZ_ASSERT(strlen(text) <= BROKERD_ANSWER_MAX);
+	FUZZ_ASSERT(strlen(text) <= RTS_BROKER_ANSWER_MAX);
 
 	json_object *again = NULL;
-	FUZZ_ASSERT(rts_json_parse(text, strlen(text), BROKERD_JSON_DEPTH, &again, &why) == 0);
+	FUZZ_ASSERT(rts_json_parse(text, strlen(text), RTS_JSON_DEPTH_MAX, &again, &why) == 0);
 	json_object *out2 = NULL;
 	FUZZ_ASSERT(brokerd_model_answer_rebuild(again, &out2, &why) == 0);
 	char *text2 = rts_json_dump(out2);

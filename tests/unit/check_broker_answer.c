@@ -342,14 +342,14 @@ static char *calls_answer(size_t n)
 
 START_TEST(test_tool_call_bound)
 {
-	cleanup_free char *ok = calls_answer(BROKERD_MODEL_TOOL_CALLS_MAX);
-	cleanup_free char *over = calls_answer(BROKERD_MODEL_TOOL_CALLS_MAX + 1);
+	cleanup_free char *ok = calls_answer(RTS_MODEL_TOOL_CALLS_MAX);
+	cleanup_free char *over = calls_answer(RTS_MODEL_TOOL_CALLS_MAX + 1);
 	cleanup_json json_object *out = NULL;
 	const char *why = NULL;
 	ck_assert_int_eq(rebuild_raw(ok, &out, &why), 0);
 	json_object *calls = rts_json_get(
 		rts_json_get(json_object_array_get_idx(rts_json_get(out, "choices"), 0), "message"), "tool_calls");
-	ck_assert_uint_eq(json_object_array_length(calls), BROKERD_MODEL_TOOL_CALLS_MAX);
+	ck_assert_uint_eq(json_object_array_length(calls), RTS_MODEL_TOOL_CALLS_MAX);
 	json_object_put(steal_pointer(&out));
 	ck_assert_int_eq(rebuild_raw(over, &out, &why), -EINVAL);
 	ck_assert_str_eq(why, "too many tool calls");
@@ -374,19 +374,20 @@ static char *quotes_answer(size_t n)
 
 START_TEST(test_rebuilt_size_bound)
 {
-	/* Under BROKERD_ANSWER_MAX upstream (what brokerd reads), over it rebuilt. */
-	size_t n = BROKERD_ANSWER_MAX / 3;
+	/* Under RTS_BROKER_ANSWER_MAX as text, over it rebuilt (brokerd reads upstreams of at most
+	 * RTS_UPSTREAM_ANSWER_MAX first, so this bound is a second line of defence). */
+	size_t n = RTS_BROKER_ANSWER_MAX / 3;
 	cleanup_free char *big = quotes_answer(n);
-	ck_assert_uint_lt(strlen(big), BROKERD_ANSWER_MAX);
+	ck_assert_uint_lt(strlen(big), RTS_BROKER_ANSWER_MAX);
 	cleanup_json json_object *out = NULL;
 	const char *why = NULL;
 	ck_assert_int_eq(rebuild_raw(big, &out, &why), -EINVAL);
 	ck_assert_str_eq(why, "rebuilt answer is larger than the worker reads");
 	/* The same shape a little under the bound passes. */
-	cleanup_free char *fits = quotes_answer(BROKERD_ANSWER_MAX / 4 - 128);
+	cleanup_free char *fits = quotes_answer(RTS_BROKER_ANSWER_MAX / 4 - 128);
 	ck_assert_int_eq(rebuild_raw(fits, &out, &why), 0);
 	cleanup_free char *text = rts_json_dump(out);
-	ck_assert_uint_le(strlen(text), BROKERD_ANSWER_MAX);
+	ck_assert_uint_le(strlen(text), RTS_BROKER_ANSWER_MAX);
 }
 END_TEST
 
