@@ -78,7 +78,7 @@ static void check_rebuilt(json_object *out)
 	if (calls) {
 		FUZZ_ASSERT(json_object_is_type(calls, json_type_array));
 		size_t n = json_object_array_length(calls);
-		FUZZ_ASSERT(n >= 1 && n <= BROKERD_MODEL_TOOL_CALLS_MAX);
+		FUZZ_ASSERT(n >= 1 && n <= RTS_MODEL_TOOL_CALLS_MAX);
 		for (size_t i = 0; i < n; i++)
 			check_tool_call(json_object_array_get_idx(calls, i));
 		FUZZ_ASSERT(!strcmp(fr, "tool_calls"));

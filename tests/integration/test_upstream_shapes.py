@@ -281,13 +281,6 @@ def test_usage_shapes(suite, name):
 
 # ---- still refused ----
 
-def big_arguments():
-    """An arguments object of 300,000 quote characters: 600 KB upstream, 1.2 MB once
-    re-serialised into the rebuilt answer, over what the worker reads."""
-    return completion({"role": "assistant", "tool_calls": [
-        {"id": "c", "function": {"name": "memory_set", "arguments": {"value": '"' * 300000}}}]}, "tool_calls")
-
-
 MALFORMED = {
     "content_number": (completion({"role": "assistant", "content": 5}),
                        "message content is not a string, null or an array of parts"),
@@ -312,7 +305,6 @@ MALFORMED = {
     "finish_reason_number": (completion({"role": "assistant", "content": "x"}, 1), "finish_reason is not a string"),
     "completions_api_text": ({"completion": {"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]}},
                              "first choice has no message object"),
-    "rebuilt_too_large": (big_arguments(), "rebuilt answer is larger than the worker reads"),
 }
 
 
