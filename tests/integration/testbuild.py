@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The integration tests' own builds of brokerd and runnerd (tests/testbuild/Makemodule.am,
+HACKING.md "Test builds"), for rules a production binary gives no handle on:
+
+    brokerd  the upstream deadline lowered from the seed's 60 s, at compile time;
+    runnerd  its docker CLI is tests/testbuild/docker-calls, which logs every call (time,
+             pid, arguments, end) to <runRoot>/docker-calls.log and execs the real CLI.
+
+testbuild_env(rts_env) is an Environment whose bindir holds these two in place of the
+production ones (statd and the CLI are the production programs), sharing the session's
+worker image. Suites started from it run exactly like any other.
+"""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from harness import SERVICE_USER, Environment, HarnessError
+
+PROGRAMS = {"brokerd": "tests/testbuild/roundtable-sandbox-brokerd",
+            "runnerd": "tests/testbuild/roundtable-sandbox-runnerd"}
+WRAPPER = "tests/testbuild/docker-calls"
+CALL_LOG = "docker-calls.log"
+CONTROL = "docker-calls.ctl"
+US = "\x1f"
+
+
+def build(builddir):
+    """Make the test builds in builddir (check programs: `make check` builds them too).
+    Returns the wrapper's absolute path, compiled into the test runnerd."""
+    targets = list(PROGRAMS.values()) + [WRAPPER]
+    p = subprocess.run(["make", "-C", builddir, *targets], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise HarnessError(f"cannot build the test builds: {p.stderr.strip()[-2000:]}")
+    return os.path.join(builddir, WRAPPER)
+
+
+def testbuild_environment(session_env):
+    """An Environment running the test builds of brokerd and runnerd, with the session's
+    image. Its cleanup() removes only what it built itself (a probe image, if asked)."""
+    wrapper = build(session_env.builddir)
+    # runnerd (the service account) executes the wrapper where the build tree has it.
+    p = subprocess.run(["runuser", "-u", SERVICE_USER, "--", "test", "-x", wrapper], stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise HarnessError(f"{SERVICE_USER} cannot execute {wrapper}: the build directory must be "
+                           "reachable by the service account for the test builds")
+    env = Environment.prepare(builddir=session_env.builddir, build_image=False, image=session_env.image)
+    for name, rel in PROGRAMS.items():
+        shutil.copy2(os.path.join(session_env.builddir, rel), env.program(name))
+        os.chmod(env.program(name), 0o755)
+    env.docker_wrapper = wrapper
+    return env
+
+
+@pytest.fixture(scope="module")
+def tb_env(rts_env):
+    try:
+        env = testbuild_environment(rts_env)
+    except HarnessError as e:
+        pytest.fail(f"the test builds are not usable: {e}", pytrace=False)
+    yield env
+    env.cleanup()
+
+
+# ---- the wrapper's call log ----
+
+class Call:
+    """One docker CLI run as the wrapper logged it."""
+
+    def __init__(self, pid, start, args):
+        self.pid = pid
+        self.start = start
+        self.args = args
+        self.end = None
+        self.hang = False
+
+    def __repr__(self):
+        return f"Call(pid={self.pid}, start={self.start:.3f}, end={self.end}, args={self.args[:4]}...)"
+
+
+def calls(suite):
+    """Every docker CLI call of this suite's runnerd so far, in start order."""
+    path = os.path.join(suite.dirs["run"], CALL_LOG)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    out, by_pid = [], {}
+    for line in lines:
+        head, _, rest = line.partition(US)
+        t, pid, event = head.split(" ")
+        if event == "start":
+            c = Call(int(pid), float(t), rest.split(US) if rest else [])
+            out.append(c)
+            by_pid[c.pid] = c
+        elif event == "end":
+            by_pid[int(pid)].end = float(t)
+        elif event == "hang":
+            by_pid[int(pid)].hang = True
+    return out
+
+
+def calls_for(suite, name):
+    """The calls naming container name: its `run` (by --name) and its removals."""
+    return [c for c in calls(suite)
+            if (c.args[:1] == ["run"] and "--name" in c.args and c.args[c.args.index("--name") + 1] == name)
+            or c.args == ["rm", "-f", name]]
+
+
+def wait_ended(suite, name, n, timeout=30):
+    """Wait until n calls naming container name were logged and all of them ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cs = calls_for(suite, name)
+        if len(cs) >= n and all(c.end is not None for c in cs):
+            return cs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"expected {n} ended docker calls for {name}, have {cs}")
+        time.sleep(0.05)
+
+
+def control(suite, *lines):
+    """Replace the wrapper's control file (owned by the service account, like runRoot)."""
+    path = os.path.join(suite.dirs["run"], CONTROL)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.chown(path, suite.env.uid, suite.env.gid)
