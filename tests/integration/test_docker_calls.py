@@ -191,3 +191,37 @@ def test_each_removal_has_a_five_second_deadline(short_suite, no_hang, which):
         docker("rm", "-f", name, check=False, timeout=30)
     # The channel's queue went on.
     assert s.control({"op": "status", "channel": ch})[0]["running"] is False
+
+
+def test_second_removal_catches_a_late_create(short_suite, no_hang):
+    """The race the second removal is for, staged by the wrapper: the run CLI is killed
+    before its container exists, the first removal finds nothing, then the container
+    appears (a create request that was still on its way); the second removal gets it."""
+    s = short_suite
+    control(s, "late-create")
+    ch = "guild-10/late-create"
+    assert s.cli("on", ch).returncode == 0
+    before = {c.pid for c in calls_for_any_run(s)}
+    c = s.connect(timeout=60)
+    rid = c.send(message(ch, "#hang"))
+    assert c.recv()["route"] == "sandbox"
+    ev = recv_until(c, rid)
+    name = None
+    try:
+        (run,) = [x for x in calls_for_any_run(s) if x.pid not in before]
+        name = run.args[run.args.index("--name") + 1]
+        assert ev == {"id": rid, "event": "error", "error": "turn_timeout"}
+        run, rm1, rm2 = wait_ended(s, name, 3)
+        assert_killed(s, run, name)
+        assert rm1.args == rm2.args == ["rm", "-f", name]
+        # The container came to exist only after the first removal had finished...
+        assert run.created is not None, "the staged create did not happen"
+        assert rm1.end < run.created < rm2.end, (rm1, run.created, rm2)
+        # ...and the second one removed it.
+        assert_quiet_after(s, name, 3)
+        assert not container_exists(name)
+        assert f"container {name} could not be removed" not in s.log_tail("runnerd", limit=10**7)
+    finally:
+        control(s)
+        if name:
+            docker("rm", "-f", name, check=False, timeout=30)

@@ -76,6 +76,7 @@ class Call:
         self.args = args
         self.end = None
         self.hang = False
+        self.created = None  # late-create: when its container appeared
 
     def __repr__(self):
         return f"Call(pid={self.pid}, start={self.start:.3f}, end={self.end}, args={self.args[:4]}...)"
@@ -101,6 +102,8 @@ def calls(suite):
             by_pid[int(pid)].end = float(t)
         elif event == "hang":
             by_pid[int(pid)].hang = True
+        elif event == "created":
+            by_pid[int(pid)].created = float(t)
     return out
 
 
