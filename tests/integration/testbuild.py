@@ -3,15 +3,18 @@
 HACKING.md "Test builds"), for rules a production binary gives no handle on:
 
     brokerd  the upstream deadline lowered from the seed's 60 s, at compile time;
-    runnerd  its docker CLI is tests/testbuild/docker-calls, which logs every call (time,
-             pid, arguments, end) to <runRoot>/docker-calls.log and execs the real CLI.
+    runnerd  its docker CLI is a wrapper (tests/fakes/docker-calls.in) that logs every call
+             (time, pid, arguments, end) to <runRoot>/docker-calls.log and execs the real
+             CLI; it runs from the path configure chose (--with-test-docker-wrapper, by
+             default /run/rts-testbuild-N/docker-calls), where this module installs it.
 
-testbuild_env(rts_env) is an Environment whose bindir holds these two in place of the
-production ones (statd and the CLI are the production programs), sharing the session's
-worker image. Suites started from it run exactly like any other.
+testbuild_environment(rts_env) (fixture tb_env) is an Environment whose bindir holds these
+two in place of the production ones (statd and the CLI are the production programs),
+sharing the session's worker image. Suites started from it run exactly like any other.
 """
 import os
 import shutil
+import stat
 import subprocess
 import time
 
@@ -29,24 +32,47 @@ US = "\x1f"
 
 def build(builddir):
     """Make the test builds in builddir (check programs: `make check` builds them too).
-    Returns the wrapper's absolute path, compiled into the test runnerd."""
+    Returns the path the test runnerd runs its docker CLI from."""
     targets = list(PROGRAMS.values()) + [WRAPPER]
     p = subprocess.run(["make", "-C", builddir, *targets], capture_output=True, text=True,
                        stdin=subprocess.DEVNULL)
     if p.returncode != 0:
         raise HarnessError(f"cannot build the test builds: {p.stderr.strip()[-2000:]}")
-    return os.path.join(builddir, WRAPPER)
+    p = subprocess.run(["make", "-s", "--no-print-directory", "-C", builddir, "testbuild-docker-path"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    path = p.stdout.strip()
+    if p.returncode != 0 or not os.path.isabs(path):
+        raise HarnessError(f"cannot ask {builddir} where the docker wrapper goes: {p.stderr.strip()}")
+    return path
+
+
+def install_wrapper(builddir, path):
+    """Put the built wrapper at path (root's, 0755, replaced atomically: another session of
+    the same build tree may be using it). Its directory is created root-owned 0755 and must
+    be nobody else's: the service account executes what is in it."""
+    d = os.path.dirname(path)
+    try:
+        os.mkdir(d, 0o755)
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise HarnessError(f"{d} is not a directory of root's that only root may write")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    shutil.copyfile(os.path.join(builddir, WRAPPER), tmp)
+    os.chmod(tmp, 0o755)
+    os.rename(tmp, path)
 
 
 def testbuild_environment(session_env):
     """An Environment running the test builds of brokerd and runnerd, with the session's
-    image. Its cleanup() removes only what it built itself (a probe image, if asked)."""
+    image. Its cleanup() removes only what it built itself (a probe image, if asked); the
+    installed wrapper stays for the next session of this build tree."""
     wrapper = build(session_env.builddir)
-    # runnerd (the service account) executes the wrapper where the build tree has it.
+    install_wrapper(session_env.builddir, wrapper)
     p = subprocess.run(["runuser", "-u", SERVICE_USER, "--", "test", "-x", wrapper], stdin=subprocess.DEVNULL)
     if p.returncode != 0:
-        raise HarnessError(f"{SERVICE_USER} cannot execute {wrapper}: the build directory must be "
-                           "reachable by the service account for the test builds")
+        raise HarnessError(f"{SERVICE_USER} cannot execute {wrapper}")
     env = Environment.prepare(builddir=session_env.builddir, build_image=False, image=session_env.image)
     for name, rel in PROGRAMS.items():
         shutil.copy2(os.path.join(session_env.builddir, rel), env.program(name))
