@@ -48,7 +48,7 @@ def assert_generic(a, status, code):
     assert a.closed and a.rest == b""
 
 
-def wait_past(t, what):
+def wait_past(t):
     """Sleep until monotonic time t: the slow upstream has sent its late answer by then."""
     left = t - time.monotonic()
     if left > 0:
@@ -68,7 +68,7 @@ def test_slow_model_upstream_ends_at_the_upstream_deadline(rig):
         a = post_model(turn, f"#sleep {SLOW_MS} too slow")
         took = time.monotonic() - t0
         assert_generic(a, 504, "upstream_timeout")
-        assert deadline <= took < deadline + 1.5, took
+        assert deadline <= took < deadline + 3, took
         log = rig.broker_log()
         assert f"model upstream timed out: upstream deadline of {int(deadline * 1000)} ms" in log
         assert f"[turn={turn.id} " in log.split("model upstream timed out: upstream deadline", 1)[1].split("\n")[0]
@@ -78,7 +78,7 @@ def test_slow_model_upstream_ends_at_the_upstream_deadline(rig):
 
         # Once the upstream has sent its late answer, the turn's next call gets its own
         # answer: the late one went nowhere.
-        wait_past(t0 + SLOW_MS / 1000 + 0.5, "the late answer")
+        wait_past(t0 + SLOW_MS / 1000 + 0.5)
         a = post_model(turn, "next question")
         assert a.status == 200
         assert a.json()["choices"][0]["message"]["content"] == "echo: next question"
@@ -94,7 +94,7 @@ def test_slow_mcp_upstream_ends_at_the_upstream_deadline(rig):
         a = turn.post("/mcp/docs", body, timeout=SLOW_MS / 1000 + 10)
         took = time.monotonic() - t0
         assert_generic(a, 504, "upstream_timeout")
-        assert deadline <= took < deadline + 1.5, took
+        assert deadline <= took < deadline + 3, took
         assert f"mcp upstream timed out: upstream deadline of {int(deadline * 1000)} ms" in rig.broker_log()
 
 
@@ -142,7 +142,7 @@ def test_a_real_turn_fails_generically_at_the_upstream_deadline(tb_env):  # noqa
         assert "worker code model_unavailable" in s.log_tail("runnerd")
         assert len(s.fake.requests()) == 1
 
-        wait_past(t0 + SLOW_MS / 1000 + 0.5, "the late answer")
+        wait_past(t0 + SLOW_MS / 1000 + 0.5)
         rid2 = c.send(message(ch, "hello again"))
         assert c.recv()["route"] == "sandbox"
         ev = recv_until(c, rid2, timeout=TURN_DEADLINE_MS / 1000)
