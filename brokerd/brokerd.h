@@ -25,7 +25,14 @@
 #define BROKERD_MAX_TURNS 64u		       /* bound turns at once, closing ones included */
 #define BROKERD_CONNECTIONS_PER_TURN 16u       /* connections one listener serves at once */
 #define BROKERD_HEADER_DEADLINE_MS 10000u      /* accept to end of the request header */
-#define BROKERD_UPSTREAM_TIMEOUT_MS 60000u     /* one upstream call */
+/* One upstream call (seed: "a 60-second upstream deadline"). Only the integration tests'
+ * brokerd (tests/testbuild/Makemodule.am, never installed) lowers it, at compile time; no
+ * config key or environment variable changes it. */
+#ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
+#define BROKERD_UPSTREAM_TIMEOUT_MS BROKERD_TEST_UPSTREAM_TIMEOUT_MS
+#else
+#define BROKERD_UPSTREAM_TIMEOUT_MS 60000u
+#endif
 #define BROKERD_KEY_MAX (16u * 1024u)	       /* bytes of a credential, and of key command output */
 #define BROKERD_KEY_COMMAND_TIMEOUT_MS 10000u  /* apiKey {"command"} run time */
 #define BROKERD_KILL_GRACE_MS 2000u	       /* SIGTERM to SIGKILL for tool processes */

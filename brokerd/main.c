@@ -467,6 +467,11 @@ int main(int argc, char **argv)
 	r = rts_sandbox_apply(RTS_SANDBOX_BROKERD);
 	if (r < 0)
 		fatal_f("cannot install the seccomp filter: %s", strerror(-r));
+#ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
+	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
+	log_warning("test build: upstream deadline %u ms instead of 60000 ms; never install this binary",
+		    (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
+#endif
 	log_info("listening on %s%s", path, activated ? " (socket activation)" : "");
 	sd_notify(0, "READY=1\nSTATUS=Serving turns");
 	r = sd_event_loop(d.ev);

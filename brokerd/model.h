@@ -70,7 +70,7 @@ bool brokerd_schema_refs_local(json_object *schema);
  * BROKERD_MODEL_TOOL_CALLS_MAX calls, a call is not an object, its id is not a string,
  * its type not "function", it has no function object or no string name, its arguments
  * are neither a string nor an object, finish_reason is not a string, or the rebuilt
- * answer is over BROKERD_ANSWER_MAX bytes (what the worker reads). */
+ * answer is over RTS_BROKER_ANSWER_MAX bytes (what the worker reads). */
 int brokerd_model_answer_rebuild(json_object *ans, json_object **out, const char **why);
 
 #endif

@@ -278,13 +278,23 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	*out = NULL;
 	struct brokerd_upstream_answer a;
 	uint64_t started = rts_now_ms();
+	/* Which bound this call runs under, as brokerd_upstream_post picks it: its own
+	 * upstream deadline unless the request's or the turn's comes first. */
+	bool upstream_bound = req->cancel.deadline_ms > started &&
+			      req->cancel.deadline_ms - started > BROKERD_UPSTREAM_TIMEOUT_MS;
 	int r = brokerd_upstream_post(req, &a);
 	uint64_t took = rts_now_ms() - started;
 	if (r == -ECANCELED)
 		return BROKERD_UNAVAILABLE;
 	if (r == -ETIMEDOUT) {
-		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took, "%s upstream timed out",
-			     what);
+		if (upstream_bound)
+			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
+				     "%s upstream timed out: upstream deadline of %u ms", what,
+				     (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
+		else
+			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
+				     "%s upstream timed out: %s deadline", what,
+				     req->cancel.deadline_ms >= b->deadline_ms ? "turn" : "request");
 		return BROKERD_UPSTREAM_TIMEOUT;
 	}
 	if (r < 0) {

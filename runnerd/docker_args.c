@@ -227,6 +227,76 @@ char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 	v[3] = rts_xstrdup("--filter");
 	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
 	v[5] = rts_xstrdup("--format");
-	v[6] = rts_xstrdup("{{.Names}}");
+	v[6] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}");
 	return v;
+}
+
+/* Copy the field [p, end) into out (cap bytes with the NUL) when every byte passes ok and
+ * it is 1..cap-1 bytes long; "?" otherwise. */
+static void copy_field(const char *p, const char *end, bool (*ok)(char), char *out, size_t cap)
+{
+	size_t n = (size_t)(end - p);
+	bool good = n > 0 && n < cap;
+	for (const char *c = p; good && c < end; c++)
+		good = ok(*c);
+	if (good) {
+		memcpy(out, p, n);
+		out[n] = '\0';
+	} else {
+		snprintf(out, cap, "?");
+	}
+}
+
+static bool state_char(char c)
+{
+	return c >= 'a' && c <= 'z';
+}
+
+/* Docker's CreatedAt: "2026-11-30 14:30:00 +0100 CET". */
+static bool created_char(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ' ' || c == ':' ||
+	       c == '+' || c == '-' || c == '.';
+}
+
+int runnerd_parse_stale_line(const char *installation_id, const char *line, struct runnerd_stale *out)
+{
+	if (!line)
+		return -EINVAL;
+	const char *end = line + strlen(line);
+	const char *f[4]; /* field starts: name, state, created, label */
+	const char *e[4]; /* field ends */
+	const char *p = line;
+	for (size_t i = 0; i < 4; i++) {
+		f[i] = p;
+		/* The label is last: its JSON text runs to the end of the line. */
+		const char *tab = i < 3 ? memchr(p, '\t', (size_t)(end - p)) : NULL;
+		e[i] = tab ? tab : end;
+		p = tab ? tab + 1 : end;
+	}
+	size_t name_len = (size_t)(e[0] - f[0]);
+	if (name_len != RUNNERD_CONTAINER_NAME_LEN)
+		return -EINVAL;
+	char name[RUNNERD_CONTAINER_NAME_LEN + 1];
+	memcpy(name, f[0], name_len);
+	name[name_len] = '\0';
+	if (!runnerd_stale_name_ok(installation_id, name))
+		return -EINVAL;
+
+	memcpy(out->name, name, sizeof(name));
+	copy_field(f[1], e[1], state_char, out->state, sizeof(out->state));
+	copy_field(f[2], e[2], created_char, out->created, sizeof(out->created));
+	size_t label_len = (size_t)(e[3] - f[3]);
+	if (label_len == 2 && memcmp(f[3], "\"\"", 2) == 0) {
+		snprintf(out->channel_hash, sizeof(out->channel_hash), "-");
+	} else if (label_len == RTS_HASH_HEX_LEN + 2 && f[3][0] == '"' && f[3][label_len - 1] == '"') {
+		char hash[RTS_HASH_HEX_LEN + 1];
+		memcpy(hash, f[3] + 1, RTS_HASH_HEX_LEN);
+		hash[RTS_HASH_HEX_LEN] = '\0';
+		snprintf(out->channel_hash, sizeof(out->channel_hash), "%s",
+			 hex_of_len(hash, RTS_HASH_HEX_LEN) ? hash : "?");
+	} else {
+		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
+	}
+	return 0;
 }

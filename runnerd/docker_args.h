@@ -11,6 +11,8 @@
 #include <sys/types.h>
 
 #include "common/conf.h"
+#include "common/ids.h"
+#include "common/proto.h"
 
 /* Everything one `docker run` depends on. All strings are borrowed. */
 struct runnerd_run_spec {
@@ -48,10 +50,35 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *spec);
  * roundtable-sandbox-<12 hex>-<16 hex>. Free with rts_strv_free. */
 char **runnerd_docker_rm_argv(const char *docker, const char *name);
 
-/* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --format {{.Names}}`:
- * the containers of this installation only. NULL when installation_id is not 12 hex digits.
- * Free with rts_strv_free. */
+/* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --format FORMAT`:
+ * the containers of this installation only, one line each, FORMAT being
+ *   {{.Names}}<TAB>{{.State}}<TAB>{{.CreatedAt}}<TAB>{{json (.Label "io.roundtable-sandbox.channel")}}
+ * (the label last and JSON-quoted, so no label value can add a field or a line; see
+ * runnerd_parse_stale_line). NULL when installation_id is not 12 hex digits. Free with
+ * rts_strv_free. */
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id);
+
+/* roundtable-sandbox-<12 hex>-<16 hex> */
+#define RUNNERD_CONTAINER_NAME_LEN \
+	(sizeof(RTS_CONTAINER_PREFIX) - 1 + RTS_INSTALLATION_ID_LEN + 1 + RTS_TURN_ID_LEN)
+#define RUNNERD_STALE_STATE_MAX 16u
+#define RUNNERD_STALE_CREATED_MAX 47u
+
+/* What start-up clean-up logs about a stale container before removing it (seed: the
+ * operator inspects what a crash left behind). Fields docker printed in an unexpected
+ * shape are "?", a container without a channel label has channel_hash "-". */
+struct runnerd_stale {
+	char name[RUNNERD_CONTAINER_NAME_LEN + 1];
+	char channel_hash[RTS_HASH_HEX_LEN + 1];	   /* the io.roundtable-sandbox.channel label */
+	char state[RUNNERD_STALE_STATE_MAX + 1];	   /* docker's word: created, running, exited... */
+	char created[RUNNERD_STALE_CREATED_MAX + 1];	   /* docker's CreatedAt text */
+};
+
+/* Parse one line (without its newline) of the runnerd_docker_ps_argv listing. Returns 0
+ * and fills *out when the line's first field is a name runnerd_stale_name_ok accepts (the
+ * only containers clean-up removes, whatever the other fields hold); -EINVAL for any other
+ * line, which must be left alone. */
+int runnerd_parse_stale_line(const char *installation_id, const char *line, struct runnerd_stale *out);
 
 /* `docker info --format {{.DockerRootDir}}`: Docker's data root, for the start-up check
  * that no root lies inside it (seed: Docker rejects private propagation for bind sources

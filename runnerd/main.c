@@ -149,8 +149,14 @@ static void startup_ps_done(struct runnerd_proc *p, const struct runnerd_proc_re
 	     line = strtok_r(NULL, "\n", &save)) {
 		/* Only names of this installation's turns, checked by shape, never anything else
 		 * the label filter might have matched. */
-		if (runnerd_stale_name_ok(rd->cfg->installation_id, line))
-			st->names[st->n++] = rts_xstrdup(line);
+		struct runnerd_stale c;
+		if (runnerd_parse_stale_line(rd->cfg->installation_id, line, &c) < 0)
+			continue;
+		/* The evidence first (seed: inspect what a crash left behind): once removed,
+		 * only this line says what was there. */
+		log_notice("stale container %s: channel %s, created %s, state %s", c.name, c.channel_hash, c.created,
+			   c.state);
+		st->names[st->n++] = rts_xstrdup(c.name);
 	}
 	if (st->n)
 		log_notice("removing %zu stale container(s) of this installation", st->n);

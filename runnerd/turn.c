@@ -347,7 +347,10 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	struct runnerd_turn *t = userdata;
 	t->run = NULL;
 	if (t->phase == TURN_ENDING) {
-		/* Killed by a cancellation; its removals decide the rest. */
+		/* Killed by a cancellation; its removals decide the rest. How it ended comes from
+		 * the kernel's wait status, not from what we meant to send. */
+		log_info("turn %s: the docker CLI (pid %ld) %s %d", t->id, (long)runnerd_proc_pid(p),
+			 r->exited ? "exited with status" : "was ended by signal", r->status);
 		turn_maybe_finish(t);
 		return;
 	}

@@ -6,7 +6,12 @@
  *
  * Modes, chosen by the guest text in the worker input:
  *   "#hang"  ignore SIGTERM and sleep forever (a hostile PID 1 for deadline tests)
- *   other    write the report and exit */
+ *   "#fail"  write nothing and exit with status 3 (a worker that crashed)
+ *   other    write the report and exit
+ *
+ * The report's "exec_workspace" says whether a program copied into /workspace runs there
+ * (seed: the workspace remains executable): "ok" when a copy of this binary, started from
+ * /workspace with a fresh token, printed that token back. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +21,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -76,14 +83,84 @@ static void put_result(const char *name, int ok, int err)
 	put_field(name, buf, strlen(buf));
 }
 
-int main(void)
+#define EXEC_COPY "/workspace/.probe-exec"
+
+/* Copy this binary to EXEC_COPY, run it from there with a token and check that the token
+ * comes back. Writes "ok" or what failed into out. */
+static void exec_from_workspace(char *out, size_t outlen)
 {
+	char buf[65536];
+	int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	int fd = open(EXEC_COPY, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
+	if (in < 0 || fd < 0) {
+		snprintf(out, outlen, "ERR copy %d", errno);
+		goto done;
+	}
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(fd, buf, (size_t)n) != n) {
+			snprintf(out, outlen, "ERR write %d", errno);
+			goto done;
+		}
+	/* A writer still open would make the exec fail with ETXTBSY. */
+	close(fd);
+	fd = -1;
+
+	char token[32];
+	snprintf(token, sizeof(token), "%ld-%ld", (long)getpid(), (long)time(NULL));
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		snprintf(out, outlen, "ERR pipe %d", errno);
+		goto done;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], STDOUT_FILENO);
+		char *const argv[] = {EXEC_COPY, "--echo", token, NULL};
+		char *const envp[] = {NULL};
+		execve(EXEC_COPY, argv, envp);
+		dprintf(STDOUT_FILENO, "ERR exec %d", errno);
+		_exit(127);
+	}
+	close(p[1]);
+	char got[128] = "";
+	size_t len = 0;
+	while (len < sizeof(got) - 1 && (n = read(p[0], got + len, sizeof(got) - 1 - len)) > 0)
+		len += (size_t)n;
+	got[len] = '\0';
+	close(p[0]);
+	int status = 0;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0)
+		snprintf(out, outlen, "ERR fork %d", errno);
+	else if (strncmp(got, "ERR", 3) == 0)
+		snprintf(out, outlen, "%s", got);
+	else if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && strncmp(got, "ran ", 4) == 0 &&
+		 strcmp(got + 4, token) == 0)
+		snprintf(out, outlen, "ok");
+	else
+		snprintf(out, outlen, "ERR no token (status %d)", status);
+done:
+	if (in >= 0)
+		close(in);
+	if (fd >= 0)
+		close(fd);
+	unlink(EXEC_COPY);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--echo") == 0) {
+		printf("ran %s", argv[2]);
+		return 0;
+	}
 	size_t len = 0;
 	ssize_t n;
 	while (len < sizeof(input) - 1 && (n = read(0, input + len, sizeof(input) - 1 - len)) > 0)
 		len += (size_t)n;
 	input[len] = '\0';
 
+	if (strstr(input, "#fail"))
+		return 3;
 	if (strstr(input, "#hang")) {
 		signal(SIGTERM, SIG_IGN);
 		signal(SIGINT, SIG_IGN);
@@ -114,6 +191,9 @@ int main(void)
 	}
 	fd = open("/run/broker/probe-write-test", O_WRONLY | O_CREAT | O_EXCL, 0600);
 	put_result("write_broker_dir", fd >= 0, errno);
+	char ran[128];
+	exec_from_workspace(ran, sizeof(ran));
+	put_field("exec_workspace", ran, strlen(ran));
 
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(443)};

@@ -363,7 +363,8 @@ START_TEST(test_ps_argv)
 	cleanup_strv char **v = runnerd_docker_ps_argv("/usr/bin/docker", INST);
 	ck_assert_ptr_nonnull(v);
 	const char *expect[] = {"/usr/bin/docker", "ps", "-a", "--filter",
-				"label=io.roundtable-sandbox.installation=" INST, "--format", "{{.Names}}"};
+				"label=io.roundtable-sandbox.installation=" INST, "--format",
+				"{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"io.roundtable-sandbox.channel\")}}"};
 	ck_assert_uint_eq(rts_strv_len(v), RTS_ARRAY_SIZE(expect));
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect); i++)
 		ck_assert_str_eq(v[i], expect[i]);
@@ -435,6 +436,63 @@ START_TEST(test_stale_names)
 	ck_assert(!runnerd_stale_name_ok(INST, "roundtable-sandbox-" INST "-" TURN "\r"));
 	ck_assert(!runnerd_stale_name_ok(INST, ""));
 	ck_assert(!runnerd_stale_name_ok("bad", "roundtable-sandbox-" INST "-" TURN));
+}
+END_TEST
+
+#define OURS "roundtable-sandbox-" INST "-" TURN
+
+START_TEST(test_stale_lines)
+{
+	struct runnerd_stale c;
+	ck_assert_int_eq(
+		runnerd_parse_stale_line(INST, OURS "\texited\t2026-11-30 14:30:00 +0100 CET\t\"" HASH "\"", &c), 0);
+	ck_assert_str_eq(c.name, OURS);
+	ck_assert_str_eq(c.channel_hash, HASH);
+	ck_assert_str_eq(c.created, "2026-11-30 14:30:00 +0100 CET");
+	ck_assert_str_eq(c.state, "exited");
+
+	/* No channel label: docker prints "". */
+	ck_assert_int_eq(runnerd_parse_stale_line(INST, OURS "\trunning\t2026-11-30 14:30:00 +0000 UTC\t\"\"", &c), 0);
+	ck_assert_str_eq(c.channel_hash, "-");
+	ck_assert_str_eq(c.state, "running");
+
+	/* Odd fields are shown as "?", and the container is still ours to remove. */
+	static const struct {
+		const char *line, *state, *created, *hash;
+	} odd[] = {
+		{OURS, "?", "?", "?"},
+		{OURS "\t\t\t", "?", "?", "?"},
+		{OURS "\tRunning!\t2026-11-30 14:30:00 +0000 UTC\t\"" HASH "\"", "?", "2026-11-30 14:30:00 +0000 UTC", HASH},
+		{OURS "\tcreated\t2026\x01\t\"" HASH "x\"", "created", "?", "?"},
+		{OURS "\tcreated\t2026-11-30\t\"" HASH "\\n\"", "created", "2026-11-30", "?"},
+		{OURS "\tcreated\tx\t\"0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\"", "created",
+		 "x", "?"},
+		{OURS "\tcreated\tx\t" HASH, "created", "x", "?"},
+		{OURS "\tcreated\tx\t\"" HASH "\"\t\"" HASH "\"", "created", "x", "?"},
+		/* 17 letters, 48 characters */
+		{OURS "\tabcdefghijklmnopq\t012345678901234567890123456789012345678901234567\t\"\"", "?", "?", "-"},
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(odd); i++) {
+		memset(&c, 'z', sizeof(c));
+		ck_assert_int_eq(runnerd_parse_stale_line(INST, odd[i].line, &c), 0);
+		ck_assert_str_eq(c.name, OURS);
+		ck_assert_str_eq(c.state, odd[i].state);
+		ck_assert_str_eq(c.created, odd[i].created);
+		ck_assert_str_eq(c.channel_hash, odd[i].hash);
+	}
+
+	/* Not ours: another installation, another shape, or a name with more after it. */
+	const char *other[] = {
+		"roundtable-sandbox-ffffffffffff-" TURN "\texited\tx\t\"" HASH "\"",
+		"rts-decoy\texited\tx\t\"" HASH "\"",
+		OURS "x\texited\tx\t\"" HASH "\"",
+		" " OURS "\texited\tx\t\"" HASH "\"",
+		"",
+		"\t\t\t",
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(other); i++)
+		ck_assert_int_eq(runnerd_parse_stale_line(INST, other[i], &c), -EINVAL);
+	ck_assert_int_eq(runnerd_parse_stale_line("bad", OURS, &c), -EINVAL);
 }
 END_TEST
 
@@ -674,6 +732,7 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_rm_argv);
 	tcase_add_test(tc, test_ps_argv);
 	tcase_add_test(tc, test_stale_names);
+	tcase_add_test(tc, test_stale_lines);
 	tcase_add_test(tc, test_info_and_image_argv);
 	tcase_add_test(tc, test_data_root);
 	suite_add_tcase(s, tc);
