@@ -37,16 +37,24 @@ static char *repeat(char c, size_t n)
 	return s;
 }
 
-/* Set member path of the request ("KEY", or "author.KEY" in its author) to the JSON value
- * text ("null" included), or delete it when text is DELETE. */
+/* The object holding member path ("KEY" of the request, or "author.KEY" of its author);
+ * *key receives KEY. */
+static json_object *holder(json_object *req, const char *path, const char **key)
+{
+	if (strncmp(path, "author.", 7) == 0) {
+		*key = path + 7;
+		return rts_json_get(req, "author");
+	}
+	*key = path;
+	return req;
+}
+
+/* Set member path to the JSON value text ("null" included), or delete it when text is
+ * DELETE. */
 static void mutate(json_object *req, const char *path, const char *text)
 {
-	json_object *o = req;
-	const char *key = path;
-	if (strncmp(path, "author.", 7) == 0) {
-		o = rts_json_get(req, "author");
-		key = path + 7;
-	}
+	const char *key;
+	json_object *o = holder(req, path, &key);
 	if (strcmp(text, DELETE) == 0) {
 		json_object_object_del(o, key);
 		return;
@@ -59,12 +67,8 @@ static void mutate(json_object *req, const char *path, const char *text)
 /* Set member path to the string value (len bytes, NULs included). */
 static void mutate_str(json_object *req, const char *path, const char *value, size_t len)
 {
-	json_object *o = req;
-	const char *key = path;
-	if (strncmp(path, "author.", 7) == 0) {
-		o = rts_json_get(req, "author");
-		key = path + 7;
-	}
+	const char *key;
+	json_object *o = holder(req, path, &key);
 	json_object_object_add(o, key, json_object_new_string_len(value, (int)len));
 }
 
