@@ -65,6 +65,26 @@ def line(obj):
     return json.dumps(obj).encode() + b"\n"
 
 
+# Answers to a message that are not a plain route; say must exit non-zero for each, with one
+# line on stderr (DESIGN.md section 5: anything but "pass"/"sandbox" and no answer at all
+# mean "do not route to a host agent"). An entry with "id" is sent without any id; None
+# closes the connection without an answer.
+ODD_ANSWERS = {
+    "drop-error": {"route": "drop", "error": "queue_full"},
+    "pass-error": {"route": "pass", "error": "invalid_request", "detail": "author.tier must be a string"},
+    "sandbox-error": {"route": "sandbox", "error": "busy"},
+    "anonymous-drop": {"id": None, "route": "drop", "error": "line_too_long"},
+    "no-route": {},
+    "null-route": {"route": None},
+    "number-route": {"route": 1},
+    "odd-route": {"route": "elsewhere"},
+    "noisy-route": {"route": "x\n\x1b[2Jlonger than any word statd uses, on two lines"},
+    "noisy-error": {"route": "drop", "error": "bad\nthing \x1b[31m"},
+    "error-object": {"route": "drop", "error": {"code": "busy"}},
+    "no-answer": None,
+}
+
+
 def statd_script(req):
     """The stand-in's behaviour, chosen by the request (and, for messages, its text)."""
     rid = req.get("id")
@@ -90,6 +110,13 @@ def statd_script(req):
     if op != "message":
         return [line({"id": rid, "error": "unknown op"})]
     text = req["text"]
+    if text in ODD_ANSWERS:
+        answer = ODD_ANSWERS[text]
+        if answer is None:
+            return [b"CLOSE"]
+        if "id" in answer:
+            return [line({k: v for k, v in answer.items() if k != "id"})]
+        return [line(dict(answer, id=rid))]
     route = {"pass": "pass", "drop": "drop"}.get(text, "sandbox")
     if text == "refused":
         return [line({"id": rid, "error": "invalid message"})]
@@ -231,6 +258,22 @@ class CliTest(unittest.TestCase):
                 self.assertIn(b"longer than", p.stderr)
         p = self.cli("say", "c", "--author", "1", "--name", "A", "fail")
         self.assertIn(b"turn_timeout", p.stderr)
+
+    def test_say_never_succeeds_without_a_sandbox_route(self):
+        expect = {"drop-error": (1, b"queue_full (route drop)"), "pass-error": (1, b"invalid_request (route pass)"),
+                  "sandbox-error": (1, b"busy (route sandbox)"), "anonymous-drop": (1, b"line_too_long (route drop)"),
+                  "no-route": (1, b"no route"), "null-route": (1, b"no route"), "number-route": (1, b"no route"),
+                  "odd-route": (1, b"unknown route"), "noisy-route": (1, b"unknown route \"?\""),
+                  "noisy-error": (1, b"an unknown reason (route drop)"),
+                  "error-object": (1, b"an unknown reason (route drop)"), "no-answer": (5, b"closed the connection")}
+        self.assertEqual(set(expect), set(ODD_ANSWERS))
+        for text, (code, words) in expect.items():
+            p = self.cli("say", "c", "--author", "1", "--name", "A", text)
+            self.assertEqual(p.returncode, code, (text, p.stderr))
+            self.assertEqual(p.stdout, b"", text)
+            self.assertEqual(len(p.stderr.splitlines()), 1, (text, p.stderr))
+            self.assertIn(words, p.stderr, text)
+            self.assertNotIn(b"\x1b", p.stderr, text)
 
     def test_usage_errors_send_nothing(self):
         cases = [

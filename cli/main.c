@@ -24,6 +24,9 @@
  *       Sends TEXT (one argument, at most RTS_TEXT_MAX bytes of UTF-8) as an addressed guild
  *       message by a resolved human author (principal: the author id; tier: "member"; unless
  *       given), waits for the turn and prints the reply text and a newline on stdout.
+ *       Exit 0 only for a "sandbox" route and its reply: every other answer (pass, drop, an
+ *       error whatever its route, no route, an unknown one) and no answer at all are
+ *       non-zero with one line on stderr, as a bot must treat them: not for a host agent.
  *
  * Commands that read the config (--config, default RTS_DEFAULT_CONFIG):
  *
@@ -49,14 +52,15 @@
  *
  * Exit status:
  *   0  success
- *   1  failure: statd refused the request, the turn ended with an error event (the line
- *      names its code), statd's answer was not understood, the config could not be used,
- *      docker failed, gc left containers behind, or a doctor check failed
+ *   1  failure: statd refused the request (an answer with an error, whatever its route; the
+ *      line names the code and the route), the turn ended with an error event (the line
+ *      names its code), statd's answer was not understood or had no route, the config could
+ *      not be used, docker failed, gc left containers behind, or a doctor check failed
  *   2  usage error (also: TEXT or another argument too long or not UTF-8)
  *   3  say: statd routed the message "pass": the channel is not sandboxed
  *   4  say: statd routed the message "drop": sandboxed channel, message not eligible
- *   5  statd is unreachable: cannot connect to control.sock, or it closed the connection
- *      before answering
+ *   5  statd is unreachable: cannot connect to control.sock, it closed the connection
+ *      before answering, or it did not answer in time
  */
 #include "config.h"
 
@@ -280,15 +284,32 @@ static int wait_failed(int r, const char *why)
 }
 
 /* An answer carrying "error" is statd refusing the request. */
+/* s when it looks like one of statd's codes or routes ([a-z_], 1 to 32 bytes), else
+ * fallback: what statd sends ends up on one line of stderr, and must stay one short line. */
+static const char *statd_word(const char *s, const char *fallback)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz_") != n)
+		return fallback;
+	return s;
+}
+
+/* An answer with an "error" is a refusal, whatever else it carries: for say, even beside a
+ * "pass" route the message was not taken as sent. The route, when there is one, is named
+ * too (statd's codes and routes are short fixed words). */
 static int answer_refused(json_object *answer)
 {
 	json_object *err = rts_json_get(answer, "error");
 	if (!err)
 		return CLI_EXIT_OK;
-	if (json_object_is_type(err, json_type_string))
-		log_error("statd refused the request: %s", json_object_get_string(err));
+	const char *code = statd_word(json_object_is_type(err, json_type_string) ? json_object_get_string(err) : NULL,
+				      "an unknown reason");
+	const char *route = rts_json_get(answer, "route") ? statd_word(rts_json_get_string(answer, "route"), "unknown")
+							   : NULL;
+	if (route)
+		log_error("statd refused the request: %s (route %s)", code, route);
 	else
-		log_error("statd refused the request");
+		log_error("statd refused the request: %s", code);
 	return CLI_EXIT_FAILED;
 }
 
@@ -664,7 +685,7 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		return ex;
 	const char *route = rts_json_get_string(answer, "route");
 	if (!route) {
-		log_error("statd's answer lacks \"route\"");
+		log_error("statd's answer has no route: the message was not routed");
 		return CLI_EXIT_FAILED;
 	}
 	if (strcmp(route, "pass") == 0) {
@@ -677,7 +698,7 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		return CLI_EXIT_DROP;
 	}
 	if (strcmp(route, "sandbox") != 0) {
-		log_error("statd answered with an unknown route \"%s\"", route);
+		log_error("statd answered with an unknown route \"%s\"", statd_word(route, "?"));
 		return CLI_EXIT_FAILED;
 	}
 
@@ -703,8 +724,7 @@ static int cmd_say(const struct rts_opts *o, int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (kind && strcmp(kind, "error") == 0) {
-		const char *code = rts_json_get_string(event, "error");
-		log_error("the turn failed: %s", code ? code : "unknown error");
+		log_error("the turn failed: %s", statd_word(rts_json_get_string(event, "error"), "unknown error"));
 		return CLI_EXIT_FAILED;
 	}
 	log_error("statd sent an unknown event");

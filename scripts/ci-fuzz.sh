@@ -35,7 +35,8 @@ cd "$builddir"
 if [ ! -f Makefile ]; then
 	"$srcdir/configure" -q CC="$clang"
 fi
-make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" brokerd/libbrokerd.a common/libcommon.a
+make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" brokerd/libbrokerd.a statd/libstatd.a \
+	common/libcommon.a
 
 if [ $# -eq 0 ]; then
 	set -- $(cd "$srcdir/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
@@ -46,7 +47,7 @@ for t in "$@"; do
 	echo "==== fuzz_$t: build"
 	# shellcheck disable=SC2046 # pkg-config prints one word per flag
 	"$clang" -g -O1 -fsanitize=fuzzer $san -I"$builddir" -I"$srcdir" $(pkg-config --cflags $pkgs) \
-		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a common/libcommon.a \
+		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a common/libcommon.a \
 		$(pkg-config --libs $pkgs) -lm -pthread
 	dict=
 	case $t in

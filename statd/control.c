@@ -11,7 +11,9 @@
  *
  * Peers are not authenticated beyond the socket's file mode (0660: the service account and
  * the socket's group, which the bot's account may be in); the peer uid is logged at debug
- * level. Every field of every request is validated here; queue.c only sees clean values. */
+ * level. Every field of every request is validated here and in request.c; queue.c only sees
+ * clean values. A line that may have been a message and every message get an answer with a
+ * route (request.h: routing fails closed). */
 #include "config.h"
 
 #include <sys/socket.h>
@@ -280,146 +282,35 @@ static json_object *error_detail(json_object *id, const char *code, const char *
 	return a;
 }
 
-/* ---- field validation ---- */
-
-/* A string member of at most max bytes without NUL. Returns 1 when present and valid, 0
- * when absent (or null and allow_null), -1 when invalid. */
-static int get_str(json_object *o, const char *key, size_t min, size_t max, bool allow_null, const char **out)
-{
-	json_object *v = NULL;
-	*out = NULL;
-	if (!json_object_object_get_ex(o, key, &v))
-		return 0;
-	if (!v)
-		return allow_null ? 0 : -1;
-	if (!json_object_is_type(v, json_type_string))
-		return -1;
-	size_t n = (size_t)json_object_get_string_len(v);
-	const char *s = json_object_get_string(v);
-	/* "\u0000" survives JSON parsing; it would cut the string short later on. */
-	if (n < min || n > max || strlen(s) != n)
-		return -1;
-	*out = s;
-	return 1;
-}
-
-/* A required boolean member. */
-static bool get_bool(json_object *o, const char *key, bool *out)
-{
-	json_object *v = rts_json_get(o, key);
-	if (!v || !json_object_is_type(v, json_type_boolean))
-		return false;
-	*out = json_object_get_boolean(v);
-	return true;
-}
-
-static bool get_channel(json_object *req, const char **channel)
-{
-	return get_str(req, "channel", 1, RTS_CHANNEL_MAX, false, channel) == 1;
-}
-
-/* Every member of o must be listed in fields (NULL-terminated). */
-static bool only_fields(json_object *o, const char *const *fields)
-{
-	json_object_object_foreach(o, key, val)
-	{
-		(void)val;
-		bool known = false;
-		for (const char *const *f = fields; *f && !known; f++)
-			known = strcmp(key, *f) == 0;
-		if (!known)
-			return false;
-	}
-	return true;
-}
-
-/* id: a string of at most STATD_ID_MAX bytes, or an integer json-c holds exactly (JSON
- * numbers beyond 2^53 lose precision in most clients and saturate in json-c). */
-static bool id_valid(json_object *id)
-{
-	if (json_object_is_type(id, json_type_string)) {
-		size_t n = (size_t)json_object_get_string_len(id);
-		return n <= STATD_ID_MAX && strlen(json_object_get_string(id)) == n;
-	}
-	if (json_object_is_type(id, json_type_int)) {
-		int64_t v = json_object_get_int64(id);
-		return v >= -STATD_ID_INT_MAX && v <= STATD_ID_INT_MAX;
-	}
-	return false;
-}
-
 /* ---- operations ---- */
 
 typedef json_object *statd_op_fn(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req);
 
-static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
+/* A message: its answer always carries a route (request.h), decided before anything can
+ * refuse it. Invalid requests queue and run nothing. */
+static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *req)
 {
-	static const char *const author_fields[] = {"id", "name", "principalId", "tier", "bot", "integration", NULL};
-	struct statd_message m = {0};
-	if (!get_channel(req, &m.channel))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	if (!get_bool(req, "guild", &m.guild))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "guild must be a boolean");
-	if (!get_bool(req, "addressed", &m.addressed))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "addressed must be a boolean");
-
-	json_object *author = NULL;
-	if (!json_object_object_get_ex(req, "author", &author))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "author is required (an object or null)");
-	if (author) {
-		if (!json_object_is_type(author, json_type_object))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author must be an object or null");
-		if (!only_fields(author, author_fields))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author has an unknown field");
-		const char *tier = NULL;
-		if (get_str(author, "id", 1, RTS_SPEAKER_FIELD_MAX, false, &m.author_id) != 1)
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.id must be a string of 1 to 256 bytes");
-		/* Not empty: the worker's input contract wants a speaker name (worker/input.c). */
-		if (get_str(author, "name", 1, RTS_SPEAKER_FIELD_MAX, false, &m.author_name) != 1)
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.name must be a string of 1 to 256 bytes");
-		if (get_str(author, "principalId", 0, RTS_SPEAKER_FIELD_MAX, true, &m.principal_id) < 0)
-			return error_detail(id, STATD_E_INVALID_REQUEST,
-					    "author.principalId must be a string of at most 256 bytes or null");
-		int r = get_str(author, "tier", 0, RTS_SPEAKER_FIELD_MAX, true, &tier);
-		if (r < 0)
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.tier must be a string or null");
-		m.has_tier = r == 1 && tier[0]; /* an empty tier is no tier */
-		if (!get_bool(author, "bot", &m.bot))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.bot must be a boolean");
-		if (!get_bool(author, "integration", &m.integration))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "author.integration must be a boolean");
-		m.has_author = true;
-	}
-
-	json_object *text = rts_json_get(req, "text");
-	if (!text || !json_object_is_type(text, json_type_string))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "text must be a string");
-	size_t tlen = (size_t)json_object_get_string_len(text);
-	if (tlen > RTS_TEXT_MAX)
-		return error_detail(id, STATD_E_TEXT_TOO_LONG, "text is longer than 65536 bytes");
-	m.text = json_object_get_string(text);
-	if (strlen(m.text) != tlen)
-		return error_detail(id, STATD_E_INVALID_REQUEST, "text must not contain NUL characters");
-
-	json_object *att = rts_json_get(req, "attachments");
-	if (att) {
-		if (!json_object_is_type(att, json_type_int))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "attachments must be an integer");
-		int64_t n = json_object_get_int64(att);
-		if (n < 0 || n > UINT32_MAX)
-			return error_detail(id, STATD_E_INVALID_REQUEST, "attachments must be from 0 to 4294967295");
-		m.attachments = (uint32_t)n;
-	}
-	return statd_queue_message(c->d, c, seq, id, &m);
+	struct statd_message m;
+	const char *code, *detail;
+	bool valid = statd_message_parse(req, &m, &code, &detail) == 0;
+	enum statd_mode mode = STATD_MODE_OFF;
+	if (m.channel)
+		(void)statd_state_get(c->d->state, m.channel, &mode); /* never switched: off */
+	enum statd_route route = statd_message_route(&m, valid, mode);
+	if (!valid)
+		return statd_message_answer(m.id, route, code, detail);
+	if (route != STATD_ROUTE_SANDBOX)
+		return statd_message_answer(m.id, route, NULL, NULL);
+	return statd_queue_message(c->d, c, seq, &m);
 }
 
 static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
 {
 	const char *channel, *mode_s;
 	enum statd_mode mode;
-	if (!get_channel(req, &channel))
+	if (!statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	if (get_str(req, "mode", 1, 8, false, &mode_s) != 1 || statd_mode_parse(mode_s, &mode) < 0)
+	if (statd_req_str(req, "mode", 1, 8, false, &mode_s) != 1 || statd_mode_parse(mode_s, &mode) < 0)
 		return error_detail(id, STATD_E_INVALID_REQUEST, "mode must be \"on\" or \"off\"");
 	return statd_queue_mode(c->d, c, seq, id, channel, mode);
 }
@@ -427,7 +318,7 @@ static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id,
 static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
 {
 	const char *channel = NULL;
-	if (rts_json_get(req, "channel") && !get_channel(req, &channel))
+	if (rts_json_get(req, "channel") && !statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
 	return statd_queue_status(c->d, id, channel);
 }
@@ -435,7 +326,7 @@ static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *i
 static json_object *op_fresh(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
 {
 	const char *channel;
-	if (!get_channel(req, &channel))
+	if (!statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
 	return statd_queue_fresh(c->d, c, seq, id, channel);
 }
@@ -448,20 +339,19 @@ static json_object *op_channels(struct statd_conn *c, uint64_t seq, json_object 
 static json_object *op_cancel(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
 {
 	const char *channel;
-	if (!get_channel(req, &channel))
+	if (!statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
 	return statd_queue_cancel(c->d, id, channel);
 }
 
-/* The operations (DESIGN.md section 5). A request naming anything else, or carrying a
- * field its operation does not define, is refused: a typo must not silently change what a
- * request means. */
+/* The operations besides message (DESIGN.md section 5). A request naming anything else,
+ * or carrying a field its operation does not define, is refused: a typo must not silently
+ * change what a request means. */
 static const struct statd_op {
 	const char *name;
 	statd_op_fn *fn;
-	const char *const fields[12]; /* allowed members, NULL-terminated */
+	const char *const fields[8]; /* allowed members, NULL-terminated */
 } statd_ops[] = {
-	{"message", op_message, {"op", "id", "channel", "guild", "author", "addressed", "text", "attachments", NULL}},
 	{"mode", op_mode, {"op", "id", "channel", "mode", NULL}},
 	{"status", op_status, {"op", "id", "channel", NULL}},
 	{"fresh", op_fresh, {"op", "id", "channel", NULL}},
@@ -470,32 +360,42 @@ static const struct statd_op {
 	{NULL, NULL, {NULL}},
 };
 
+/* The answer to a line that may have been a message but cannot be read as one (not JSON,
+ * too long, no op or an unknown one): routing fails closed, so it says "drop" too. */
+static json_object *refuse_unread(json_object *id, const char *code, const char *detail)
+{
+	return statd_message_answer(id, STATD_ROUTE_DROP, code, detail);
+}
+
 /* One request line. Returns the answer, or NULL when a queue item answers later. */
 static json_object *request_handle(struct statd_conn *c, uint64_t seq, const char *line, size_t len)
 {
 	cleanup_json json_object *req = NULL;
 	const char *why = NULL;
 	if (rts_json_parse_strict(line, len, REQUEST_JSON_DEPTH, &req, &why) < 0)
-		return error_detail(NULL, STATD_E_INVALID_JSON, why);
+		return refuse_unread(NULL, STATD_E_INVALID_JSON, why);
 	if (!json_object_is_type(req, json_type_object))
-		return error_detail(NULL, STATD_E_INVALID_JSON, "a request must be a JSON object");
+		return refuse_unread(NULL, STATD_E_INVALID_JSON, "a request must be a JSON object");
 	json_object *id = rts_json_get(req, "id");
-	if (!id)
-		return error_detail(NULL, STATD_E_INVALID_REQUEST, "id is required");
-	if (!id_valid(id))
-		return error_detail(NULL, STATD_E_INVALID_REQUEST,
-				    "id must be a string of at most 256 bytes or an integer of magnitude below 2^53");
+	json_object *echo = id && statd_req_id_valid(id) ? id : NULL;
 	const char *op = NULL;
-	if (get_str(req, "op", 1, 32, false, &op) != 1)
-		return error_detail(id, STATD_E_INVALID_REQUEST, "op must be a string");
+	if (statd_req_str(req, "op", 1, STATD_OP_MAX, false, &op) != 1)
+		return refuse_unread(echo, STATD_E_INVALID_REQUEST, "op must be a string of 1 to 32 bytes");
+	if (strcmp(op, "message") == 0)
+		return op_message(c, seq, req);
 	for (const struct statd_op *o = statd_ops; o->name; o++) {
 		if (strcmp(o->name, op) != 0)
 			continue;
-		if (!only_fields(req, o->fields))
+		if (!id)
+			return error_detail(NULL, STATD_E_INVALID_REQUEST, "id is required");
+		if (!echo)
+			return error_detail(NULL, STATD_E_INVALID_REQUEST,
+					    "id must be a string of at most 256 bytes or an integer of magnitude below 2^53");
+		if (!statd_req_only_fields(req, o->fields))
 			return error_detail(id, STATD_E_INVALID_REQUEST, "unknown field for this op");
 		return o->fn(c, seq, id, req);
 	}
-	return error_detail(id, STATD_E_UNKNOWN_OP, NULL);
+	return refuse_unread(echo, STATD_E_UNKNOWN_OP, NULL);
 }
 
 static void conn_line(struct statd_conn *c, const char *line, size_t len)
@@ -511,7 +411,7 @@ static void conn_line(struct statd_conn *c, const char *line, size_t len)
 static void conn_too_long(struct statd_conn *c)
 {
 	uint64_t seq = slot_push(c);
-	statd_conn_answer(c, seq, error_detail(NULL, STATD_E_LINE_TOO_LONG, "a request line is at most 262144 bytes"));
+	statd_conn_answer(c, seq, refuse_unread(NULL, STATD_E_LINE_TOO_LONG, "a request line is at most 262144 bytes"));
 }
 
 /* Split input into lines. Stops early when the connection is dropped meanwhile. */

@@ -367,49 +367,30 @@ static void channel_advance(struct statd *d, struct statd_channel *ch)
 	channel_maybe_free(d, ch);
 }
 
-static json_object *route_answer(json_object *id, const char *route)
+json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m)
 {
-	json_object *a = answer_new(id);
-	json_object_object_add(a, "route", json_object_new_string(route));
-	return a;
-}
-
-json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-				 const struct statd_message *m)
-{
-	enum statd_mode mode = STATD_MODE_OFF;
-	(void)statd_state_get(d->state, m->channel, &mode); /* never seen: off */
-	if (mode == STATD_MODE_OFF)
-		return route_answer(id, "pass");
-	/* DESIGN.md section 3: a sandboxed channel answers only eligible messages and drops
-	 * the rest, never handing them to a host agent. A turn also needs the principal the
-	 * bot's identity service resolved the author to (seed, "Principal migration": a turn
-	 * requires a host-bound speaker with principalId): key sources and tools are told it,
-	 * and an unresolved one must not reach them as an empty or made-up value. */
-	bool eligible = m->guild && m->has_author && !m->bot && !m->integration && m->has_tier && m->addressed &&
-			m->principal_id && m->principal_id[0];
-	if (!eligible)
-		return route_answer(id, "drop");
+	/* Refusals from here on are answered "drop" (request.h): the channel is on, and the
+	 * bot must not hand the message to a host agent because statd could not take it. */
 	if (d->stopping)
-		return statd_error_answer(id, STATD_E_SHUTTING_DOWN);
+		return statd_message_answer(m->id, STATD_ROUTE_DROP, STATD_E_SHUTTING_DOWN, NULL);
 	size_t tlen = strlen(m->text);
 	if (d->n_queued_turns >= STATD_QUEUED_TURNS_MAX || d->queued_bytes + tlen > STATD_QUEUED_BYTES_MAX)
-		return statd_error_answer(id, STATD_E_BUSY);
+		return statd_message_answer(m->id, STATD_ROUTE_DROP, STATD_E_BUSY, NULL);
 	struct statd_channel *ch = channel_get(d, m->channel);
 	if (!ch)
-		return statd_error_answer(id, STATD_E_TOO_MANY_CHANNELS);
+		return statd_message_answer(m->id, STATD_ROUTE_DROP, STATD_E_TOO_MANY_CHANNELS, NULL);
 	if (ch->n_items >= STATD_QUEUE_MAX) {
 		log_warning("channel %.12s: queue full (%u items), refusing a turn", ch->hash, STATD_QUEUE_MAX);
-		return statd_error_answer(id, STATD_E_QUEUE_FULL);
+		return statd_message_answer(m->id, STATD_ROUTE_DROP, STATD_E_QUEUE_FULL, NULL);
 	}
-	struct statd_item *it = item_new(STATD_ITEM_TURN, c, seq, id);
+	struct statd_item *it = item_new(STATD_ITEM_TURN, c, seq, m->id);
 	it->speaker_id = rts_xstrdup(m->author_id);
 	it->speaker_name = rts_xstrdup(m->author_name);
 	it->principal_id = rts_xstrdup(m->principal_id);
 	it->text = rts_xstrdup(m->text);
 	it->attachments = m->attachments;
 	/* The route answer goes out before anything the turn can produce. */
-	statd_conn_answer(c, seq, route_answer(id, "sandbox"));
+	statd_conn_answer(c, seq, statd_message_answer(m->id, STATD_ROUTE_SANDBOX, NULL, NULL));
 	channel_push(d, ch, it);
 	channel_advance(d, ch);
 	return NULL;

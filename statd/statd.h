@@ -3,6 +3,7 @@
  *
  *   main.c      start-up, signals, shutdown
  *   control.c   control.sock connections: NDJSON framing, answer ordering, the operations
+ *   request.c   field validation and the route of a message (request.h: routing fails closed)
  *   queue.c     channels, their FIFO queues, turns and their outcomes
  *   runnerd.c   the SEQPACKET link to runnerd (HELLO, TURN_RUN, TURN_CANCEL, TURN_DONE)
  *   workspace.c directory checks and the per-turn workspace fd
@@ -31,6 +32,7 @@
 #include "common/ids.h"
 #include "common/msg.h"
 #include "common/proto.h"
+#include "statd/request.h"
 #include "statd/state.h"
 
 /* Limits of the control protocol (HACKING.md "Control protocol answers"). A request line
@@ -39,8 +41,6 @@
 #define STATD_CONN_OUTPUT_MAX (8u * 1024u * 1024u) /* a client holding more is dropped */
 #define STATD_CONNS_MAX 256u			/* concurrent control connections */
 #define STATD_REFUSAL_LOG_MS 10000u		/* at most one "refusing clients" warning this often */
-#define STATD_ID_MAX 256u			/* bytes in a string id */
-#define STATD_ID_INT_MAX 9007199254740991LL	/* integer ids: |id| <= 2^53-1, echoed exactly */
 
 /* Queue bounds: per channel, and across all channels so that many channels cannot add up
  * to unbounded memory. */
@@ -59,41 +59,8 @@
 #define STATD_LINE_DEADLINE_MS 30000u	/* a request line must be complete this long after its first byte */
 #define STATD_SWEEP_MS 1000u		/* how often that deadline is checked */
 
-/* Error codes in answers ({"id"?,"error":CODE}) and events ({"id","event":"error",...}). */
-#define STATD_E_LINE_TOO_LONG "line_too_long"
-#define STATD_E_INVALID_JSON "invalid_json"
-#define STATD_E_INVALID_REQUEST "invalid_request"
-#define STATD_E_UNKNOWN_OP "unknown_op"
-#define STATD_E_TEXT_TOO_LONG "text_too_long"
-#define STATD_E_QUEUE_FULL "queue_full"
-#define STATD_E_BUSY "busy"
-#define STATD_E_TOO_MANY_CHANNELS "too_many_channels"
-#define STATD_E_STATE_WRITE "state_write_failed"
-#define STATD_E_SHUTTING_DOWN "shutting_down"
-#define STATD_EV_TURN_FAILED "turn_failed"
-#define STATD_EV_TURN_TIMEOUT "turn_timeout"
-#define STATD_EV_TURN_CANCELLED "turn_cancelled"
-#define STATD_EV_CLEANUP_FAILED "cleanup_failed"
-#define STATD_EV_UNAVAILABLE "unavailable"
-
 struct statd;
 struct statd_conn;
-
-/* A parsed "message" request. Strings are borrowed from the request's JSON. */
-struct statd_message {
-	const char *channel;
-	bool guild;
-	bool addressed;
-	bool has_author; /* false: "author": null (unresolved) */
-	const char *author_id;
-	const char *author_name;
-	const char *principal_id; /* NULL when null or absent */
-	bool has_tier;		  /* tier is a string (not null / absent) */
-	bool bot;
-	bool integration;
-	const char *text;
-	uint32_t attachments;
-};
 
 enum statd_item_kind {
 	STATD_ITEM_TURN,
@@ -230,11 +197,11 @@ json_object *statd_error_answer(json_object *id, const char *code);
 /* queue.c */
 void statd_queue_init(struct statd *d);
 void statd_queue_free(struct statd *d);
-/* Route a validated message (DESIGN.md section 3 step 1). Returns the answer: a route, or
- * an error when the turn cannot be queued. A "sandbox" route queues a turn whose events go
- * to c for request seq. */
-json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-				 const struct statd_message *m);
+/* Queue a turn for m, a valid, eligible message of a channel that is on (request.h routed
+ * it "sandbox"). Returns NULL when queued: the "sandbox" answer went to c for request seq
+ * and the turn's events follow. Otherwise returns an answer with route "drop" and the
+ * error (shutting_down, busy, too_many_channels, queue_full): nothing was queued. */
+json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m);
 /* Queue a mode change or a fresh start. Returns NULL when queued (the answer comes later,
  * maybe before this returns), or an error answer. */
 json_object *statd_queue_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,

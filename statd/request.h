@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Control requests: field validation, and the route of a message (DESIGN.md section 5,
+ * HACKING.md "Control protocol answers").
+ *
+ * Routing fails closed. A bot that gets an error where it expected a route may hand the
+ * guest's message to a host agent, so every answer to a `message` carries a route, also
+ * when it carries an error, and the route is "pass" only for a channel whose recorded mode
+ * is off (a channel never switched is off). Whatever keeps statd from knowing the channel
+ * (a missing or invalid key or id, a line it cannot parse) answers "drop".
+ *
+ * Pure functions on parsed JSON: no daemon state and no logging, so the Check suite
+ * (tests/unit/check_statd_request.c) drives them directly. Every detail text they return
+ * is a static string, never client data. */
+#ifndef STATD_REQUEST_H
+#define STATD_REQUEST_H
+
+#include <json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "statd/state.h"
+
+/* Error codes in answers ({"id"?,"error":CODE}) and events ({"id","event":"error",...}). */
+#define STATD_E_LINE_TOO_LONG "line_too_long"
+#define STATD_E_INVALID_JSON "invalid_json"
+#define STATD_E_INVALID_REQUEST "invalid_request"
+#define STATD_E_UNKNOWN_OP "unknown_op"
+#define STATD_E_TEXT_TOO_LONG "text_too_long"
+#define STATD_E_QUEUE_FULL "queue_full"
+#define STATD_E_BUSY "busy"
+#define STATD_E_TOO_MANY_CHANNELS "too_many_channels"
+#define STATD_E_STATE_WRITE "state_write_failed"
+#define STATD_E_SHUTTING_DOWN "shutting_down"
+#define STATD_EV_TURN_FAILED "turn_failed"
+#define STATD_EV_TURN_TIMEOUT "turn_timeout"
+#define STATD_EV_TURN_CANCELLED "turn_cancelled"
+#define STATD_EV_CLEANUP_FAILED "cleanup_failed"
+#define STATD_EV_UNAVAILABLE "unavailable"
+
+#define STATD_ID_MAX 256u		    /* bytes in a string id */
+#define STATD_ID_INT_MAX 9007199254740991LL /* integer ids: |id| <= 2^53-1, echoed exactly */
+#define STATD_OP_MAX 32u		    /* bytes in an op name */
+
+/* The route of a message. DROP is zero so that a route left unset fails closed. */
+enum statd_route {
+	STATD_ROUTE_DROP = 0, /* never to a host agent; no turn */
+	STATD_ROUTE_PASS,     /* the channel is off: the bot routes the message as usual */
+	STATD_ROUTE_SANDBOX,  /* a turn is queued; its reply or error event follows */
+};
+
+/* "drop", "pass", "sandbox" (anything else: "drop"). */
+const char *statd_route_name(enum statd_route r);
+
+/* A "message" request as far as statd_message_parse() could read it. Strings and id are
+ * borrowed from the request's JSON. */
+struct statd_message {
+	json_object *id;     /* NULL when missing or invalid */
+	const char *channel; /* NULL when missing or invalid */
+	bool guild;
+	bool addressed;
+	bool has_author; /* false: "author": null (unresolved) */
+	const char *author_id;
+	const char *author_name;
+	const char *principal_id; /* NULL when null or absent */
+	bool has_tier;		  /* tier is a non-empty string */
+	bool bot;
+	bool integration;
+	const char *text;
+	uint32_t attachments;
+};
+
+/* String member key of o: at most max bytes (min at least), no NUL. Returns 1 with *out
+ * (borrowed) when present and valid, 0 when absent (or null and allow_null), -1 when
+ * invalid (wrong type, length, an embedded NUL, or null without allow_null). */
+int statd_req_str(json_object *o, const char *key, size_t min, size_t max, bool allow_null, const char **out);
+
+/* "channel": a string of 1 to RTS_CHANNEL_MAX bytes without NUL. */
+bool statd_req_channel(json_object *req, const char **channel);
+
+/* True when every member of o is named in fields (NULL-terminated). */
+bool statd_req_only_fields(json_object *o, const char *const *fields);
+
+/* An id is a string of at most STATD_ID_MAX bytes without NUL, or an integer of magnitude
+ * at most STATD_ID_INT_MAX (beyond 2^53 most clients lose precision). */
+bool statd_req_id_valid(json_object *id);
+
+/* Read a request whose op is "message" into *m (zeroed first). m->id and m->channel are set
+ * whenever they are valid, whatever else is wrong, so the caller can still route it.
+ * Returns 0 when every field is valid; -EINVAL with *code (STATD_E_INVALID_REQUEST, or
+ * STATD_E_TEXT_TOO_LONG for text over RTS_TEXT_MAX bytes) and *detail (static text naming
+ * the first problem: id, channel, unknown member, then the other fields in order). */
+int statd_message_parse(json_object *req, struct statd_message *m, const char **code, const char **detail);
+
+/* Whether m is eligible for a turn (DESIGN.md section 3): a guild message, addressed, by
+ * a resolved author who is neither a bot nor an integration and has a tier and a
+ * principal id (seed, "Principal migration": a turn requires a host-bound speaker). */
+bool statd_message_eligible(const struct statd_message *m);
+
+/* The route of m. valid: statd_message_parse() returned 0. mode: the channel's recorded
+ * mode (off when never switched); not consulted when m->channel is NULL.
+ *   no valid id or channel  drop (the channel's mode is unknown, or the answer cannot be
+ *                           matched to the request)
+ *   mode off                pass (also when invalid: statd does not route the message)
+ *   invalid                 drop
+ *   not eligible            drop
+ *   otherwise               sandbox (the queue may still refuse it: drop, with an error) */
+enum statd_route statd_message_route(const struct statd_message *m, bool valid, enum statd_mode mode);
+
+/* A new answer {"id"?, "route", "error"?, "detail"?} (id left out when NULL, error and
+ * detail when NULL; detail only with an error). Every answer to a message, and to a line
+ * that may have been one, is built here: it cannot lack a route. */
+json_object *statd_message_answer(json_object *id, enum statd_route route, const char *code, const char *detail);
+
+#endif
