@@ -19,7 +19,9 @@
  * Not caught: a '%' or '\' right before the key that swallows its first characters into a
  * bogus escape (text no encoder produces), two layers of encoding, the key split by other
  * text or in pieces, and any other transformation. Text that only looks like a key (a
- * prefix, a masked "sk-...xyz", the key with one character changed) passes.
+ * prefix, a masked "sk-...xyz", the key with one character changed) passes; only in
+ * base64 are a few bits of the key's first and last byte left out (they share a character
+ * with the neighbouring bytes), so there a key differing in just those bits matches too.
  *
  * Pure functions, no I/O, no locking: callers serialise (keys.c). */
 #ifndef BROKERD_REFLECT_H
