@@ -153,12 +153,20 @@ int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_bind
 	return -ENOKEY;
 }
 
+/* One source's keys, oldest first. */
+struct keyring_source {
+	const struct rts_key_source *src;
+	bool tried; /* brokerd_keyring_prime() read it, or a call did */
+	size_t n;
+	char *raw[BROKERD_KEYRING_PER_SOURCE]; /* to recognise a key read again; wiped on free */
+	size_t raw_len[BROKERD_KEYRING_PER_SOURCE];
+	struct brokerd_reflect *needles[BROKERD_KEYRING_PER_SOURCE];
+};
+
 struct brokerd_keyring {
 	pthread_mutex_t lock;
-	struct brokerd_reflect *keys[KEYRING_MAX];
-	char *raw[KEYRING_MAX]; /* only to recognise a key seen before; wiped on free */
-	size_t raw_len[KEYRING_MAX];
-	size_t n;
+	struct keyring_source *sources;
+	size_t n_sources;
 };
 
 struct brokerd_keyring *brokerd_keyring_new(void)
@@ -168,61 +176,125 @@ struct brokerd_keyring *brokerd_keyring_new(void)
 	return k;
 }
 
+static void drop_oldest(struct keyring_source *ks)
+{
+	brokerd_reflect_free(ks->needles[0]);
+	brokerd_key_free(ks->raw[0], ks->raw_len[0]);
+	for (size_t i = 1; i < ks->n; i++) {
+		ks->needles[i - 1] = ks->needles[i];
+		ks->raw[i - 1] = ks->raw[i];
+		ks->raw_len[i - 1] = ks->raw_len[i];
+	}
+	ks->n--;
+}
+
 void brokerd_keyring_free(struct brokerd_keyring *k)
 {
 	if (!k)
 		return;
-	for (size_t i = 0; i < k->n; i++) {
-		brokerd_reflect_free(k->keys[i]);
-		brokerd_key_free(k->raw[i], k->raw_len[i]);
-	}
+	for (size_t i = 0; i < k->n_sources; i++)
+		while (k->sources[i].n)
+			drop_oldest(&k->sources[i]);
+	free(k->sources);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }
 
-void brokerd_keyring_add(struct brokerd_keyring *k, const char *key, size_t len)
+/* The entry of src, created when missing. Under the lock; the pointer is valid until the
+ * lock is released. */
+static struct keyring_source *source_locked(struct brokerd_keyring *k, const struct rts_key_source *src)
+{
+	for (size_t i = 0; i < k->n_sources; i++)
+		if (k->sources[i].src == src)
+			return &k->sources[i];
+	k->sources = rts_xrealloc(k->sources, (k->n_sources + 1) * sizeof(*k->sources));
+	struct keyring_source *ks = &k->sources[k->n_sources++];
+	*ks = (struct keyring_source){.src = src};
+	return ks;
+}
+
+void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source *src, const char *key, size_t len)
 {
 	if (!brokerd_key_valid(key, len))
 		return;
 	pthread_mutex_lock(&k->lock);
-	for (size_t i = 0; i < k->n; i++)
-		if (k->raw_len[i] == len && memcmp(k->raw[i], key, len) == 0) {
-			pthread_mutex_unlock(&k->lock);
-			return;
-		}
-	if (k->n == KEYRING_MAX) {
-		brokerd_reflect_free(k->keys[0]);
-		brokerd_key_free(k->raw[0], k->raw_len[0]);
-		memmove(&k->keys[0], &k->keys[1], (KEYRING_MAX - 1) * sizeof(k->keys[0]));
-		memmove(&k->raw[0], &k->raw[1], (KEYRING_MAX - 1) * sizeof(k->raw[0]));
-		memmove(&k->raw_len[0], &k->raw_len[1], (KEYRING_MAX - 1) * sizeof(k->raw_len[0]));
-		k->n--;
+	struct keyring_source *ks = source_locked(k, src);
+	ks->tried = true;
+	bool known = false;
+	for (size_t i = 0; i < ks->n && !known; i++)
+		known = ks->raw_len[i] == len && memcmp(ks->raw[i], key, len) == 0;
+	if (!known) {
+		if (ks->n == BROKERD_KEYRING_PER_SOURCE)
+			drop_oldest(ks);
+		ks->needles[ks->n] = brokerd_reflect_new(key, len);
+		ks->raw[ks->n] = rts_xstrndup(key, len);
+		ks->raw_len[ks->n] = len;
+		ks->n++;
 	}
-	k->keys[k->n] = brokerd_reflect_new(key, len);
-	k->raw[k->n] = rts_xstrndup(key, len);
-	k->raw_len[k->n] = len;
-	k->n++;
 	pthread_mutex_unlock(&k->lock);
 }
 
 bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size_t len, json_object *o)
 {
-	bool hit = false;
 	pthread_mutex_lock(&k->lock);
-	for (size_t i = 0; !hit && i < k->n; i++)
-		hit = brokerd_reflect_text(k->keys[i], text, len) || brokerd_reflect_json(k->keys[i], o);
+	size_t n = 0;
+	const struct brokerd_reflect **all = rts_xcalloc(k->n_sources * BROKERD_KEYRING_PER_SOURCE + 1, sizeof(*all));
+	for (size_t i = 0; i < k->n_sources; i++)
+		for (size_t j = 0; j < k->sources[i].n; j++)
+			all[n++] = k->sources[i].needles[j];
+	bool hit = brokerd_reflect_scan_text(all, n, text, len) || brokerd_reflect_scan_json(all, n, o);
 	pthread_mutex_unlock(&k->lock);
+	free(all);
 	return hit;
 }
 
-void brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_key_source *src,
-			   const struct brokerd_binding *b, const struct brokerd_cancel *cancel)
+/* Read src into the keyring unless it is a command that should not run again: with
+ * until_key, once it gave a key in this turn; without, once it ran in this turn. Returns
+ * 0 when the keyring holds a key of src afterwards, else what reading returned. */
+static int prime_source(struct brokerd_keyring *k, const struct rts_key_source *src, bool until_key,
+			const struct brokerd_binding *b, const struct brokerd_cancel *cancel)
 {
-	if (src->kind == RTS_KEY_COMMAND)
-		return;
+	pthread_mutex_lock(&k->lock);
+	struct keyring_source *ks = source_locked(k, src);
+	bool skip = src->kind == RTS_KEY_COMMAND && (until_key ? ks->n > 0 : ks->tried);
+	bool held = ks->n > 0;
+	ks->tried = true;
+	pthread_mutex_unlock(&k->lock);
+	if (skip)
+		return held ? 0 : -ENOKEY;
 	char *key = NULL;
 	size_t len = 0;
-	if (brokerd_key_read(src, b, cancel, &key, &len) == 0)
-		brokerd_keyring_add(k, key, len);
+	int r = brokerd_key_read(src, b, cancel, &key, &len);
+	if (r == 0)
+		brokerd_keyring_add(k, src, key, len);
 	brokerd_key_free(key, len);
+	/* A key read earlier in the turn is still what an answer could echo. */
+	return r == 0 || held ? 0 : r;
+}
+
+int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cfg, const struct brokerd_binding *b,
+			  const struct brokerd_cancel *cancel)
+{
+	int r = prime_source(k, &cfg->api_key, true, b, cancel);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < cfg->n_mcp; i++) {
+		if (!cfg->mcp[i].has_api_key)
+			continue;
+		if (prime_source(k, &cfg->mcp[i].api_key, false, b, cancel) == -ECANCELED)
+			return -ECANCELED;
+	}
+	return 0;
+}
+
+enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call)
+{
+	const struct brokerd_binding *b = call->binding;
+	int r = brokerd_keyring_prime(call->keys, call->cfg, b, &call->cancel);
+	if (r == 0)
+		return BROKERD_OK;
+	if (r == -ENOKEY)
+		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "no_key", 0,
+			     "no model credential available for the reflection filter; call refused");
+	return BROKERD_UNAVAILABLE;
 }

@@ -42,19 +42,37 @@ void brokerd_key_free(char *key, size_t len);
  * reference. */
 json_object *brokerd_binding_json(const struct brokerd_binding *b);
 
-/* The credentials one turn has used, kept as reflection needles so a later answer (a tool
- * result, an MCP answer) that echoes any of them is refused. Thread-safe. */
+/* The credentials of one turn, kept as reflection needles (reflect.h) so that an answer
+ * (a model answer, an MCP answer, a host tool's output) that echoes any of them is
+ * refused. Keys are filed by the source they were read from: per source the last
+ * BROKERD_KEYRING_PER_SOURCE distinct keys (a key read again in the turn, or rotated). The
+ * sources are the configuration's, which outlives every turn. Thread-safe. */
+#define BROKERD_KEYRING_PER_SOURCE 2u
 struct brokerd_keyring *brokerd_keyring_new(void);
 void brokerd_keyring_free(struct brokerd_keyring *k);
-/* Remember key (len bytes). Keeps at most 8 distinct keys, dropping the oldest. */
-void brokerd_keyring_add(struct brokerd_keyring *k, const char *key, size_t len);
-/* Read the credential of src and remember it, when reading has no side effect (anything
- * but a key command). A tool or MCP call made before any model call is then still checked
- * against the model key. Failures are silent: this only widens the filter. */
-void brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_key_source *src,
-			   const struct brokerd_binding *b, const struct brokerd_cancel *cancel);
+
+/* Remember key (len bytes, copied) as read from src. Invalid keys are ignored. */
+void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source *src, const char *key, size_t len);
+
+/* Before a tool or MCP call forwards anything: make the filter know the turn's
+ * credentials, so even the turn's first answer is checked against them.
+ *   The model key (cfg->api_key) is read now, unless it comes from a command that already
+ *   gave a key in this turn (a /model call runs the command for every call anyway; here
+ *   it runs at most until it gave one key). Fails closed: returns -ENOKEY when no model
+ *   key was read in this turn and none can be read now, or -ECANCELED / -ETIMEDOUT
+ *   when cancel stopped the key command; the caller refuses the call.
+ *   Each MCP server's apiKey is read too, a command at most once per turn (a server may
+ *   be meant to have no key for this speaker); failures only leave it out.
+ * Returns 0 otherwise. Logs nothing; the caller logs. */
+int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cfg, const struct brokerd_binding *b,
+			  const struct brokerd_cancel *cancel);
+
+/* brokerd_keyring_prime() for call's turn, logged: BROKERD_OK, or BROKERD_UNAVAILABLE
+ * (with a "no_key" line when no model key can be read) when the call must be refused. */
+enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call);
+
 /* True when text (len bytes) or the decoded strings of o (may be NULL) contain any
- * remembered key in any form brokerd_reflect_new() knows. */
+ * remembered key in any form reflect.h lists. */
 bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size_t len, json_object *o);
 
 #endif

@@ -169,9 +169,15 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 					     "no credential available for MCP server %s; call refused", srv->name);
 			return BROKERD_UNAVAILABLE;
 		}
-		brokerd_keyring_add(call->keys, key, key_len);
+		brokerd_keyring_add(call->keys, &srv->api_key, key, key_len);
 	}
-	brokerd_keyring_prime(call->keys, &call->cfg->api_key, b, &call->cancel);
+	/* After the server's own key (so its command does not run twice), before anything is
+	 * forwarded: the answer is checked against every credential of the turn. */
+	enum brokerd_result primed = brokerd_keyring_prime_call(call);
+	if (primed != BROKERD_OK) {
+		brokerd_key_free(key, key_len);
+		return primed;
+	}
 	struct brokerd_upstream_req ur = {
 		.url = srv->url,
 		.ca_file = call->cfg->ca_file,

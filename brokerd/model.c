@@ -649,7 +649,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 				     "no model credential available from the configured apiKey source; call refused");
 		return BROKERD_UNAVAILABLE;
 	}
-	brokerd_keyring_add(call->keys, key, key_len);
+	brokerd_keyring_add(call->keys, &cfg->api_key, key, key_len);
 	struct brokerd_upstream_req ur = {
 		.url = cfg->model_url,
 		.ca_file = cfg->ca_file,

@@ -1,4 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The reflection filter (reflect.h says what it catches and what not).
+ *
+ * Why it stays linear in the size of what it reads (answers are bounded at 1 MiB):
+ * decoding every substring of a text to see whether it is the key would be quadratic, and
+ * listing every encoded form of the key is exponential for the encodings that allow mixes
+ * (each byte plain or escaped, each hex digit in either case). So each encoding is undone
+ * from the side where it has a single answer:
+ *   - percent and JSON escapes are decoded in the text: an escape stands for exactly one
+ *     byte whatever surrounds it, so one left-to-right pass turns every mix of plain and
+ *     escaped bytes, in any case, into the key itself;
+ *   - hex and base64 are encoded on the key's side, once per key, and the text is only
+ *     folded (hex to lower case, base64url to the standard alphabet, whitespace removed),
+ *     so the key's encoding appears verbatim in the folded text whatever case, alphabet or
+ *     line breaks were used. Decoding them in the text instead would depend on where a run
+ *     starts. A base64 encoding of the key depends on the byte of its 3-byte group the key
+ *     starts at: the characters made of key bits alone are precomputed for each of the
+ *     three starts, and the one or two at each end that mix in neighbouring bytes or
+ *     padding are left out.
+ * Each view costs one pass over the text and serves every key; each search is glibc's
+ * memmem(), which is linear in the text. A text of n bytes checked against k keys costs
+ * O(n) for at most four views plus O(n * k) for at most seven searches per key, and one
+ * scratch buffer of n bytes. */
 #include "config.h"
 
 #include <openssl/evp.h>
@@ -7,84 +29,48 @@
 #include "brokerd/reflect.h"
 #include "common/util.h"
 
-/* raw, 4 percent forms, 3 base64, 3 base64url, 2 hex */
-#define REFLECT_FORMS_MAX 13u
-/* Encoded forms shorter than this would match ordinary text; a real key is far longer. */
-#define REFLECT_MIN_ENCODED 8u
+#define B64_ALIGNMENTS 3u
 
 struct needle {
 	char *s;
-	size_t len;
+	size_t len; /* 0: not looked for */
 };
 
 struct brokerd_reflect {
-	struct needle n[REFLECT_FORMS_MAX];
-	size_t count;
+	struct needle raw;
+	struct needle hex;		   /* lower case */
+	struct needle b64[B64_ALIGNMENTS]; /* standard alphabet, key bits only */
 };
 
-static void wipe_free(char *p, size_t len)
+static void needle_wipe(struct needle *n)
 {
-	if (!p)
+	if (!n->s)
 		return;
-	explicit_bzero(p, len);
-	free(p);
+	explicit_bzero(n->s, n->len);
+	free(n->s);
+	*n = (struct needle){0};
 }
 
-/* Add s (taken) unless it is too short or already present. */
-static void add(struct brokerd_reflect *r, char *s, size_t len, bool raw)
-{
-	if (len == 0 || (!raw && len < REFLECT_MIN_ENCODED) || r->count == REFLECT_FORMS_MAX) {
-		wipe_free(s, len);
-		return;
-	}
-	for (size_t i = 0; i < r->count; i++)
-		if (r->n[i].len == len && memcmp(r->n[i].s, s, len) == 0) {
-			wipe_free(s, len);
-			return;
-		}
-	r->n[r->count++] = (struct needle){.s = s, .len = len};
-}
+static const char lower_hex[] = "0123456789abcdef";
 
-/* RFC 3986 unreserved characters are the ones a URL encoder leaves alone. */
-static bool unreserved(unsigned char c)
+static struct needle make_hex(const unsigned char *k, size_t len)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-	       c == '_' || c == '~';
-}
-
-static void add_percent(struct brokerd_reflect *r, const unsigned char *k, size_t len, bool every, bool upper)
-{
-	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-	char *out = rts_xmalloc(3 * len + 1);
-	size_t o = 0;
+	char *out = rts_xmalloc(2 * len);
 	for (size_t i = 0; i < len; i++) {
-		if (!every && unreserved(k[i])) {
-			out[o++] = (char)k[i];
-			continue;
-		}
-		out[o++] = '%';
-		out[o++] = digits[k[i] >> 4];
-		out[o++] = digits[k[i] & 15];
+		out[2 * i] = lower_hex[k[i] >> 4];
+		out[2 * i + 1] = lower_hex[k[i] & 15];
 	}
-	add(r, out, o, false);
+	return (struct needle){.s = out, .len = 2 * len};
 }
 
-static void add_hex(struct brokerd_reflect *r, const unsigned char *k, size_t len, bool upper)
+/* The base64 characters that carry only key bits when the key starts at byte `align`
+ * (0..2) of a 3-byte group. Of the group the key starts in, character 0 is whole key bits
+ * at align 0, character 2 at align 1, character 3 at align 2 (before that, filler bits
+ * mix in); of the key's last group with rem bytes (1..2), the first rem characters are
+ * whole key bits and the next one mixes in what follows. */
+static struct needle make_base64(const unsigned char *k, size_t len, unsigned align)
 {
-	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-	char *out = rts_xmalloc(2 * len + 1);
-	for (size_t i = 0; i < len; i++) {
-		out[2 * i] = digits[k[i] >> 4];
-		out[2 * i + 1] = digits[k[i] & 15];
-	}
-	add(r, out, 2 * len, false);
-}
-
-/* The base64 characters that depend only on the key when it starts at byte offset
- * `align` (0..2) of a 3-byte group: inside a longer encoded text the key's encoding is one
- * of these three. Characters mixing key bits with neighbouring bytes are left out. */
-static void add_base64(struct brokerd_reflect *r, const unsigned char *k, size_t len, unsigned align, bool url)
-{
+	static const size_t skip[B64_ALIGNMENTS] = {0, 2, 3};
 	size_t in_len = align + len;
 	unsigned char *in = rts_xcalloc(in_len, 1);
 	memcpy(in + align, k, len);
@@ -93,47 +79,33 @@ static void add_base64(struct brokerd_reflect *r, const unsigned char *k, size_t
 	EVP_EncodeBlock((unsigned char *)enc, in, (int)in_len);
 	explicit_bzero(in, in_len);
 	free(in);
-
-	/* Leading characters that still carry bits of the alignment filler. */
-	static const size_t skip[3] = {0, 2, 3};
-	/* Trailing partial group: rem bytes give rem characters made of key bits only. */
 	size_t end = 4 * (in_len / 3) + in_len % 3;
-	size_t start = skip[align];
-	if (end <= start) {
-		wipe_free(enc, enc_len + 1);
-		return;
-	}
-	if (url)
-		for (size_t i = start; i < end; i++) {
-			if (enc[i] == '+')
-				enc[i] = '-';
-			else if (enc[i] == '/')
-				enc[i] = '_';
-		}
-	size_t n = end - start;
-	char *out = rts_xmalloc(n + 1);
-	memcpy(out, enc + start, n);
-	wipe_free(enc, enc_len + 1);
-	add(r, out, n, false);
+	size_t n = end - skip[align]; /* len >= BROKERD_REFLECT_MIN_ENCODED: positive */
+	char *out = rts_xmalloc(n);
+	memcpy(out, enc + skip[align], n);
+	explicit_bzero(enc, enc_len + 1);
+	free(enc);
+	return (struct needle){.s = out, .len = n};
 }
 
 struct brokerd_reflect *brokerd_reflect_new(const char *key, size_t len)
 {
-	if (len == 0 || len > BROKERD_KEY_MAX)
+	if (!key || len == 0 || len > BROKERD_KEY_MAX)
 		return NULL;
 	const unsigned char *k = (const unsigned char *)key;
+	/* The views below rely on it: no key byte is whitespace, NUL or beyond ASCII. */
+	for (size_t i = 0; i < len; i++)
+		if (k[i] <= 0x20 || k[i] >= 0x7f)
+			return NULL;
 	struct brokerd_reflect *r = rts_xcalloc(1, sizeof(*r));
-	add(r, rts_xstrndup(key, len), len, true);
-	add_percent(r, k, len, false, true);
-	add_percent(r, k, len, false, false);
-	add_percent(r, k, len, true, true);
-	add_percent(r, k, len, true, false);
-	for (unsigned a = 0; a < 3; a++) {
-		add_base64(r, k, len, a, false);
-		add_base64(r, k, len, a, true);
+	r->raw.s = rts_xmalloc(len);
+	memcpy(r->raw.s, key, len);
+	r->raw.len = len;
+	if (len >= BROKERD_REFLECT_MIN_ENCODED) {
+		r->hex = make_hex(k, len);
+		for (unsigned a = 0; a < B64_ALIGNMENTS; a++)
+			r->b64[a] = make_base64(k, len, a);
 	}
-	add_hex(r, k, len, false);
-	add_hex(r, k, len, true);
 	return r;
 }
 
@@ -141,40 +113,223 @@ void brokerd_reflect_free(struct brokerd_reflect *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->count; i++)
-		wipe_free(r->n[i].s, r->n[i].len);
-	explicit_bzero(r, sizeof(*r));
+	needle_wipe(&r->raw);
+	needle_wipe(&r->hex);
+	for (unsigned a = 0; a < B64_ALIGNMENTS; a++)
+		needle_wipe(&r->b64[a]);
 	free(r);
 }
 
-bool brokerd_reflect_text(const struct brokerd_reflect *r, const char *text, size_t len)
+/* ---- views of a text: each at most as long as the text ---- */
+
+static int hex_value(unsigned char c)
 {
-	if (!r || !text)
-		return false;
-	for (size_t i = 0; i < r->count; i++)
-		if (memmem(text, len, r->n[i].s, r->n[i].len))
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Every "%XX" (hex digits in either case) decoded to its byte, everything else as it is. */
+static size_t view_percent(const char *in, size_t len, char *out)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		int hi, lo;
+		if (s[i] == '%' && i + 2 < len && (hi = hex_value(s[i + 1])) >= 0 && (lo = hex_value(s[i + 2])) >= 0) {
+			out[o++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			out[o++] = (char)s[i];
+		}
+	}
+	return o;
+}
+
+/* JSON string escapes decoded; a backslash that starts none stays. A \u escape beyond
+ * ASCII becomes one NUL: no key has such a byte (brokerd_reflect_new), so it only has to
+ * stand between its neighbours. */
+static size_t view_json_escapes(const char *in, size_t len, char *out)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] != '\\' || i + 1 == len) {
+			out[o++] = (char)s[i];
+			continue;
+		}
+		char c = 0;
+		size_t used = 1;
+		switch (s[i + 1]) {
+		case '"':
+		case '\\':
+		case '/':
+			c = (char)s[i + 1];
+			break;
+		case 'b':
+			c = '\b';
+			break;
+		case 'f':
+			c = '\f';
+			break;
+		case 'n':
+			c = '\n';
+			break;
+		case 'r':
+			c = '\r';
+			break;
+		case 't':
+			c = '\t';
+			break;
+		case 'u': {
+			unsigned cp = 0;
+			bool ok = i + 5 < len;
+			for (size_t j = 2; ok && j < 6; j++) {
+				int v = hex_value(s[i + j]);
+				ok = v >= 0;
+				cp = cp << 4 | (unsigned)(v & 15);
+			}
+			if (!ok) {
+				used = 0;
+				break;
+			}
+			c = cp < 0x80 ? (char)cp : '\0';
+			used = 5;
+			break;
+		}
+		default:
+			used = 0;
+		}
+		if (used == 0) {
+			out[o++] = '\\';
+			continue;
+		}
+		out[o++] = c;
+		i += used;
+	}
+	return o;
+}
+
+static bool is_space(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Whitespace removed and hex digits in lower case. */
+static size_t view_hex(const char *in, size_t len, char *out)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++)
+		if (!is_space(s[i]))
+			out[o++] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
+	return o;
+}
+
+/* Whitespace removed and base64url's two characters mapped to standard base64's. */
+static size_t view_base64(const char *in, size_t len, char *out)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (is_space(s[i]))
+			continue;
+		out[o++] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : (char)s[i];
+	}
+	return o;
+}
+
+/* ---- the scan ---- */
+
+struct scan {
+	const struct brokerd_reflect *const *keys;
+	size_t n;
+	bool encoded; /* some key has hex and base64 needles */
+	char *buf;    /* scratch for the views; holds answer bytes, maybe a decoded key */
+	size_t cap;
+};
+
+static struct scan scan_start(const struct brokerd_reflect *const *keys, size_t n)
+{
+	struct scan s = {.keys = keys, .n = keys ? n : 0};
+	for (size_t i = 0; i < s.n; i++)
+		if (keys[i] && keys[i]->hex.len)
+			s.encoded = true;
+	return s;
+}
+
+static void scan_end(struct scan *s)
+{
+	if (s->buf)
+		explicit_bzero(s->buf, s->cap);
+	free(s->buf);
+	s->buf = NULL;
+	s->cap = 0;
+}
+
+static bool found(const char *hay, size_t hay_len, const struct needle *nd)
+{
+	return nd->len > 0 && nd->len <= hay_len && memmem(hay, hay_len, nd->s, nd->len) != NULL;
+}
+
+static bool any_raw(const struct scan *s, const char *text, size_t len)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->keys[i] && found(text, len, &s->keys[i]->raw))
 			return true;
 	return false;
 }
 
-bool brokerd_reflect_json(const struct brokerd_reflect *r, json_object *o)
+static bool scan_one(struct scan *s, const char *text, size_t len)
 {
-	if (!r || !o)
+	if (s->n == 0 || len == 0)
 		return false;
+	if (any_raw(s, text, len))
+		return true;
+	if (len > s->cap) {
+		scan_end(s);
+		s->buf = rts_xmalloc(len);
+		s->cap = len;
+	}
+	char *v = s->buf;
+	if (memchr(text, '%', len) && any_raw(s, v, view_percent(text, len, v)))
+		return true;
+	if (memchr(text, '\\', len) && any_raw(s, v, view_json_escapes(text, len, v)))
+		return true;
+	if (!s->encoded)
+		return false;
+	size_t m = view_hex(text, len, v);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->keys[i] && found(v, m, &s->keys[i]->hex))
+			return true;
+	m = view_base64(text, len, v);
+	for (size_t i = 0; i < s->n; i++)
+		for (unsigned a = 0; s->keys[i] && a < B64_ALIGNMENTS; a++)
+			if (found(v, m, &s->keys[i]->b64[a]))
+				return true;
+	return false;
+}
+
+static bool scan_json(struct scan *s, json_object *o)
+{
 	switch (json_object_get_type(o)) {
 	case json_type_string:
-		return brokerd_reflect_text(r, json_object_get_string(o), (size_t)json_object_get_string_len(o));
+		return scan_one(s, json_object_get_string(o), (size_t)json_object_get_string_len(o));
 	case json_type_array: {
 		size_t n = json_object_array_length(o);
 		for (size_t i = 0; i < n; i++)
-			if (brokerd_reflect_json(r, json_object_array_get_idx(o, i)))
+			if (scan_json(s, json_object_array_get_idx(o, i)))
 				return true;
 		return false;
 	}
 	case json_type_object: {
 		json_object_object_foreach(o, name, val)
 		{
-			if (brokerd_reflect_text(r, name, strlen(name)) || brokerd_reflect_json(r, val))
+			if (scan_one(s, name, strlen(name)) || scan_json(s, val))
 				return true;
 		}
 		return false;
@@ -183,4 +338,34 @@ bool brokerd_reflect_json(const struct brokerd_reflect *r, json_object *o)
 		/* Numbers, booleans and null cannot carry a key. */
 		return false;
 	}
+}
+
+bool brokerd_reflect_scan_text(const struct brokerd_reflect *const *keys, size_t n, const char *text, size_t len)
+{
+	if (!text)
+		return false;
+	struct scan s = scan_start(keys, n);
+	bool hit = scan_one(&s, text, len);
+	scan_end(&s);
+	return hit;
+}
+
+bool brokerd_reflect_scan_json(const struct brokerd_reflect *const *keys, size_t n, json_object *o)
+{
+	if (!o)
+		return false;
+	struct scan s = scan_start(keys, n);
+	bool hit = scan_json(&s, o);
+	scan_end(&s);
+	return hit;
+}
+
+bool brokerd_reflect_text(const struct brokerd_reflect *r, const char *text, size_t len)
+{
+	return brokerd_reflect_scan_text(&r, 1, text, len);
+}
+
+bool brokerd_reflect_json(const struct brokerd_reflect *r, json_object *o)
+{
+	return brokerd_reflect_scan_json(&r, 1, o);
 }

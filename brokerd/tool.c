@@ -35,6 +35,12 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 		return BROKERD_BAD_REQUEST;
 	}
 
+	/* Before the tool runs: its output is checked against every credential of the turn,
+	 * the model key included even when no model call came first. */
+	enum brokerd_result primed = brokerd_keyring_prime_call(call);
+	if (primed != BROKERD_OK)
+		return primed;
+
 	cleanup_json json_object *in = brokerd_binding_json(b);
 	json_object_object_add(in, "tool", json_object_new_string(tool->name));
 	json_object_object_add(in, "input", json_object_get(args));
@@ -80,13 +86,13 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	else if (!rts_utf8_valid(out, res.len))
 		problem = "output is not UTF-8 text";
 	else {
-		/* Output that is JSON text is also checked after decoding, so a key spelled
-		 * with \u escapes is caught too (issue 3: "after JSON decoding"). */
+		/* Any output is checked as text (escapes of every kind are decoded there);
+		 * output that is JSON text is also checked string by string after decoding, so
+		 * a key encoded inside a \u-escaped string is caught too. */
 		const char *ignored = NULL;
 		cleanup_json json_object *decoded = NULL;
 		if (rts_json_parse(out, res.len, RTS_JSON_DEPTH_MAX, &decoded, &ignored) < 0)
 			decoded = NULL;
-		brokerd_keyring_prime(call->keys, &call->cfg->api_key, b, &call->cancel);
 		if (brokerd_keyring_reflected(call->keys, out, res.len, decoded))
 			problem = "output reflects a credential";
 	}

@@ -18,8 +18,11 @@ text}, flushed at once, so a test can assert what arrived (or that nothing did).
 A POST to --path with a JSON-RPC request is answered by the tool it calls (params.name):
   echo       result {"content":[{"type":"text","text": <arguments as JSON text>}]}
   whoami     result text: the Authorization header that arrived (to check the bearer)
-  reflect    result text: the bearer credential, encoded as arguments.enc says (raw,
-             base64, base64url, hex, url, escaped: \\u-escaped in the JSON text)
+  reflect    result text: the bearer credential, encoded as arguments.enc says (a name
+             of keyforms.FORMS, default raw; or escaped: \\u-escaped in the JSON text);
+             with arguments.decoy true, keyforms.DECOY instead of the bearer
+  say        result text: arguments.text exactly; with arguments.escaped true every
+             character of it is \\u-escaped in the JSON text
   mask       result text that only looks like a key ("sk-" prefix, "sk-...<last 4>")
   session    an echo answer that also carries Mcp-Session-Id and Set-Cookie headers
   sse        the answer as text/event-stream (one SSE event)
@@ -33,13 +36,12 @@ A POST to --path with a JSON-RPC request is answered by the tool it calls (param
   notjson    Content-Type application/json, body that is not JSON
 Any other method or tool: a JSON-RPC error -32601 (brokerd should never forward those).
 """
-import base64
 import json
 import sys
 import time
-import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
+import keyforms
 from https_fake import RecordingTLSServer, argument_parser, serve, tls_context
 
 BODY_MAX = 8 * 1024 * 1024
@@ -47,17 +49,11 @@ BIG_MAX = 16 * 1024 * 1024
 SLEEP_MAX_MS = 600_000
 
 
-def encode_key(key, enc):
-    raw = key.encode()
-    if enc == "base64":
-        return base64.b64encode(raw).decode()
-    if enc == "base64url":
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-    if enc == "hex":
-        return raw.hex()
-    if enc == "url":
-        return urllib.parse.quote(key, safe="")
-    return key
+def escaped_answer(rid, text):
+    """A JSON-RPC answer whose text is written with a \\u escape for every character."""
+    esc = "".join(f"\\u{ord(c):04x}" for c in text)
+    return ('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}'
+            % (json.dumps(rid), esc)).encode()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -122,12 +118,17 @@ class Handler(BaseHTTPRequestHandler):
             return self.rpc(rid, text(auth))
         if tool == "reflect":
             enc = args.get("enc", "raw")
+            key = keyforms.DECOY if args.get("decoy") else bearer
             if enc == "escaped":
-                escaped = "".join(f"\\u{ord(c):04x}" for c in bearer)
-                data = ('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"key %s"}]}}'
-                        % (json.dumps(rid), escaped)).encode()
-                return self.send_body(200, data)
-            return self.rpc(rid, text("the key is " + encode_key(bearer, enc)))
+                return self.send_body(200, escaped_answer(rid, "key " + key))
+            if enc not in keyforms.FORMS:
+                return self.rpc(rid, error={"code": -32602, "message": "unknown encoding"})
+            return self.rpc(rid, text("the key is " + keyforms.encode(key, enc)))
+        if tool == "say":
+            said = str(args.get("text", ""))
+            if args.get("escaped"):
+                return self.send_body(200, escaped_answer(rid, said))
+            return self.rpc(rid, text(said))
         if tool == "mask":
             return self.rpc(rid, text(f"keys look like sk-... ; yours ends sk-...{bearer[-4:]}; sk-proj-example"))
         if tool == "session":

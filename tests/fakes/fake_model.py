@@ -27,9 +27,10 @@ Rules, applied to the conversation in the request body's "messages":
   Otherwise, from the last user message (matched anywhere in it, case-insensitive):
     "#status CODE"   answer with HTTP status CODE and an error body
     "#sleep MS"      wait MS milliseconds, then apply the remaining rules
-    "#reflect [raw|base64|hex|url]"
-                     put the bearer key that arrived (encoded as asked) into the content,
-                     to exercise the broker's reflection filter
+    "#reflect [FORM] [decoy]"
+                     put the bearer key that arrived, in FORM (default raw; the names of
+                     keyforms.FORMS), into the content, to exercise the broker's reflection
+                     filter; with "decoy", keyforms.DECOY in that form instead
     "#big N"         content of N bytes ("x" repeated)
     "#tools N [NAME]" N calls of tool NAME (default "no_such_tool") with {} arguments
     "what do you remember" or "recall"
@@ -62,9 +63,9 @@ import re
 import sys
 import threading
 import time
-import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
+import keyforms
 from https_fake import RecordingTLSServer, argument_parser, serve, tls_context
 
 BODY_MAX = 8 * 1024 * 1024  # larger than the broker ever sends (256 KiB)
@@ -207,12 +208,12 @@ class Rules:
         m = re.search(r"#sleep\s+(\d+)", low)
         if m:
             time.sleep(min(int(m.group(1)), SLEEP_MAX_MS) / 1000.0)
-        m = re.search(r"#reflect(?:\s+(raw|base64|hex|url))?", low)
+        m = re.search(r"#reflect(?:\s+([a-z0-9-]+))?(\s+decoy)?", low)
         if m:
-            key = bearer.encode()
-            enc = m.group(1) or "raw"
-            shown = {"raw": bearer, "base64": base64.b64encode(key).decode(), "hex": key.hex(),
-                     "url": urllib.parse.quote(bearer, safe="")}[enc]
+            form = m.group(1) or "raw"
+            if form not in keyforms.FORMS:
+                raise Scripted(400)
+            shown = keyforms.encode(keyforms.DECOY if m.group(2) else bearer, form)
             return f"the key I was given is {shown}", None
         m = re.search(r"#big\s+(\d+)", low)
         if m:

@@ -35,7 +35,7 @@ import rtsproto
 from harness import SRCDIR, HarnessError, Suite
 
 DUMMY_AUTH = "Bearer " + rtsproto.DUMMY_KEY
-MCP_TOOLS = ("echo", "whoami", "reflect", "mask", "session", "sse", "html", "redirect", "status", "rpcerror",
+MCP_TOOLS = ("echo", "whoami", "reflect", "say", "mask", "session", "sse", "html", "redirect", "status", "rpcerror",
              "wrongid", "big", "sleep", "notjson")
 
 
