@@ -50,7 +50,7 @@ bool brokerd_reflect_scan_text(const struct brokerd_reflect *const *keys, size_t
 
 /* The same for every string and object member name in o, after JSON decoding (so
  * \u escapes of the JSON text itself are already resolved). o must be no deeper than the
- * parser's limit (BROKERD_JSON_DEPTH): the walk recurses. NULL o is clean. */
+ * parser's limit (RTS_JSON_DEPTH_MAX): the walk recurses. NULL o is clean. */
 bool brokerd_reflect_scan_json(const struct brokerd_reflect *const *keys, size_t n, json_object *o);
 
 /* One key: brokerd_reflect_scan_text() / brokerd_reflect_scan_json() with n = 1. */

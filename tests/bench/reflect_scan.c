@@ -126,7 +126,7 @@ static uint64_t time_scan(const struct brokerd_reflect *const *keys, size_t nk, 
 
 int main(void)
 {
-	static const size_t sizes[] = {64u * 1024u, 256u * 1024u, BROKERD_ANSWER_MAX};
+	static const size_t sizes[] = {64u * 1024u, 256u * 1024u, RTS_UPSTREAM_ANSWER_MAX};
 	static const size_t key_counts[] = {1, 2, MAX_KEYS};
 	const struct brokerd_reflect *keys[MAX_KEYS];
 	for (size_t i = 0; i < MAX_KEYS; i++) {
@@ -143,7 +143,7 @@ int main(void)
 				char *t = make_text((enum kind)k, n);
 				json_object *doc = NULL;
 				const char *why = NULL;
-				if (k == K_JSON && rts_json_parse(t, strlen(t), BROKERD_JSON_DEPTH, &doc, &why) < 0)
+				if (k == K_JSON && rts_json_parse(t, strlen(t), RTS_JSON_DEPTH_MAX, &doc, &why) < 0)
 					abort();
 				uint64_t base = time_baseline(t, n);
 				uint64_t scan = time_scan(keys, key_counts[kc], (enum kind)k, t, n, doc);

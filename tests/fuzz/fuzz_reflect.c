@@ -173,7 +173,7 @@ static void scan_as_is(const struct brokerd_reflect *described, const uint8_t *d
 	(void)brokerd_reflect_scan_text(both, 2, (const char *)data, size);
 	json_object *o = NULL;
 	const char *why = NULL;
-	if (rts_json_parse((const char *)data, size, BROKERD_JSON_DEPTH, &o, &why) == 0) {
+	if (rts_json_parse((const char *)data, size, RTS_JSON_DEPTH_MAX, &o, &why) == 0) {
 		(void)brokerd_reflect_scan_json(both, 2, o);
 		json_object_put(o);
 	}

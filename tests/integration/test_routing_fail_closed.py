@@ -28,7 +28,7 @@ OFF = "guild-10/off"
 QUEUE_MAX = 64  # STATD_QUEUE_MAX: queued items per channel
 QUEUED_BYTES_MAX = 64 << 20  # STATD_QUEUED_BYTES_MAX: bytes of queued text, all channels
 TEXT_MAX = 64 * 1024  # RTS_TEXT_MAX
-LINE_MAX = 256 * 1024  # STATD_LINE_MAX
+LINE_MAX = 512 * 1024  # RTS_CONTROL_LINE_MAX (common/limits.h)
 DELETE = object()
 
 

@@ -291,7 +291,7 @@ static json_object *parse(const char *doc)
 {
 	json_object *o = NULL;
 	const char *why = NULL;
-	ck_assert_int_eq(rts_json_parse(doc, strlen(doc), BROKERD_JSON_DEPTH, &o, &why), 0);
+	ck_assert_int_eq(rts_json_parse(doc, strlen(doc), RTS_JSON_DEPTH_MAX, &o, &why), 0);
 	return o;
 }
 
