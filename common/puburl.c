@@ -225,6 +225,7 @@ int rts_url_parse(const char *s, size_t len, struct rts_url *u, const char **why
 		inner[hl - 2] = '\0';
 		if (inet_pton(AF_INET6, inner, &u->addr.v6) != 1) {
 			*why = "URL host is not a valid IPv6 address";
+			rts_url_release(u);
 			return -EACCES;
 		}
 		u->addr.family = AF_INET6;
@@ -238,7 +239,7 @@ int rts_url_parse(const char *s, size_t len, struct rts_url *u, const char **why
 	} else {
 		*why = check_name(host);
 		if (*why) {
-			u->addr = (struct rts_netaddr){0};
+			rts_url_release(u);
 			return -EACCES;
 		}
 		u->host = rts_xstrdup(host);
