@@ -25,7 +25,9 @@
 struct rts_fetch_test_seams {
 	/* Replaces getaddrinfo() for names (never for literals): store up to max addresses in
 	 * out and return how many (0: the name has no address), or -1 when the name does not
-	 * exist. NULL: the real resolver. Called on the caller's thread. */
+	 * exist. NULL: the real resolver. Called on the lookup's helper thread, in place of
+	 * getaddrinfo(): a slow one is abandoned at the caller's deadline like a slow DNS
+	 * server, and keeps running until it returns. */
 	int (*resolve)(void *arg, const char *host, struct rts_netaddr *out, size_t max);
 	/* Called for every socket the fetch is about to connect, after the pin check passed,
 	 * with the vetted address and port. May rewrite *dial (same family, at most *len

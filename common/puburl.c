@@ -279,14 +279,21 @@ bool rts_url_same_origin(const struct rts_url *a, const struct rts_url *b)
 
 /* ---- resolution ---- */
 
-/* One getaddrinfo() on a helper thread, so the caller can stop waiting at its deadline:
+/* Distinct addresses one lookup may return; more is refused rather than vetted in part. */
+#define LOOKUP_ADDRS_MAX 64u
+
+/* One lookup on a helper thread, so the caller can stop waiting at its deadline:
  * getaddrinfo() itself cannot be interrupted. The job is shared by the two threads and
- * freed by whichever lets go of it last. */
+ * freed by whichever lets go of it last; the thread writes only into the job. */
 struct gai_job {
 	atomic_int refs;
 	int done_fd; /* eventfd, readable once the lookup finished */
-	int rc;
-	struct addrinfo *res;
+	/* the outcome */
+	int rc;		  /* 0 or an EAI_* code */
+	bool other_family; /* an answer that is neither IPv4 nor IPv6 */
+	bool too_many;	  /* more than LOOKUP_ADDRS_MAX distinct addresses */
+	size_t n;
+	struct rts_netaddr addrs[LOOKUP_ADDRS_MAX];
 	char host[];
 };
 
@@ -294,19 +301,52 @@ static void gai_job_unref(struct gai_job *j)
 {
 	if (atomic_fetch_sub(&j->refs, 1) != 1)
 		return;
-	if (j->res)
-		freeaddrinfo(j->res);
 	close(j->done_fd);
 	free(j);
+}
+
+static void job_add(struct gai_job *j, const struct rts_netaddr *a)
+{
+	for (size_t k = 0; k < j->n; k++)
+		if (rts_netaddr_equal(&j->addrs[k], a))
+			return;
+	if (j->n == LOOKUP_ADDRS_MAX)
+		j->too_many = true;
+	else
+		j->addrs[j->n++] = *a;
 }
 
 static void *gai_thread(void *arg)
 {
 	struct gai_job *j = arg;
+#ifdef RTS_FETCH_TEST_SEAMS
+	if (rts_fetch_test_seams.resolve) {
+		struct rts_netaddr got[LOOKUP_ADDRS_MAX];
+		int n = rts_fetch_test_seams.resolve(rts_fetch_test_seams.arg, j->host, got, LOOKUP_ADDRS_MAX);
+		j->rc = n < 0 ? EAI_NONAME : 0;
+		for (int k = 0; k < n; k++)
+			job_add(j, &got[k]);
+		goto done;
+	}
+#endif
 	/* No AI_ADDRCONFIG: every address the name has is vetted, not only those of the
 	 * families this host can reach today. */
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	j->rc = getaddrinfo(j->host, NULL, &hints, &j->res);
+	struct addrinfo *res = NULL;
+	j->rc = getaddrinfo(j->host, NULL, &hints, &res);
+	for (struct addrinfo *ai = j->rc == 0 ? res : NULL; ai; ai = ai->ai_next) {
+		struct rts_netaddr a;
+		if (rts_netaddr_from_sockaddr(&a, ai->ai_addr, ai->ai_addrlen))
+			job_add(j, &a);
+		else
+			j->other_family = true;
+	}
+	if (res)
+		freeaddrinfo(res);
+#ifdef RTS_FETCH_TEST_SEAMS
+done:
+#endif
+	;
 	uint64_t one = 1;
 	ssize_t w = write(j->done_fd, &one, sizeof(one));
 	(void)w; /* an eventfd write of 1 cannot fail short of overflow */
@@ -314,29 +354,14 @@ static void *gai_thread(void *arg)
 	return NULL;
 }
 
-/* Resolve host into out[0..max) (distinct addresses, resolver order), vetting every one of
- * them, kept or not. */
+/* Resolve host (a name, never a literal) and vet every address of the answer, kept or
+ * not; out gets the first RTS_URL_ADDRS_MAX in the resolver's order. */
 static int lookup(const char *host, uint64_t deadline, const struct rts_cancel *c, struct rts_addrlist *out,
 		  const char **why)
 {
-	struct rts_netaddr all[64];
-	size_t n_all = 0;
-#ifdef RTS_FETCH_TEST_SEAMS
-	if (rts_fetch_test_seams.resolve) {
-		int n = rts_fetch_test_seams.resolve(rts_fetch_test_seams.arg, host, all, RTS_ARRAY_SIZE(all));
-		if (n < 0) {
-			*why = "host name does not resolve";
-			return -ENXIO;
-		}
-		n_all = (size_t)n;
-		goto vet;
-	}
-#endif
 	size_t hl = strlen(host);
-	struct gai_job *j = rts_xmalloc(sizeof(*j) + hl + 1);
+	struct gai_job *j = rts_xcalloc(1, sizeof(*j) + hl + 1);
 	memcpy(j->host, host, hl + 1);
-	j->res = NULL;
-	j->rc = 0;
 	atomic_init(&j->refs, 2);
 	j->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (j->done_fd < 0) {
@@ -364,55 +389,39 @@ static int lookup(const char *host, uint64_t deadline, const struct rts_cancel *
 		*why = r == -ETIMEDOUT ? "name resolution timed out" : "cancelled";
 		return r;
 	}
-	if (j->rc != 0) {
-		int rc = j->rc;
-		gai_job_unref(j);
-		if (rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_ADDRFAMILY) {
-			*why = "host name does not resolve";
-			return -ENXIO;
-		}
+	int rc = j->rc;
+	if (rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_ADDRFAMILY) {
+		*why = "host name does not resolve";
+		r = -ENXIO;
+	} else if (rc != 0) {
 		*why = "name resolution failed";
-		return -EAGAIN;
-	}
-	for (struct addrinfo *ai = j->res; ai; ai = ai->ai_next) {
-		struct rts_netaddr a;
-		if (!rts_netaddr_from_sockaddr(&a, ai->ai_addr, ai->ai_addrlen)) {
-			/* A family we cannot classify is not one we dial. */
-			gai_job_unref(j);
-			*why = rts_netaddr_special(&(struct rts_netaddr){.family = AF_UNSPEC})->why;
-			return -EACCES;
+		r = -EAGAIN;
+	} else if (j->other_family) {
+		/* A family we cannot classify is not one we dial. */
+		*why = rts_netaddr_special(&(struct rts_netaddr){.family = AF_UNSPEC})->why;
+		r = -EACCES;
+	} else if (j->too_many) {
+		*why = "host name has too many addresses";
+		r = -EACCES;
+	} else {
+		for (size_t k = 0; k < j->n && r == 0; k++) {
+			const struct rts_netrange *bad = rts_netaddr_special(&j->addrs[k]);
+			if (bad) {
+				*why = bad->why;
+				r = -EACCES;
+			}
 		}
-		bool dup = false;
-		for (size_t k = 0; k < n_all && !dup; k++)
-			dup = rts_netaddr_equal(&all[k], &a);
-		if (dup)
-			continue;
-		if (n_all == RTS_ARRAY_SIZE(all)) {
-			/* More distinct addresses than we look at: refuse rather than vet a part. */
-			gai_job_unref(j);
-			*why = "host name has too many addresses";
-			return -EACCES;
+		if (r == 0 && j->n == 0) {
+			*why = "host name has no address";
+			r = -ENXIO;
 		}
-		all[n_all++] = a;
+		if (r == 0) {
+			out->n = j->n < RTS_URL_ADDRS_MAX ? j->n : RTS_URL_ADDRS_MAX;
+			memcpy(out->a, j->addrs, out->n * sizeof(out->a[0]));
+		}
 	}
 	gai_job_unref(j);
-#ifdef RTS_FETCH_TEST_SEAMS
-vet:
-#endif
-	for (size_t k = 0; k < n_all; k++) {
-		const struct rts_netrange *bad = rts_netaddr_special(&all[k]);
-		if (bad) {
-			*why = bad->why;
-			return -EACCES;
-		}
-	}
-	if (n_all == 0) {
-		*why = "host name has no address";
-		return -ENXIO;
-	}
-	out->n = n_all < RTS_URL_ADDRS_MAX ? n_all : RTS_URL_ADDRS_MAX;
-	memcpy(out->a, all, out->n * sizeof(all[0]));
-	return 0;
+	return r;
 }
 
 int rts_url_resolve(const struct rts_url *u, uint64_t deadline_ms, const struct rts_cancel *c,

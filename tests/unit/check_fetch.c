@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "common/fetch.h"
 #include "common/fetch_seams.h"
@@ -296,6 +297,34 @@ START_TEST(test_no_such_name)
 	assert_failed(&g, -ENXIO, "host name does not resolve", "gone");
 	g = fetch("http://empty.example.com/");
 	assert_failed(&g, -ENXIO, "host name has no address", "empty");
+	assert_nothing_sent();
+}
+END_TEST
+
+/* A resolver that does not answer is abandoned at the deadline or on cancellation. */
+START_TEST(test_slow_resolver)
+{
+	rig_resolve_add("slow.example.com", "SLOW");
+	struct rts_fetch_opts o = RTS_FETCH_OPTS_DEFAULT;
+	o.timeout_ms = 300;
+	struct got g = fetch_with("http://slow.example.com/text", &o);
+	assert_failed(&g, -ETIMEDOUT, "name resolution timed out", "slow");
+	ck_assert_msg(g.ms >= 250 && g.ms < 5000, "took %" PRIu64 " ms", g.ms);
+	const char *why = NULL;
+	uint64_t t0 = rts_now_ms();
+	ck_assert_int_eq(rts_url_check_public("http://slow.example.com/", 24, 300, NULL, &why), -ETIMEDOUT);
+	ck_assert_str_eq(why, "name resolution timed out");
+	ck_assert_uint_lt(rts_now_ms() - t0, 5000);
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	o = RTS_FETCH_OPTS_DEFAULT;
+	o.cancel.wake_fd = p[0];
+	g = fetch_with("http://slow.example.com/text", &o);
+	assert_failed(&g, -ECANCELED, "cancelled", "slow, woken");
+	ck_assert_uint_lt(g.ms, 5000);
+	close(p[0]);
+	close(p[1]);
 	assert_nothing_sent();
 }
 END_TEST
@@ -821,11 +850,29 @@ END_TEST
 
 /* ---- cancellation ---- */
 
-static void *write_later(void *arg)
+/* Wake the fetch once its request has reached the fake (or after 10 s): the transfer is
+ * in flight when it is cancelled. */
+static void *wake_when_requested(void *arg)
 {
 	int fd = *(int *)arg;
-	usleep(200 * 1000);
+	uint64_t deadline = rts_now_ms() + 10000;
+	while (rig_record_count() == 0 && rts_now_ms() < deadline)
+		usleep(10 * 1000);
 	ck_assert_int_eq(write(fd, "x", 1), 1);
+	return NULL;
+}
+
+struct hangup {
+	int fd;
+};
+
+static void *hang_up_when_requested(void *arg)
+{
+	struct hangup *h = arg;
+	uint64_t deadline = rts_now_ms() + 10000;
+	while (rig_record_count() == 0 && rts_now_ms() < deadline)
+		usleep(10 * 1000);
+	close(h->fd);
 	return NULL;
 }
 
@@ -840,13 +887,28 @@ START_TEST(test_cancel)
 	int p[2];
 	ck_assert_int_eq(pipe(p), 0);
 	pthread_t th;
-	pthread_create(&th, NULL, write_later, &p[1]);
+	pthread_create(&th, NULL, wake_when_requested, &p[1]);
 	struct rts_fetch_opts o = RTS_FETCH_OPTS_DEFAULT;
 	o.cancel.wake_fd = p[0];
 	struct got g = fetch_with("http://www.example.com/hang", &o);
 	pthread_join(th, NULL);
 	assert_failed(&g, -ECANCELED, "cancelled", "wake_fd");
+	ck_assert_uint_eq(rig_record_count(), 1);
 	ck_assert_msg(g.ms < 5000, "took %" PRIu64 " ms", g.ms);
+	/* the caller's connection hanging up (brokerd's worker connection) */
+	int sp[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	rig_reset();
+	o = RTS_FETCH_OPTS_DEFAULT;
+	o.cancel.hangup_fd = sp[0];
+	struct hangup h = {.fd = sp[1]};
+	pthread_create(&th, NULL, hang_up_when_requested, &h);
+	g = fetch_with("http://www.example.com/hang", &o);
+	pthread_join(th, NULL);
+	assert_failed(&g, -ECANCELED, "cancelled", "hangup_fd");
+	ck_assert_uint_eq(rig_record_count(), 1);
+	ck_assert_msg(g.ms < 5000, "took %" PRIu64 " ms", g.ms);
+	close(sp[0]);
 	/* the predicate (asked at least once a second) */
 	bool flag = true;
 	o = RTS_FETCH_OPTS_DEFAULT;
@@ -922,6 +984,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_refused_answer, 0, RTS_ARRAY_SIZE(refused_answers));
 	tcase_add_test(tc, test_mixed_minus_private_passes);
 	tcase_add_test(tc, test_no_such_name);
+	tcase_add_test(tc, test_slow_resolver);
 	tcase_add_loop_test(tc, test_refused_url, 0, RTS_ARRAY_SIZE(refused_urls));
 	tcase_add_test(tc, test_nul_in_url);
 	tcase_add_test(tc, test_redirect_followed);

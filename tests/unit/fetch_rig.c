@@ -98,6 +98,11 @@ static int rig_resolve(void *arg, const char *host, struct rts_netaddr *out, siz
 		const char *ans = names[i].answers[k];
 		if (strcmp(ans, "NXDOMAIN") == 0)
 			return -1;
+		if (strcmp(ans, "SLOW") == 0) {
+			/* a DNS server that does not answer for 10 s */
+			poll(NULL, 0, 10000);
+			return -1;
+		}
 		char copy[512];
 		snprintf(copy, sizeof(copy), "%s", ans);
 		int n = 0;

@@ -41,8 +41,9 @@ void rig_install(const struct rig_ports *ports, const char *ca_file);
 
 /* Scripted resolver. rig_resolve_add(name, "a,b,...") appends one answer for name: its
  * first lookup gets the first answer added, the second lookup the second, and so on; the
- * last answer repeats. "" is an empty answer set, "NXDOMAIN" a name that does not exist.
- * Names never added do not exist. */
+ * last answer repeats. "" is an empty answer set, "NXDOMAIN" a name that does not exist,
+ * "SLOW" a resolver that answers "does not exist" after 10 s. Names never added do not
+ * exist. The resolver runs on the fetch's lookup thread. */
 void rig_resolve_add(const char *name, const char *addrs);
 void rig_resolve_clear(void);
 /* How often the fetch asked the resolver for name. */
