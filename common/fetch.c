@@ -226,8 +226,11 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
 			end--;
 		t->n_encodings++;
 		size_t vl = (size_t)(end - v);
-		if (vl >= sizeof(t->encoding))
-			vl = sizeof(t->encoding) - 1, t->n_encodings++; /* too long to be one we offered */
+		if (vl >= sizeof(t->encoding)) {
+			/* Too long to be one we offered: make sure it is refused. */
+			vl = sizeof(t->encoding) - 1;
+			t->n_encodings++;
+		}
 		memcpy(t->encoding, v, vl);
 		t->encoding[vl] = '\0';
 		return n;
