@@ -43,6 +43,9 @@
  *       config when it can and reports it when it cannot. --offline skips Docker and the
  *       daemons' sockets.
  *
+ * Commands that read neither: fetch and check-url, the controlled fetch (cli/fetch.h;
+ * their exit status 3 means a URL or address refused by a rule).
+ *
  * Output. --json prints statd's answer object as one line of JSON. In the other status and
  * channel lines a channel key has backslash and control characters escaped ("\\", "\xNN"),
  * so every record stays one line whatever the bot chose as a key. say prints the reply as
@@ -71,6 +74,7 @@
 
 #include "cli/control.h"
 #include "cli/doctor.h"
+#include "cli/fetch.h"
 #include "cli/spawn.h"
 #include "common/conf.h"
 #include "common/daemon.h"
@@ -122,9 +126,13 @@ static const char usage[] =
 	"                      build the worker image with docker\n"
 	"  gc [--force]        remove this installation's leftover containers\n"
 	"  doctor [--offline]  check the installation and say how to fix problems\n"
+	"Commands that read neither (the controlled fetch):\n"
+	"  fetch [--max-bytes N] [--max-redirects N] [--timeout-ms N] [--no-follow] URL\n"
+	"                      fetch a public http(s) URL and write its body to stdout\n"
+	"  check-url URL       exit 0 when URL is http(s) and all its addresses are public\n"
 	"\n"
 	"Exit status: 0 ok, 1 failed, 2 usage, 3 say routed pass, 4 say routed drop,\n"
-	"5 statd unreachable.\n";
+	"5 statd unreachable; fetch and check-url: 3 refused.\n";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
@@ -946,7 +954,7 @@ static const struct cli_command {
 	{"on", cmd_mode},	      {"off", cmd_mode},	 {"status", cmd_status},
 	{"fresh", cmd_channel_op},    {"cancel", cmd_channel_op}, {"channels", cmd_channels},
 	{"say", cmd_say},	      {"image", cmd_image},	 {"gc", cmd_gc},
-	{"doctor", cli_doctor},
+	{"doctor", cli_doctor},	      {"fetch", cli_fetch},	 {"check-url", cli_check_url},
 };
 
 int main(int argc, char **argv)

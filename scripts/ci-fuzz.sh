@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# Build brokerd's libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer, and run each one for a bounded time. Exits non-zero when a
-# target cannot be built, crashes, leaks, trips a sanitizer or breaks an invariant; the
-# input that did it is kept as $builddir/crash-<target>-*.
+# Build the libFuzzer targets (tests/fuzz) of brokerd and of common/'s controlled fetch
+# with clang, AddressSanitizer and UndefinedBehaviorSanitizer, and run each one for a
+# bounded time. Exits non-zero when a target cannot be built, crashes, leaks, trips a
+# sanitizer or breaks an invariant; the input that did it is kept as
+# $builddir/crash-<target>-*.
 #
 #   scripts/ci-fuzz.sh [TARGET...]          default: every tests/fuzz/fuzz_*.c
 #
@@ -36,7 +37,7 @@ if [ ! -f Makefile ]; then
 	"$srcdir/configure" -q CC="$clang"
 fi
 make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" brokerd/libbrokerd.a statd/libstatd.a \
-	common/libcommon.a
+	common/libfetch.a common/libcommon.a
 
 if [ $# -eq 0 ]; then
 	set -- $(cd "$srcdir/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
@@ -47,11 +48,13 @@ for t in "$@"; do
 	echo "==== fuzz_$t: build"
 	# shellcheck disable=SC2046 # pkg-config prints one word per flag
 	"$clang" -g -O1 -fsanitize=fuzzer $san -I"$builddir" -I"$srcdir" $(pkg-config --cflags $pkgs) \
-		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a common/libcommon.a \
+		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a common/libfetch.a \
+		common/libcommon.a \
 		$(pkg-config --libs $pkgs) -lm -pthread
 	dict=
 	case $t in
 	http_head) dict=-dict=$srcdir/tests/fuzz/http_head.dict ;;
+	url) dict=-dict=$srcdir/tests/fuzz/url.dict ;;
 	*) dict=-dict=$srcdir/tests/fuzz/json.dict ;;
 	esac
 	mkdir -p "corpus-$t"

@@ -2,21 +2,23 @@
 # SPDX-License-Identifier: Apache-2.0
 # Make a throwaway test CA and a server certificate for the local fake upstreams.
 #
-#   tests/fakes/make-ca.sh DIR
+#   tests/fakes/make-ca.sh DIR [SUBJECT_ALT_NAMES]
 #
 # Writes into DIR (created 0755 if missing, so a service account can read ca.pem; the keys are 0600):
 #   ca.pem        the CA certificate: give it to the suite as "caFile" and to curl --cacert
 #   ca.key        the CA's private key (only needed to sign more certificates)
-#   server.pem    a certificate for DNS:localhost and IP:127.0.0.1, signed by the CA
+#   server.pem    a certificate for SUBJECT_ALT_NAMES (an openssl subjectAltName value,
+#                 default "DNS:localhost, IP:127.0.0.1"), signed by the CA
 #   server.key    its private key
 # Keys are P-256, valid for two days: this is test material, never a deployment CA.
 set -eu
 
-if [ $# -ne 1 ]; then
-	echo "usage: $0 DIR" >&2
+if [ $# -ne 1 ] && [ $# -ne 2 ]; then
+	echo "usage: $0 DIR [SUBJECT_ALT_NAMES]" >&2
 	exit 2
 fi
 dir=$1
+san=${2:-DNS:localhost, IP:127.0.0.1}
 if [ ! -d "$dir" ]; then
 	mkdir -p "$dir"
 	chmod 0755 "$dir"
@@ -36,7 +38,7 @@ basicConstraints = critical, CA:TRUE
 keyUsage = critical, keyCertSign, cRLSign
 subjectKeyIdentifier = hash
 EOF
-cat >"$dir/server.cnf" <<'EOF'
+cat >"$dir/server.cnf" <<EOF
 [req]
 distinguished_name = dn
 prompt = no
@@ -46,7 +48,7 @@ CN = localhost
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost, IP:127.0.0.1
+subjectAltName = $san
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
 EOF
