@@ -47,7 +47,7 @@
  *     names (data, never checked) to schemas;
  *   dependencies: such an object whose values may also be arrays of property names
  *     (strings);
- *   type, disallow (draft 3): a string, or an array of strings and schemas.
+ *   type, disallow (draft 3): a string, or an array of strings and schema objects.
  * A schema is an object or a boolean; JSON null is a value of the wrong type like any other.
  * Returns 0, or -EINVAL with *why set to one of the BROKERD_SCHEMA_WHY_* strings (no schema
  * data): _REMOTE for a reference that is not a local fragment, _TYPE for a value of the

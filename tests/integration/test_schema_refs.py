@@ -19,10 +19,11 @@ Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration
 """
 import pytest
 
-from broker_rig import BrokerRig, request_bytes
-from harness import Environment, HarnessError
+from broker_rig import request_bytes
 from lifecycle_helpers import wait_for
-from test_broker import assert_answer, refused
+# The fixtures give this module its own brokerd (module scope), logging at debug level; a
+# test asks for a fresh turn each: refused calls count against a turn's call budget.
+from test_broker import assert_answer, broker_env, refused, rig, turn  # noqa: F401 (fixtures)
 
 EVIL = "https://evil.example/schema.json"
 LOCAL = "#/$defs/a"
@@ -31,37 +32,6 @@ DEFS = {"a": {"type": "string"}}
 # brokerd/schema.h BROKERD_SCHEMA_WHY_*
 WHY_REMOTE = "schema reference is not a local fragment"
 WHY_TYPE = "schema keyword value has the wrong JSON type"
-
-
-@pytest.fixture(scope="module")
-def schema_env():
-    try:
-        env = Environment.prepare(build_image=False)
-    except HarnessError as e:
-        pytest.exit(f"integration tests cannot run: {e}", returncode=1)
-    yield env
-    env.cleanup()
-
-
-@pytest.fixture(scope="module")
-def rig(schema_env):
-    try:
-        r = BrokerRig(schema_env, extra_env={"RTS_LOG_LEVEL": "debug"})
-    except HarnessError as e:
-        pytest.fail(f"brokerd did not start: {e}", pytrace=False)
-    yield r
-    try:
-        r.stop()
-    except HarnessError as e:
-        pytest.fail(str(e), pytrace=False)
-
-
-@pytest.fixture
-def turn(rig):
-    # A turn per case: refused calls count against the turn's call budget.
-    t = rig.turn()
-    yield t
-    t.close()
 
 
 def body(params):
