@@ -6,6 +6,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/keys.h"
 #include "brokerd/model.h"
+#include "brokerd/schema.h"
 #include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
@@ -61,80 +62,6 @@ static bool function_name_ok(json_object *o)
 static json_object *dup_string(json_object *s)
 {
 	return json_object_new_string_len(json_object_get_string(s), json_object_get_string_len(s));
-}
-
-/* ---- JSON schema positions ---- */
-
-static const char *const ref_keywords[] = {"$ref", "$dynamicRef", "$recursiveRef", "$id", "$schema", NULL};
-/* Members whose value is one schema. */
-static const char *const schema_one[] = {"additionalProperties", "additionalItems", "items", "contains", "not",
-					 "if", "then", "else", "propertyNames", "unevaluatedItems",
-					 "unevaluatedProperties", "contentSchema", NULL};
-/* Members whose value is an array of schemas. */
-static const char *const schema_list[] = {"allOf", "anyOf", "oneOf", "prefixItems", "items", NULL};
-/* Members whose value maps names to schemas (the names themselves are data). */
-static const char *const schema_map[] = {"properties", "patternProperties", "$defs", "definitions",
-					 "dependentSchemas", "dependencies", NULL};
-
-static bool local_fragment(json_object *v)
-{
-	return is_type(v, json_type_string) && json_object_get_string(v)[0] == '#';
-}
-
-bool brokerd_schema_refs_local(json_object *s)
-{
-	if (is_type(s, json_type_boolean))
-		return true;
-	if (!is_type(s, json_type_object))
-		return false;
-	for (const char *const *k = ref_keywords; *k; k++) {
-		json_object *v = rts_json_get(s, *k);
-		if (v && !local_fragment(v))
-			return false;
-	}
-	json_object *voc = rts_json_get(s, "$vocabulary");
-	if (voc) {
-		if (!is_type(voc, json_type_object))
-			return false;
-		json_object_object_foreach(voc, uri, flag)
-		{
-			(void)flag;
-			if (uri[0] != '#')
-				return false;
-		}
-	}
-	for (const char *const *k = schema_one; *k; k++) {
-		json_object *v = rts_json_get(s, *k);
-		/* "items" may also be an array (draft 4-2019); that form is checked below. */
-		if (v && !is_type(v, json_type_array) && !brokerd_schema_refs_local(v))
-			return false;
-	}
-	for (const char *const *k = schema_list; *k; k++) {
-		json_object *v = rts_json_get(s, *k);
-		if (!v || !is_type(v, json_type_array))
-			continue;
-		size_t n = json_object_array_length(v);
-		for (size_t i = 0; i < n; i++)
-			if (!brokerd_schema_refs_local(json_object_array_get_idx(v, i)))
-				return false;
-	}
-	for (const char *const *k = schema_map; *k; k++) {
-		json_object *v = rts_json_get(s, *k);
-		if (!v)
-			continue;
-		if (!is_type(v, json_type_object))
-			return false;
-		json_object_object_foreach(v, name, sub)
-		{
-			(void)name;
-			/* "dependencies" mixes schemas with arrays of property names. */
-			if (strcmp(*k, "dependencies") == 0 && is_type(sub, json_type_array))
-				continue;
-			if (!brokerd_schema_refs_local(sub))
-				return false;
-		}
-	}
-	return true;
 }
 
 /* ---- request ---- */
@@ -285,8 +212,10 @@ static bool copy_tool(json_object *t, json_object **out, const char **why)
 		FAIL("tool name must match [A-Za-z0-9_-]{1,64}");
 	if (desc && !is_type(desc, json_type_string))
 		FAIL("tool description must be a string");
-	if (params && (!is_type(params, json_type_object) || !brokerd_schema_refs_local(params)))
-		FAIL("tool parameters must be a schema object with local references only");
+	if (params && !is_type(params, json_type_object))
+		FAIL("tool parameters must be a schema object");
+	if (params && brokerd_schema_check(params, why) < 0)
+		return false;
 	json_object *f = json_object_new_object();
 	json_object_object_add(f, "name", dup_string(name));
 	if (desc)

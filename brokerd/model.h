@@ -28,8 +28,9 @@
  *                between), each call answered at most once; no other member (so no
  *                content parts: no image_url, input_audio or file, no file ids);
  *   tools        [{type:"function", function:{name, description?, parameters?}}], names
- *                [A-Za-z0-9_-]{1,64} and distinct, parameters a JSON schema whose
- *                $ref-like keywords are local (brokerd_schema_refs_local);
+ *                [A-Za-z0-9_-]{1,64} and distinct, parameters a JSON schema object
+ *                that passes brokerd_schema_check() (brokerd/schema.h: references
+ *                local, every keyword value of its expected type);
  *   max_tokens   a positive integer;
  *   tool_choice  "auto" or "none" (sent only with tools);
  * and no other top-level member (n, stream, model, logprobs, temperature, user, ... are
@@ -38,12 +39,6 @@
  * request data). The body must have been parsed with brokerd_body_parse(). */
 int brokerd_model_request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
 				const char **why);
-
-/* True when every schema position in schema (properties, items, allOf, $defs, ... but not
- * enum/const/default/examples data or property names) has $ref, $dynamicRef,
- * $recursiveRef, $id, $schema only as strings starting with "#", and $vocabulary only
- * with such keys (seed: these keywords accept only local fragments, not remote URLs). */
-bool brokerd_schema_refs_local(json_object *schema);
 
 /* Rebuild an upstream Chat Completions answer from scratch: {"choices":[{"index":0,
  * "message":{"role":"assistant","content": string|null, "tool_calls":[{"id","type":
