@@ -6,7 +6,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/keys.h"
 #include "brokerd/model.h"
-#include "brokerd/schema.h"
+#include "common/schema.h"
 #include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
@@ -214,7 +214,7 @@ static bool copy_tool(json_object *t, json_object **out, const char **why)
 		FAIL("tool description must be a string");
 	if (params && !is_type(params, json_type_object))
 		FAIL("tool parameters must be a schema object");
-	if (params && brokerd_schema_check(params, why) < 0)
+	if (params && rts_schema_check(params, why) < 0)
 		return false;
 	json_object *f = json_object_new_object();
 	json_object_object_add(f, "name", dup_string(name));

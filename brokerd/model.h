@@ -29,7 +29,7 @@
  *                content parts: no image_url, input_audio or file, no file ids);
  *   tools        [{type:"function", function:{name, description?, parameters?}}], names
  *                [A-Za-z0-9_-]{1,64} and distinct, parameters a JSON schema object
- *                that passes brokerd_schema_check() (brokerd/schema.h: references
+ *                that passes rts_schema_check() (common/schema.h: references
  *                local, every keyword value of its expected type);
  *   max_tokens   a positive integer;
  *   tool_choice  "auto" or "none" (sent only with tools);

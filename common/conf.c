@@ -6,6 +6,7 @@
 
 #include "common/conf.h"
 #include "common/json.h"
+#include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
 
@@ -262,6 +263,13 @@ static bool get_parameters(struct vctx *v, json_object *o, const char *kp, json_
 	/* The parse already bounded the recursion: the whole file nests at most RTS_JSON_DEPTH_MAX. */
 	if (json_depth(o) > RTS_PARAMETERS_DEPTH_MAX)
 		return fail(v, kp, "must nest at most %u levels deep", RTS_PARAMETERS_DEPTH_MAX);
+	/* The worker offers these parameters in every /model body, where brokerd applies the
+	 * schema reference rule (common/schema.h); a schema that rule refuses would fail every
+	 * model call, so it is refused here, at start, instead (a copied "$schema" URL). */
+	const char *why = NULL;
+	if (rts_schema_check(o, &why) < 0)
+		return fail(v, kp, "%s (references such as $ref, $id and $schema must be local fragments like \"#/$defs/x\")",
+			    why);
 	*out = json_object_get(o);
 	return true;
 }

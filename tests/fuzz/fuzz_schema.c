@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target: the schema reference walker (brokerd/schema.h), on the input parsed as
+/* libFuzzer target: the schema reference walker (common/schema.h), on the input parsed as
  * a JSON schema (json-c, deeper than a body may be, to reach the walker's own bound), and
  * the local-fragment test on the raw bytes.
  *
  * Invariants:
- *  - a verdict is 0 with no reason, or -EINVAL with one of the BROKERD_SCHEMA_WHY_*;
+ *  - a verdict is 0 with no reason, or -EINVAL with one of the RTS_SCHEMA_WHY_*;
  *  - the verdict is the same under a data keyword: {"enum":[s],"const":s,"default":s,
  *    "examples":[s]} always passes (data is never looked into);
  *  - a schema at a schema position of a wrapper ({"not":s}, {"anyOf":[true,s]},
@@ -21,11 +21,11 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "brokerd/schema.h"
+#include "common/schema.h"
 #include "common/util.h"
 #include "tests/fuzz/fuzz_common.h"
 
-#define PARSE_DEPTH 256 /* well past BROKERD_SCHEMA_DEPTH nested schemas */
+#define PARSE_DEPTH 256 /* well past RTS_SCHEMA_DEPTH nested schemas */
 #define BASE_URL "https://base.example/dir/doc.json"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -41,15 +41,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static bool known_reason(const char *why)
 {
-	return why && (!strcmp(why, BROKERD_SCHEMA_WHY_REMOTE) || !strcmp(why, BROKERD_SCHEMA_WHY_TYPE) ||
-		       !strcmp(why, BROKERD_SCHEMA_WHY_DEPTH));
+	return why && (!strcmp(why, RTS_SCHEMA_WHY_REMOTE) || !strcmp(why, RTS_SCHEMA_WHY_TYPE) ||
+		       !strcmp(why, RTS_SCHEMA_WHY_DEPTH));
 }
 
 /* NULL when accepted, else the reason. */
 static const char *verdict(json_object *s)
 {
 	const char *why = "unset";
-	int r = brokerd_schema_check(s, &why);
+	int r = rts_schema_check(s, &why);
 	if (r == 0) {
 		FUZZ_ASSERT(why == NULL);
 		return NULL;
@@ -65,7 +65,7 @@ static bool same(const char *a, const char *b)
 
 static bool same_or_depth(const char *before, const char *after)
 {
-	return same(before, after) || (after && !strcmp(after, BROKERD_SCHEMA_WHY_DEPTH));
+	return same(before, after) || (after && !strcmp(after, RTS_SCHEMA_WHY_DEPTH));
 }
 
 static void check_data_positions(json_object *s)
@@ -120,12 +120,12 @@ static void check_injections(json_object *s)
 	FUZZ_ASSERT(json_object_deep_copy(s, &c, NULL) == 0);
 	json_object_object_add(c, "$ref", json_object_new_string("https://evil.example/s.json"));
 	const char *why = verdict(c);
-	FUZZ_ASSERT(why && !strcmp(why, BROKERD_SCHEMA_WHY_REMOTE));
+	FUZZ_ASSERT(why && !strcmp(why, RTS_SCHEMA_WHY_REMOTE));
 	json_object_object_add(c, "$ref", json_object_new_string("#"));
 	FUZZ_ASSERT(verdict(c) == NULL);
 	json_object_object_add(c, "anyOf", json_object_new_object());
 	why = verdict(c);
-	FUZZ_ASSERT(why && !strcmp(why, BROKERD_SCHEMA_WHY_TYPE));
+	FUZZ_ASSERT(why && !strcmp(why, RTS_SCHEMA_WHY_TYPE));
 	json_object_put(c);
 }
 
@@ -136,7 +136,7 @@ static bool hex(char c)
 
 static void check_fragment(const char *s, size_t len)
 {
-	if (!brokerd_schema_local_fragment(s, len))
+	if (!rts_schema_local_fragment(s, len))
 		return;
 	FUZZ_ASSERT(len >= 1 && s[0] == '#');
 	for (size_t i = 0; i < len; i++) {

@@ -420,6 +420,15 @@ OUTSIDE = {
     "initialChannels too many": ({"initialChannels": [f"c{i}" for i in range(LIMITS["RTS_INITIAL_CHANNELS_MAX"] + 1)]},
                                  "initialChannels"),
     "channel key too long": ({"initialChannels": ["c" * (LIMITS["RTS_CHANNEL_MAX"] + 1)]}, "initialChannels[0]"),
+    # brokerd's schema reference rule would refuse every /model body offering these
+    # parameters, so the config is refused at start instead (common/schema.h).
+    "tool parameters with a remote $schema": (
+        {"tools": [tool(parameters={"$schema": "http://json-schema.org/draft-07/schema#"})]},
+        "tools[0].parameters"),
+    "mcp tool parameters with a remote $ref": (
+        {"mcp": [mcp_server(tools=[{"name": "t", "description": "",
+                                    "parameters": {"$ref": "https://evil.example/s.json"}}])]},
+        "mcp[0].tools[0].parameters"),
 }
 
 

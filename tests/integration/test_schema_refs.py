@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The schema reference rule (issue 10, "Schema checks that cannot be side-stepped";
-brokerd/schema.h) through a real brokerd over its real per-turn Unix socket, with the
+common/schema.h) through a real brokerd over its real per-turn Unix socket, with the
 scripted HTTPS model endpoint recording what reaches it (tests/integration/broker_rig.py).
 
 Every case sends a POST /model whose tool parameters hide a remote reference, or give a
@@ -29,7 +29,7 @@ EVIL = "https://evil.example/schema.json"
 LOCAL = "#/$defs/a"
 DEFS = {"a": {"type": "string"}}
 
-# brokerd/schema.h BROKERD_SCHEMA_WHY_*
+# common/schema.h RTS_SCHEMA_WHY_*
 WHY_REMOTE = "schema reference is not a local fragment"
 WHY_TYPE = "schema keyword value has the wrong JSON type"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* brokerd/schema.h: the reference rule for guest schemas. A remote reference in every
+/* common/schema.h: the reference rule for guest schemas. A remote reference in every
  * schema position, every keyword with a value of each wrong JSON type (each hiding a remote
  * reference where the type can hold one), the local forms that pass, data positions that are
  * not looked into, and the depth bound. Each refusal is checked for the reason the walker
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "brokerd/model.h"
-#include "brokerd/schema.h"
+#include "common/schema.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -26,11 +26,11 @@ static json_object *parse(const char *text)
 	return o;
 }
 
-/* NULL when brokerd_schema_check() accepts o, else its reason. */
+/* NULL when rts_schema_check() accepts o, else its reason. */
 static const char *verdict(json_object *o)
 {
 	const char *why = "unset";
-	int r = brokerd_schema_check(o, &why);
+	int r = rts_schema_check(o, &why);
 	if (r == 0) {
 		ck_assert_ptr_null(why);
 		return NULL;
@@ -131,25 +131,25 @@ static const char *const remote_forms[] = {
 START_TEST(test_local_forms)
 {
 	const char *s = local_forms[_i];
-	ck_assert_msg(brokerd_schema_local_fragment(s, strlen(s)), "refused: %s", s);
+	ck_assert_msg(rts_schema_local_fragment(s, strlen(s)), "refused: %s", s);
 }
 END_TEST
 
 START_TEST(test_remote_forms)
 {
 	const char *s = remote_forms[_i];
-	ck_assert_msg(!brokerd_schema_local_fragment(s, strlen(s)), "accepted: %s", s);
+	ck_assert_msg(!rts_schema_local_fragment(s, strlen(s)), "accepted: %s", s);
 }
 END_TEST
 
 START_TEST(test_fragment_length_is_respected)
 {
 	/* The length counts, not a NUL: "#a" followed by a NUL and more is not "#a". */
-	ck_assert(!brokerd_schema_local_fragment("#a\0//evil", 9));
-	ck_assert(brokerd_schema_local_fragment("#a\0//evil", 2));
+	ck_assert(!rts_schema_local_fragment("#a\0//evil", 9));
+	ck_assert(rts_schema_local_fragment("#a\0//evil", 2));
 	/* an escape cut off by the length */
-	ck_assert(!brokerd_schema_local_fragment("#%41", 3));
-	ck_assert(brokerd_schema_local_fragment("#%41", 4));
+	ck_assert(!rts_schema_local_fragment("#%41", 3));
+	ck_assert(rts_schema_local_fragment("#%41", 4));
 }
 END_TEST
 
@@ -251,7 +251,7 @@ static void position_verdicts(size_t pos, const char *keyword)
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(remote_forms); i++) {
 		cleanup_json json_object *s = at_position(pos, ref_schema(keyword, remote_forms[i]));
 		const char *why = verdict(s);
-		ck_assert_msg(why && strcmp(why, BROKERD_SCHEMA_WHY_REMOTE) == 0, "%s \"%s\" at %s: %s",
+		ck_assert_msg(why && strcmp(why, RTS_SCHEMA_WHY_REMOTE) == 0, "%s \"%s\" at %s: %s",
 			      keyword ? keyword : "$vocabulary", remote_forms[i], positions[pos], why ? why : "accepted");
 	}
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(local_forms); i++) {
@@ -361,7 +361,7 @@ START_TEST(test_wrong_type_refused)
 		snprintf(inner, sizeof(inner), "{\"%s\":%s}", wrong_types[_i].keyword, wrong_types[_i].values[v]);
 		for (size_t w = 0; w < RTS_ARRAY_SIZE(wrappers); w++) {
 			snprintf(text, sizeof(text), "%s%s%s", wrappers[w][0], inner, wrappers[w][1]);
-			assert_refused(text, BROKERD_SCHEMA_WHY_TYPE);
+			assert_refused(text, RTS_SCHEMA_WHY_TYPE);
 		}
 	}
 }
@@ -414,14 +414,14 @@ static const char *const wrong_elsewhere[] = {
 
 START_TEST(test_wrong_type_elsewhere)
 {
-	assert_refused(wrong_elsewhere[_i], BROKERD_SCHEMA_WHY_TYPE);
+	assert_refused(wrong_elsewhere[_i], RTS_SCHEMA_WHY_TYPE);
 }
 END_TEST
 
 START_TEST(test_null_is_not_a_schema)
 {
 	/* json-c hands a JSON null over as NULL */
-	assert_why(verdict(NULL), BROKERD_SCHEMA_WHY_TYPE);
+	assert_why(verdict(NULL), RTS_SCHEMA_WHY_TYPE);
 }
 END_TEST
 
@@ -515,13 +515,13 @@ START_TEST(test_depth_bound)
 					    "{\"items\":[", "{\"dependencies\":{\"a\":[],\"b\":"};
 	static const char *const closes[] = {"}", "}}", "]}", "]}", "}}"};
 	for (size_t k = 0; k < RTS_ARRAY_SIZE(opens); k++) {
-		cleanup_free char *ok = nested(BROKERD_SCHEMA_DEPTH, opens[k], closes[k], "{}");
+		cleanup_free char *ok = nested(RTS_SCHEMA_DEPTH, opens[k], closes[k], "{}");
 		assert_ok(ok);
-		cleanup_free char *deep = nested(BROKERD_SCHEMA_DEPTH + 1, opens[k], closes[k], "{}");
-		assert_refused(deep, BROKERD_SCHEMA_WHY_DEPTH);
+		cleanup_free char *deep = nested(RTS_SCHEMA_DEPTH + 1, opens[k], closes[k], "{}");
+		assert_refused(deep, RTS_SCHEMA_WHY_DEPTH);
 		/* a boolean schema one level too deep is too deep as well */
-		cleanup_free char *b = nested(BROKERD_SCHEMA_DEPTH + 1, opens[k], closes[k], "true");
-		assert_refused(b, BROKERD_SCHEMA_WHY_DEPTH);
+		cleanup_free char *b = nested(RTS_SCHEMA_DEPTH + 1, opens[k], closes[k], "true");
+		assert_refused(b, RTS_SCHEMA_WHY_DEPTH);
 	}
 }
 END_TEST
@@ -537,7 +537,7 @@ START_TEST(test_wide_schema_every_member_visited)
 		len += (size_t)snprintf(s + len, cap - len, "\"p%u\":{\"type\":\"string\"},", i);
 	size_t tail = len;
 	snprintf(s + tail, cap - tail, "\"last\":{\"$ref\":\"https://evil.example/\"}}}");
-	assert_refused(s, BROKERD_SCHEMA_WHY_REMOTE);
+	assert_refused(s, RTS_SCHEMA_WHY_REMOTE);
 	snprintf(s + tail, cap - tail, "\"last\":{\"$ref\":\"#/properties/p0\"}}}");
 	assert_ok(s);
 }
@@ -562,10 +562,10 @@ static const char *model_why(const char *params)
 
 START_TEST(test_model_request_uses_the_walker)
 {
-	assert_why(model_why("{\"anyOf\":{\"a\":{\"$ref\":\"https://evil.example/\"}}}"), BROKERD_SCHEMA_WHY_TYPE);
-	assert_why(model_why("{\"not\":[{\"$ref\":\"https://evil.example/\"}]}"), BROKERD_SCHEMA_WHY_TYPE);
-	assert_why(model_why("{\"dependencies\":{\"a\":{\"$ref\":\"https://evil.example/\"}}}"), BROKERD_SCHEMA_WHY_REMOTE);
-	assert_why(model_why("{\"properties\":{\"a\":{\"$ref\":\"#/a b\"}}}"), BROKERD_SCHEMA_WHY_REMOTE);
+	assert_why(model_why("{\"anyOf\":{\"a\":{\"$ref\":\"https://evil.example/\"}}}"), RTS_SCHEMA_WHY_TYPE);
+	assert_why(model_why("{\"not\":[{\"$ref\":\"https://evil.example/\"}]}"), RTS_SCHEMA_WHY_TYPE);
+	assert_why(model_why("{\"dependencies\":{\"a\":{\"$ref\":\"https://evil.example/\"}}}"), RTS_SCHEMA_WHY_REMOTE);
+	assert_why(model_why("{\"properties\":{\"a\":{\"$ref\":\"#/a b\"}}}"), RTS_SCHEMA_WHY_REMOTE);
 	ck_assert_ptr_null(model_why("{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}],\"$defs\":{\"a\":true}}"));
 	ck_assert_ptr_null(model_why("{\"dependencies\":{\"a\":{\"$ref\":\"#\"}}}"));
 	/* the parameters themselves are an object (a boolean schema is not a tool's arguments) */

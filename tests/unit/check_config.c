@@ -407,6 +407,37 @@ START_TEST(test_parameters_depth)
 }
 END_TEST
 
+/* Parameters go into every /model body, where brokerd's schema reference rule applies
+ * (common/schema.h): a schema that rule refuses is refused at start, naming the tool, not
+ * at every model call. The same schema with the reference made local loads. */
+START_TEST(test_parameters_schema_rule)
+{
+	static const char *const bad[] = {
+		"{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"type\":\"object\"}",
+		"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"https://evil.example/s.json\"}}}",
+		"{\"anyOf\":{\"$ref\":\"#/x\"}}",
+	};
+	static const char *const good[] = {
+		"{\"$schema\":\"#\",\"type\":\"object\"}",
+		"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/s\"}},\"$defs\":{\"s\":{}}}",
+		"{\"anyOf\":[{\"$ref\":\"#/x\"}]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		cleanup_free char *tool = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]", bad[i]);
+		assert_refused(tool, "tools[0].parameters");
+		cleanup_free char *mcp = rts_xasprintf(
+			"\"mcp\":[{\"name\":\"docs\",\"url\":\"https://mcp/x\",\"tools\":[{\"name\":\"s\","
+			"\"description\":\"\",\"parameters\":%s}]}]",
+			bad[i]);
+		assert_refused(mcp, "mcp[0].tools[0].parameters");
+		cleanup_free char *ok = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]", good[i]);
+		assert_loads(ok);
+	}
+}
+END_TEST
+
 /* A list of n copies of item, comma-separated, inside "key":[...]. */
 static char *list_of(const char *key, const char *item, size_t n)
 {
@@ -544,6 +575,7 @@ int main(void)
 	tcase_add_test(tc, test_encoded_sizes);
 	tcase_add_test(tc, test_tool_budget);
 	tcase_add_test(tc, test_parameters_depth);
+	tcase_add_test(tc, test_parameters_schema_rule);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_required);

@@ -15,8 +15,8 @@
  * under not, would otherwise pass unchecked to an upstream that may read it differently.
  * Members it does not know (type names, enum, const, default, examples, description,
  * format, ...) are data and are not looked into. Pure functions, no I/O, no allocation. */
-#ifndef BROKERD_SCHEMA_H
-#define BROKERD_SCHEMA_H
+#ifndef RTS_SCHEMA_H
+#define RTS_SCHEMA_H
 
 #include <json.h>
 #include <stdbool.h>
@@ -27,17 +27,17 @@
  * never refused for depth alone; the bound is the walker's own, for callers with deeper
  * trees. The work is linear in the size of the tree: each value is visited at most once and
  * references are never followed. */
-#define BROKERD_SCHEMA_DEPTH 64u
+#define RTS_SCHEMA_DEPTH 64u
 
-/* The reasons brokerd_schema_check() gives (static strings; the log names the rule). */
-#define BROKERD_SCHEMA_WHY_REMOTE "schema reference is not a local fragment"
-#define BROKERD_SCHEMA_WHY_TYPE "schema keyword value has the wrong JSON type"
-#define BROKERD_SCHEMA_WHY_DEPTH "schema nesting is too deep"
+/* The reasons rts_schema_check() gives (static strings; the log names the rule). */
+#define RTS_SCHEMA_WHY_REMOTE "schema reference is not a local fragment"
+#define RTS_SCHEMA_WHY_TYPE "schema keyword value has the wrong JSON type"
+#define RTS_SCHEMA_WHY_DEPTH "schema nesting is too deep"
 
 /* Check schema, a JSON schema (an object, or true/false) and every schema nested in it at a
  * schema position:
  *   $ref $dynamicRef $recursiveRef $id $schema, and draft 4's id: a string that is a local
- *     fragment (brokerd_schema_local_fragment());
+ *     fragment (rts_schema_local_fragment());
  *   $vocabulary: an object whose keys are local fragments and whose values are booleans;
  *   additionalProperties additionalItems contains not if then else propertyNames
  *     unevaluatedItems unevaluatedProperties contentSchema: one schema;
@@ -49,12 +49,12 @@
  *     (strings);
  *   type, disallow (draft 3): a string, or an array of strings and schema objects.
  * A schema is an object or a boolean; JSON null is a value of the wrong type like any other.
- * Returns 0, or -EINVAL with *why set to one of the BROKERD_SCHEMA_WHY_* strings (no schema
+ * Returns 0, or -EINVAL with *why set to one of the RTS_SCHEMA_WHY_* strings (no schema
  * data): _REMOTE for a reference that is not a local fragment, _TYPE for a value of the
  * wrong type (also a schema position holding neither object nor boolean), _DEPTH beyond
- * BROKERD_SCHEMA_DEPTH nested schemas. schema is only read; NULL (a JSON null) is refused
+ * RTS_SCHEMA_DEPTH nested schemas. schema is only read; NULL (a JSON null) is refused
  * with _TYPE. */
-int brokerd_schema_check(json_object *schema, const char **why);
+int rts_schema_check(json_object *schema, const char **why);
 
 /* True when the len bytes at s are a fragment-only URI reference (RFC 3986 section 4.4: a
  * same-document reference): "#" followed only by fragment characters (unreserved,
@@ -63,6 +63,6 @@ int brokerd_schema_check(json_object *schema, const char **why);
  * embedded whitespace, a raw non-ASCII byte, a second "#" or a malformed escape do not.
  * A lenient URL parser cannot read such a string as anything but a fragment of the
  * document it is in: it has no character that ends a fragment or that a parser trims. */
-bool brokerd_schema_local_fragment(const char *s, size_t len);
+bool rts_schema_local_fragment(const char *s, size_t len);
 
 #endif

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "brokerd/schema.h"
+#include "common/schema.h"
 #include "common/util.h"
 
 /* What a keyword's value may be. */
@@ -79,7 +79,7 @@ static bool fragment_char(char c)
 	return c != '\0' && strchr("-._~!$&'()*+,;=:@/?", c) != NULL;
 }
 
-bool brokerd_schema_local_fragment(const char *s, size_t len)
+bool rts_schema_local_fragment(const char *s, size_t len)
 {
 	if (len == 0 || s[0] != '#')
 		return false;
@@ -97,7 +97,7 @@ bool brokerd_schema_local_fragment(const char *s, size_t len)
 
 static bool local_ref(json_object *v)
 {
-	return brokerd_schema_local_fragment(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	return rts_schema_local_fragment(json_object_get_string(v), (size_t)json_object_get_string_len(v));
 }
 
 static int refuse(const char **why, const char *reason)
@@ -111,7 +111,7 @@ static int check_schema(json_object *s, unsigned depth, const char **why);
 static int check_list(json_object *v, unsigned depth, const char **why)
 {
 	if (!is_type(v, json_type_array))
-		return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+		return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	size_t n = json_object_array_length(v);
 	for (size_t i = 0; i < n; i++) {
 		int r = check_schema(json_object_array_get_idx(v, i), depth, why);
@@ -124,13 +124,13 @@ static int check_list(json_object *v, unsigned depth, const char **why)
 static int check_vocabulary(json_object *v, const char **why)
 {
 	if (!is_type(v, json_type_object))
-		return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+		return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	json_object_object_foreach(v, uri, flag)
 	{
-		if (!brokerd_schema_local_fragment(uri, strlen(uri)))
-			return refuse(why, BROKERD_SCHEMA_WHY_REMOTE);
+		if (!rts_schema_local_fragment(uri, strlen(uri)))
+			return refuse(why, RTS_SCHEMA_WHY_REMOTE);
 		if (!is_type(flag, json_type_boolean))
-			return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+			return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	}
 	return 0;
 }
@@ -139,7 +139,7 @@ static int check_vocabulary(json_object *v, const char **why)
 static int check_map(json_object *v, bool names_too, unsigned depth, const char **why)
 {
 	if (!is_type(v, json_type_object))
-		return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+		return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	json_object_object_foreach(v, prop, sub)
 	{
 		(void)prop; /* a name, not a reference */
@@ -147,7 +147,7 @@ static int check_map(json_object *v, bool names_too, unsigned depth, const char 
 			size_t n = json_object_array_length(sub);
 			for (size_t i = 0; i < n; i++)
 				if (!is_type(json_object_array_get_idx(sub, i), json_type_string))
-					return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+					return refuse(why, RTS_SCHEMA_WHY_TYPE);
 			continue;
 		}
 		int r = check_schema(sub, depth, why);
@@ -163,14 +163,14 @@ static int check_type(json_object *v, unsigned depth, const char **why)
 	if (is_type(v, json_type_string))
 		return 0;
 	if (!is_type(v, json_type_array))
-		return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+		return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	size_t n = json_object_array_length(v);
 	for (size_t i = 0; i < n; i++) {
 		json_object *t = json_object_array_get_idx(v, i);
 		if (is_type(t, json_type_string))
 			continue;
 		if (!is_type(t, json_type_object))
-			return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+			return refuse(why, RTS_SCHEMA_WHY_TYPE);
 		int r = check_schema(t, depth, why);
 		if (r < 0)
 			return r;
@@ -190,8 +190,8 @@ static int check_keyword(const char *name, json_object *v, unsigned depth, const
 	switch (schema_keywords[k].kind) {
 	case SCHEMA_KW_REF:
 		if (!is_type(v, json_type_string))
-			return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
-		return local_ref(v) ? 0 : refuse(why, BROKERD_SCHEMA_WHY_REMOTE);
+			return refuse(why, RTS_SCHEMA_WHY_TYPE);
+		return local_ref(v) ? 0 : refuse(why, RTS_SCHEMA_WHY_REMOTE);
 	case SCHEMA_KW_VOCABULARY:
 		return check_vocabulary(v, why);
 	case SCHEMA_KW_ONE:
@@ -207,18 +207,18 @@ static int check_keyword(const char *name, json_object *v, unsigned depth, const
 	case SCHEMA_KW_TYPE:
 		return check_type(v, depth, why);
 	}
-	return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+	return refuse(why, RTS_SCHEMA_WHY_TYPE);
 }
 
 /* s sits at a schema position, depth schemas deep (the root is 1). */
 static int check_schema(json_object *s, unsigned depth, const char **why)
 {
-	if (depth > BROKERD_SCHEMA_DEPTH)
-		return refuse(why, BROKERD_SCHEMA_WHY_DEPTH);
+	if (depth > RTS_SCHEMA_DEPTH)
+		return refuse(why, RTS_SCHEMA_WHY_DEPTH);
 	if (is_type(s, json_type_boolean))
 		return 0;
 	if (!is_type(s, json_type_object))
-		return refuse(why, BROKERD_SCHEMA_WHY_TYPE);
+		return refuse(why, RTS_SCHEMA_WHY_TYPE);
 	json_object_object_foreach(s, name, v)
 	{
 		int r = check_keyword(name, v, depth + 1, why);
@@ -228,7 +228,7 @@ static int check_schema(json_object *s, unsigned depth, const char **why)
 	return 0;
 }
 
-int brokerd_schema_check(json_object *schema, const char **why)
+int rts_schema_check(json_object *schema, const char **why)
 {
 	*why = NULL;
 	return check_schema(schema, 1, why);
