@@ -14,6 +14,10 @@ processes, a 64 MiB /tmp, a read-only empty workspace, the run dir read-only). A
 the harness under the host's node without Docker, for scale. Prints the median of each,
 their ratio and the image's size. One untimed warm-up of each comes first. Nothing is
 asserted: timings depend on the machine.
+
+RTS_PRECHECK_USR_OVERLAY (see tests/integration/precheck_rig.py) builds the image from
+another node tree, e.g. Debian's nodejs on a host with another build; the host run still
+uses the host's node.
 """
 import argparse
 import os
@@ -24,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import Environment, HarnessError  # noqa: E402
-from precheck_rig import PrecheckImage, RunDirs, run_input, run_plain, run_sealed  # noqa: E402
+from precheck_rig import PrecheckImage, RunDirs, node_host_argv, run_input, run_plain, run_sealed  # noqa: E402
 
 TRIVIAL = "export default async () => ({ wake: false })"
 EXPECTED = b'{"v":1,"wake":false}\n'
@@ -93,8 +97,8 @@ def main():
         problem = img.remove()
         if problem:
             print(f"precheck.py: {problem}", file=sys.stderr)
-    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"image: {size} bytes ({size / 1e6:.1f} MB), {len(img.context_files)} files, host node {node}")
+    node = subprocess.run(node_host_argv(["/usr/bin/node", "--version"]), capture_output=True, text=True).stdout.strip()
+    print(f"image: {size} bytes ({size / 1e6:.1f} MB), {len(img.context_files)} files, from node {node}")
     print(describe("precheck run (trivial)", pre))
     print(describe("bare docker run (node -e 0)", bare))
     print(describe("harness on the host (no Docker)", host))
