@@ -135,6 +135,20 @@ int rts_connect_unix(const char *path, int type, unsigned retry_ms)
 	}
 }
 
+int rts_connect_unix_once(const char *path, int type)
+{
+	struct sockaddr_un sa;
+	int r = fill_addr(&sa, path);
+	if (r < 0)
+		return r;
+	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return steal_fd(&fd);
+}
+
 int rts_peer_is_self(int fd)
 {
 	struct ucred uc;

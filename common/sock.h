@@ -33,6 +33,10 @@ int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *
  * Returns the fd or -errno. */
 int rts_connect_unix(const char *path, int type, unsigned retry_ms);
 
+/* One non-blocking connect attempt to path: the fd (CLOEXEC, O_NONBLOCK) or -errno
+ * (-EAGAIN when the listener's backlog is full: an AF_UNIX connect never blocks half way). */
+int rts_connect_unix_once(const char *path, int type);
+
 /* 0 when the peer of a connected AF_UNIX socket runs as our effective uid, else -EPERM
  * (or -errno when SO_PEERCRED fails). The daemon links accept only the service account. */
 int rts_peer_is_self(int fd);

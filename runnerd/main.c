@@ -79,7 +79,7 @@ static void startup_done(struct startup *st)
 		sd_event_exit(rd->event, 0);
 		return;
 	}
-	int r = sd_event_source_set_enabled(rd->listen_src, SD_EVENT_ON);
+	int r = rts_link_server_enable(rd->statd_server, true);
 	if (r < 0)
 		fatal_f("cannot watch %s: %s", RTS_SOCK_RUNNERD, strerror(-r));
 	sd_notify(0, "READY=1\nSTATUS=Running turns");
@@ -275,12 +275,6 @@ static void startup_begin(struct runnerd *rd)
 	startup_check(st, runnerd_docker_info_argv(RTS_DOCKER), "info", startup_info_done);
 }
 
-static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
-{
-	runnerd_statd_accept(userdata, fd);
-	return 0;
-}
-
 static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
 {
 	struct runnerd *rd = userdata;
@@ -289,7 +283,7 @@ static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, v
 	log_info("shutting down: cancelling %u turn(s)", rd->n_turns);
 	sd_notify(0, "STOPPING=1");
 	rd->shutting_down = true;
-	sd_event_source_set_enabled(rd->listen_src, SD_EVENT_OFF);
+	(void)rts_link_server_enable(rd->statd_server, false);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
 	runnerd_turns_cancel_all(rd);
@@ -367,7 +361,7 @@ int main(int argc, char **argv)
 	rts_log_init("roundtable-sandbox-runnerd");
 	ensure_std_fds();
 
-	struct runnerd rd = {.run_root_fd = -1, .listen_fd = -1};
+	struct runnerd rd = {.run_root_fd = -1};
 	TAILQ_INIT(&rd.statd);
 	TAILQ_INIT(&rd.turns);
 	rd.runtime_dir = o.runtime_dir;
@@ -420,17 +414,17 @@ int main(int argc, char **argv)
 
 	cleanup_free char *sock_path = rts_runtime_path(o.runtime_dir, RTS_SOCK_RUNNERD);
 	bool activated = false;
-	rd.listen_fd = rts_listen_activated_or_bind(sock_path, SOCK_SEQPACKET, 0600, &activated);
-	if (rd.listen_fd < 0) {
-		errno = -rd.listen_fd;
+	int listen_fd = rts_listen_activated_or_bind(sock_path, SOCK_SEQPACKET, 0600, &activated);
+	if (listen_fd < 0) {
+		errno = -listen_fd;
 		log_error("cannot listen on %s: %m", activated ? "the socket systemd passed" : sock_path);
 		return 1;
 	}
-	/* Watched only once stale containers are gone: a turn must never race that clean-up. */
-	r = sd_event_add_io(rd.event, &rd.listen_src, rd.listen_fd, EPOLLIN, on_listen, &rd);
+	/* Served only once stale containers are gone: a turn must never race that clean-up. */
+	r = rts_link_server_new(rd.event, listen_fd, &runnerd_statd_spec, RUNNERD_MAX_STATD, runnerd_statd_new, &rd,
+				&rd.statd_server);
 	if (r < 0)
 		fatal_f("cannot watch %s: %s", sock_path, strerror(-r));
-	sd_event_source_set_enabled(rd.listen_src, SD_EVENT_OFF);
 
 	rd.broker_path = rts_runtime_path(o.runtime_dir, RTS_SOCK_BROKERD);
 	rd.public_tools = rts_config_public_tools(rd.cfg);
@@ -448,18 +442,12 @@ int main(int argc, char **argv)
 	if (r < 0)
 		log_error_errno(r, "event loop failed: %m");
 
-	struct runnerd_statd *peer;
-	while ((peer = TAILQ_FIRST(&rd.statd))) {
-		TAILQ_REMOVE(&rd.statd, peer, entry);
-		peer->hello_timer = sd_event_source_disable_unref(peer->hello_timer);
-		runnerd_link_free(peer->link);
-		free(peer);
-	}
+	runnerd_statd_free_all(&rd);
 	runnerd_broker_close(&rd);
-	rd.listen_src = sd_event_source_disable_unref(rd.listen_src);
+	rts_link_server_free(rd.statd_server);
 	if (!activated)
 		unlink(sock_path);
-	close(rd.listen_fd);
+	close(listen_fd);
 	close(rd.run_root_fd);
 	json_object_put(rd.public_tools);
 	rts_strv_free(rd.child_env);
