@@ -11,12 +11,10 @@
 #include "config.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
@@ -27,7 +25,6 @@
 #include "common/link.h"
 #include "common/log.h"
 #include "common/proto.h"
-#include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
 
@@ -309,13 +306,10 @@ static void *brokerd_runnerd_new(void *owner, struct rts_link *link)
 	return l;
 }
 
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+static void on_stop(struct rts_daemon *daemon)
 {
-	struct brokerd *d = userdata;
-	if (d->stopping)
-		return 0;
+	struct brokerd *d = daemon->userdata;
 	d->stopping = true;
-	sd_notify(0, "STOPPING=1");
 	log_info("stopping: closing %u turns", d->n_turns);
 	(void)rts_link_server_enable(d->server, false);
 	while (d->links) {
@@ -325,22 +319,13 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 	}
 	if (d->n_turns == 0)
 		sd_event_exit(d->ev, 0);
-	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct rts_opts o;
-	int idx = rts_parse_options(argc, argv, usage, &o);
-	rts_log_init("roundtable-sandbox-brokerd");
-	if (idx != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	struct rts_config *cfg = rts_daemon_load_config(&o);
-	int r = rts_sandbox_init();
-	if (r < 0)
-		fatal_f("cannot drop privileges: %s", strerror(-r));
+	struct rts_daemon daemon;
+	rts_daemon_init(&daemon, argc, argv, "roundtable-sandbox-brokerd", usage);
+	const struct rts_config *cfg = daemon.cfg;
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and
@@ -349,37 +334,21 @@ int main(int argc, char **argv)
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
 	rts_json_strict_init();
-	/* Writes to a worker that hung up must fail with EPIPE, not kill us. */
-	signal(SIGPIPE, SIG_IGN);
-	/* Blocked before any thread exists, so every thread inherits it and sd-event's
-	 * signalfd is the only receiver. */
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGTERM);
-	sigaddset(&ss, SIGINT);
-	sigprocmask(SIG_BLOCK, &ss, NULL);
 
 	struct brokerd d = {.cfg = cfg, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);
-	r = sd_event_default(&d.ev);
-	if (r < 0)
-		fatal_f("sd_event_default: %s", strerror(-r));
-
-	cleanup_free char *path = rts_runtime_path(o.runtime_dir, RTS_SOCK_BROKERD);
-	bool activated = false;
-	int lfd = rts_listen_activated_or_bind(path, SOCK_SEQPACKET, 0600, &activated);
-	if (lfd < 0)
-		fatal_f("cannot listen on %s: %s", path, strerror(-lfd));
+	rts_daemon_listen(&daemon, RTS_SOCK_BROKERD, SOCK_SEQPACKET, 0600, false, on_stop, &d);
+	d.ev = daemon.event;
 	d.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d.done_fd < 0)
 		fatal_f("eventfd: %s", strerror(errno));
 
 	sd_event_source *done_src = NULL;
-	if ((r = rts_link_server_new(d.ev, lfd, &brokerd_runnerd_spec, LINKS_MAX, brokerd_runnerd_new, &d, &d.server)) < 0 ||
+	int r;
+	if ((r = rts_link_server_new(d.ev, daemon.listen_fd, &brokerd_runnerd_spec, LINKS_MAX, brokerd_runnerd_new, &d,
+				     &d.server)) < 0 ||
 	    (r = rts_link_server_enable(d.server, true)) < 0 ||
 	    (r = sd_event_add_io(d.ev, &done_src, d.done_fd, EPOLLIN, on_done, &d)) < 0 ||
-	    (r = sd_event_add_signal(d.ev, NULL, SIGTERM, on_signal, &d)) < 0 ||
-	    (r = sd_event_add_signal(d.ev, NULL, SIGINT, on_signal, &d)) < 0 ||
 	    (r = sd_event_add_time_relative(d.ev, &d.sweep, CLOCK_MONOTONIC, SWEEP_EVERY_US, 50000, on_sweep, &d)) <
 		    0)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
@@ -387,17 +356,14 @@ int main(int argc, char **argv)
 
 	/* Start-up is over and no thread exists yet. Host tools and key commands inherit the
 	 * filter: like brokerd, they cannot open a file for writing (common/sandbox.c). */
-	r = rts_sandbox_apply(RTS_SANDBOX_BROKERD);
-	if (r < 0)
-		fatal_f("cannot install the seccomp filter: %s", strerror(-r));
+	rts_daemon_sandbox(&daemon, RTS_SANDBOX_BROKERD);
 #ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
 	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
 	log_warning("test build: upstream deadline %u ms instead of 60000 ms; never install this binary",
 		    (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
 #endif
-	log_info("listening on %s%s", path, activated ? " (socket activation)" : "");
-	sd_notify(0, "READY=1\nSTATUS=Serving turns");
-	r = sd_event_loop(d.ev);
+	rts_daemon_ready(&daemon, "Serving turns");
+	int status = rts_daemon_run(&daemon);
 
 	/* Normally none: stopping dropped them. */
 	for (struct brokerd_link *l = d.links, *next; l; l = next) {
@@ -408,14 +374,10 @@ int main(int argc, char **argv)
 	rts_link_server_free(d.server);
 	sd_event_source_disable_unref(done_src);
 	sd_event_source_disable_unref(d.sweep);
-	close(lfd);
-	if (!activated)
-		unlink(path);
 	close(d.done_fd);
-	sd_event_unref(d.ev);
 	pthread_mutex_destroy(&d.done_lock);
 	brokerd_upstream_cleanup();
 	curl_global_cleanup();
-	rts_config_free(cfg);
-	return r < 0 ? 1 : 0;
+	rts_daemon_finish(&daemon);
+	return status;
 }

@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <time.h>
 
 #include "common/sock.h"
@@ -85,32 +84,6 @@ int rts_listen_unix(const char *path, int type, mode_t mode)
 		return r;
 	}
 	return steal_fd(&fd);
-}
-
-int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated)
-{
-	int n = sd_listen_fds(1);
-	if (n < 0)
-		return n;
-	if (n > 1)
-		return -EINVAL;
-	if (n == 1) {
-		int fd = SD_LISTEN_FDS_START;
-		int r = sd_is_socket_unix(fd, type, 1, NULL, 0);
-		if (r < 0)
-			return r;
-		if (r == 0)
-			return -EINVAL;
-		r = rts_fd_set_nonblock(fd, true);
-		if (r < 0)
-			return r;
-		if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-			return -errno;
-		*activated = true;
-		return fd;
-	}
-	*activated = false;
-	return rts_listen_unix(path, type, mode);
 }
 
 int rts_connect_unix(const char *path, int type, unsigned retry_ms)

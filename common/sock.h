@@ -23,11 +23,6 @@ char *rts_runtime_path(const char *runtime_dir, const char *name);
  * Returns the fd or -errno; -ENAMETOOLONG when path does not fit sun_path. */
 int rts_listen_unix(const char *path, int type, mode_t mode);
 
-/* The daemon's listening socket: the one fd passed by systemd socket activation when there
- * is one (it must be an AF_UNIX listening socket of the given type, else -EINVAL), or else
- * rts_listen_unix(path, type, mode). *activated tells which. Returns the fd or -errno. */
-int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated);
-
 /* Connect to path with the given type, retrying ENOENT/ECONNREFUSED/EAGAIN for up to
  * retry_ms milliseconds (peers may start in any order). The fd is CLOEXEC and blocking.
  * Returns the fd or -errno. */

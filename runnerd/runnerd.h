@@ -20,6 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "common/conf.h"
+#include "common/daemon.h"
 #include "common/link.h"
 #include "common/proto.h"
 #include "runnerd/proc.h"
@@ -66,8 +67,9 @@ struct runnerd_broker {
 };
 
 struct runnerd {
-	sd_event *event;
-	struct rts_config *cfg;
+	struct rts_daemon daemon; /* the loop, the config and runnerd.sock (common/daemon.h) */
+	sd_event *event;	  /* daemon.event */
+	struct rts_config *cfg;	  /* daemon.cfg */
 	const char *runtime_dir;
 	char *broker_path; /* <runtime-dir>/brokerd.sock */
 	int run_root_fd;   /* O_DIRECTORY of cfg->run_root, checked at start-up */

@@ -29,6 +29,7 @@
 #include <systemd/sd-event.h>
 
 #include "common/conf.h"
+#include "common/daemon.h"
 #include "common/ids.h"
 #include "common/link.h"
 #include "common/proto.h"
@@ -120,15 +121,13 @@ struct statd_link {
 };
 
 struct statd {
-	struct rts_config *cfg;
+	struct rts_daemon daemon; /* the loop, the config and control.sock (common/daemon.h) */
+	struct rts_config *cfg;	  /* daemon.cfg */
 	const char *runtime_dir;
-	sd_event *ev;
+	sd_event *ev; /* daemon.event */
 	int exit_code;
 
-	int listen_fd;
-	bool activated;
-	char *control_path;
-	sd_event_source *listen_src;
+	sd_event_source *listen_src; /* control.sock */
 
 	struct statd_state *state;
 	struct lh_table *channels; /* key -> struct statd_channel, active channels only */
