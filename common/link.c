@@ -180,6 +180,14 @@ static void uncongest(struct rts_link *l)
 	}
 }
 
+/* A peer's clients come and go (info); the server a daemon needs going away is worth a
+ * warning. */
+static void peer_closed(const struct rts_link *l)
+{
+	rts_log(l->connecting_side ? LOG_WARNING : LOG_INFO, "%s closed the link%s", l->spec->peer_name,
+		l->state == LINK_HELLO ? " before HELLO completed" : "");
+}
+
 static void flush(struct rts_link *l)
 {
 	struct out_msg *o;
@@ -191,7 +199,7 @@ static void flush(struct rts_link *l)
 			uint32_t version, type = 0;
 			(void)rts_msg_header(&o->p, &version, &type);
 			if (r == -EPIPE || r == -ECONNRESET)
-				log_warning("%s closed the link", l->spec->peer_name);
+				peer_closed(l);
 			else
 				log_warning_errno(r, "cannot send %s to %s: %m", rts_msg_name(type), l->spec->peer_name);
 			rts_link_fail(l, r);
@@ -424,8 +432,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			continue;
 		}
 		if (r == -ECONNRESET)
-			log_warning("%s closed the link%s", l->spec->peer_name,
-				    l->state == LINK_HELLO ? " before HELLO completed" : "");
+			peer_closed(l);
 		else if (r == -EBADMSG)
 			log_error("protocol violation by %s: a truncated packet, bad control data or more than one fd; "
 				  "dropping it",
@@ -436,7 +443,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 	}
 	/* A hang-up without readable data (with data, the read above saw the end). */
 	if (l->state != LINK_DEAD && (revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN)) {
-		log_warning("%s closed the link", l->spec->peer_name);
+		peer_closed(l);
 		rts_link_fail(l, -ECONNRESET);
 	}
 	return 0;

@@ -86,6 +86,18 @@ int rts_listen_unix(const char *path, int type, mode_t mode)
 	return steal_fd(&fd);
 }
 
+/* One connect attempt with extra socket() flags. Returns the fd or -errno (-EAGAIN for a
+ * non-blocking socket and a full backlog). */
+static int connect_once(const struct sockaddr_un *sa, int type, int flags)
+{
+	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | flags, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return steal_fd(&fd);
+}
+
 int rts_connect_unix(const char *path, int type, unsigned retry_ms)
 {
 	struct sockaddr_un sa;
@@ -94,15 +106,9 @@ int rts_connect_unix(const char *path, int type, unsigned retry_ms)
 		return r;
 	uint64_t deadline = rts_now_ms() + retry_ms;
 	for (;;) {
-		int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		int fd = connect_once(&sa, type, 0);
+		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED && fd != -EAGAIN) || rts_now_ms() >= deadline)
 			return fd;
-		r = -errno;
-		close(fd);
-		if ((r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN) || rts_now_ms() >= deadline)
-			return r;
 		struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -112,14 +118,7 @@ int rts_connect_unix_once(const char *path, int type)
 {
 	struct sockaddr_un sa;
 	int r = fill_addr(&sa, path);
-	if (r < 0)
-		return r;
-	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return steal_fd(&fd);
+	return r < 0 ? r : connect_once(&sa, type, SOCK_NONBLOCK);
 }
 
 int rts_peer_is_self(int fd)

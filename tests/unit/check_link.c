@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/util.h"
+#include "tests/unit/seqpacket_rig.h"
 
 #define HELLO_MS 300u
 #define ID "0123456789abcdef"
@@ -189,25 +190,6 @@ static void raw_send(uint32_t type, const void *payload)
 	rts_packet_free(&p);
 }
 
-/* Send bytes as they are, with optional fds. */
-static void raw_send_bytes(const void *buf, size_t len, const int *fds, size_t nfds)
-{
-	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	char control[CMSG_SPACE(16 * sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds) {
-		memset(control, 0, sizeof(control));
-		mh.msg_control = control;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	ck_assert_int_eq(sendmsg(sv[1], &mh, 0), (ssize_t)len);
-}
-
 /* The next packet from the link side, running the loop meanwhile. 0, -ECONNRESET (the
  * link closed) or -ETIMEDOUT. */
 static int raw_recv(struct rts_packet *p, unsigned ms)
@@ -263,15 +245,6 @@ static struct rts_link *open_side(const struct rts_link_spec *spec, bool connect
 	return s->l;
 }
 
-static int count_open_fds(void)
-{
-	int k = 0;
-	for (int fd = 0; fd < 1024; fd++)
-		if (fcntl(fd, F_GETFD) >= 0)
-			k++;
-	return k;
-}
-
 /* stderr into a file for the log lines, and back. */
 static int saved_stderr = -1;
 static FILE *captured;
@@ -317,7 +290,7 @@ START_TEST(test_hello_and_messages_both_ways)
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	ck_assert_int_eq(fstat(devnull, &st), 0);
-	int before = count_open_fds();
+	int before = rig_count_open_fds();
 	ck_assert_int_eq(rts_link_send_turn_run(con.l, &(struct rts_msg_turn_run){.turn_id = ID, .text = "take", .fd = devnull}),
 			 0);
 	ck_assert(run_until(&lis.runs, 1, 2000));
@@ -327,7 +300,7 @@ START_TEST(test_hello_and_messages_both_ways)
 	ck_assert_int_eq(rts_link_send_turn_run(con.l, &(struct rts_msg_turn_run){.turn_id = ID, .text = "leave", .fd = devnull}),
 			 0);
 	ck_assert(run_until(&lis.runs, 2, 2000));
-	ck_assert_int_eq(count_open_fds(), before - 1);
+	ck_assert_int_eq(rig_count_open_fds(), before - 1);
 
 	ck_assert_int_eq(rts_link_send_turn_done(lis.l, &(struct rts_msg_turn_done){.turn_id = ID, .reply = "hi"}), 0);
 	ck_assert(run_until(&con.dones, 1, 2000));
@@ -383,7 +356,7 @@ START_TEST(test_version_mismatch_listening_side)
 	memcpy(buf + 12, &len, 4);
 	memcpy(buf + 16, RTS_PROGRAM_STATD, len + 1);
 	capture_begin();
-	raw_send_bytes(buf, 16 + len + 1, NULL, 0);
+	rig_send_raw(sv[1], buf, 16 + len + 1, NULL, 0);
 	struct rts_packet p = RTS_PACKET_INIT;
 	int r = raw_recv(&p, 2000);
 	ck_assert(run_until(&s.downs, 1, 2000));
@@ -418,7 +391,7 @@ START_TEST(test_version_mismatch_connecting_side)
 	memcpy(buf + 8, &v, 4);
 	memcpy(buf + 12, "\x01\x02\x03\x04", 4);
 	capture_begin();
-	raw_send_bytes(buf, sizeof(buf), NULL, 0);
+	rig_send_raw(sv[1], buf, sizeof(buf), NULL, 0);
 	ck_assert(run_until(&s.downs, 1, 2000));
 	char *log = capture_end();
 	ck_assert_int_eq(s.err, -EPROTONOSUPPORT);
@@ -453,12 +426,12 @@ START_TEST(test_unpermitted_before_hello)
 	open_side(&listener_spec, false, &s);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	raw_send(RTS_MSG_TURN_RUN, &(struct rts_msg_turn_run){.turn_id = ID, .text = "take", .fd = devnull});
-	int before = count_open_fds();
+	int before = rig_count_open_fds();
 	ck_assert(run_until(&s.downs, 1, 2000));
 	ck_assert_int_eq(s.err, -EPROTO);
 	ck_assert_int_eq(s.runs, 0);
 	/* The fd that arrived is closed again, and so is the link's socket. */
-	ck_assert_int_eq(count_open_fds(), before - 1);
+	ck_assert_int_eq(rig_count_open_fds(), before - 1);
 }
 END_TEST
 
@@ -479,7 +452,7 @@ START_TEST(test_unpermitted_after_hello)
 		memcpy(buf + 4, &t, 4);
 		memcpy(buf + 8, &len, 4);
 		memcpy(buf + 12, ID, 17);
-		raw_send_bytes(buf, 12 + 17, NULL, 0);
+		rig_send_raw(sv[1], buf, 12 + 17, NULL, 0);
 		ck_assert(run_until(&s.downs, 1, 2000));
 		ck_assert_int_eq(s.err, -EPROTO);
 		ck_assert_int_eq(s.runs + s.cancels, 0);
@@ -502,7 +475,7 @@ START_TEST(test_malformed_and_refused_drop_the_peer)
 	memcpy(buf + 4, &t, 4);
 	memcpy(buf + 8, &len, 4);
 	memcpy(buf + 12, ID "\0x", 18);
-	raw_send_bytes(buf, 12 + 18, NULL, 0);
+	rig_send_raw(sv[1], buf, 12 + 18, NULL, 0);
 	ck_assert(run_until(&s.downs, 1, 2000));
 	ck_assert_int_eq(s.err, -EBADMSG);
 	ck_assert_int_eq(s.cancels, 0);
@@ -528,18 +501,13 @@ START_TEST(test_ctrunc_drops_and_closes)
 	ck_assert(run_until(&s.ups, 1, 2000));
 	struct rts_packet p = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_msg_encode_turn_cancel(&(struct rts_msg_turn_cancel){.turn_id = ID}, &p), 0);
-	int fds[12];
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fds); i++)
-		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	raw_send_bytes(p.buf, p.len, fds, RTS_ARRAY_SIZE(fds));
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fds); i++)
-		close(fds[i]);
-	int before = count_open_fds();
+	rig_send_with_fds(sv[1], p.buf, p.len, 12);
+	int before = rig_count_open_fds();
 	ck_assert(run_until(&s.downs, 1, 2000));
 	ck_assert_int_eq(s.err, -EBADMSG);
 	ck_assert_int_eq(s.cancels, 0);
 	/* The link's own socket is gone too. */
-	ck_assert_int_eq(count_open_fds(), before - 1);
+	ck_assert_int_eq(rig_count_open_fds(), before - 1);
 	rts_packet_free(&p);
 }
 END_TEST
@@ -687,10 +655,10 @@ START_TEST(test_withdraw_takes_back_a_queued_message)
 		ck_assert_int_eq(send_big_run(s.l, -1, NULL), 0);
 	int tag;
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int before = count_open_fds();
+	int before = rig_count_open_fds();
 	ck_assert_int_eq(send_big_run(s.l, devnull, &tag), 0);
 	ck_assert(rts_link_withdraw(s.l, &tag));
-	ck_assert_int_eq(count_open_fds(), before - 1);
+	ck_assert_int_eq(rig_count_open_fds(), before - 1);
 	ck_assert(!rts_link_withdraw(s.l, &tag));
 	/* Eight arrive, none with an fd: the withdrawn one never left. */
 	struct rts_packet p = RTS_PACKET_INIT;

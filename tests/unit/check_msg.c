@@ -14,6 +14,7 @@
 #include "common/msg.h"
 #include "common/proto.h"
 #include "common/util.h"
+#include "tests/unit/seqpacket_rig.h"
 
 static int sv[2];
 
@@ -26,25 +27,6 @@ static void teardown(void)
 {
 	close(sv[0]);
 	close(sv[1]);
-}
-
-/* Send raw bytes as one packet, optionally with fds. */
-static void send_raw(const void *buf, size_t len, const int *fds, size_t nfds)
-{
-	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	char control[CMSG_SPACE(16 * sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds) {
-		memset(control, 0, sizeof(control));
-		mh.msg_control = control;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	ck_assert_int_eq(sendmsg(sv[0], &mh, 0), (ssize_t)len);
 }
 
 static size_t header(uint8_t *buf, uint32_t version, uint32_t type)
@@ -61,15 +43,6 @@ static size_t cancel_with(uint8_t *buf, uint32_t len, const void *bytes, size_t 
 	memcpy(buf + o, &len, 4);
 	memcpy(buf + o + 4, bytes, n);
 	return o + 4 + n;
-}
-
-static int count_open_fds(void)
-{
-	int k = 0;
-	for (int fd = 0; fd < 1024; fd++)
-		if (fcntl(fd, F_GETFD) >= 0)
-			k++;
-	return k;
 }
 
 /* Fill every field of a message from its table row: strings of their maximum length (so the
@@ -205,13 +178,13 @@ START_TEST(test_leftover_bytes)
 {
 	uint8_t buf[64];
 	size_t n = cancel_with(buf, 16, "0123456789abcdef\0x", 18);
-	send_raw(buf, n, NULL, 0);
+	rig_send_raw(sv[0], buf, n, NULL, 0);
 	struct rts_packet in = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), 0);
 	struct rts_msg_turn_cancel m;
 	ck_assert_int_eq(rts_msg_decode_turn_cancel(&in, &m), -EBADMSG);
 	/* The same packet without the extra byte decodes: it was the leftover that refused it. */
-	send_raw(buf, n - 1, NULL, 0);
+	rig_send_raw(sv[0], buf, n - 1, NULL, 0);
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), 0);
 	ck_assert_int_eq(rts_msg_decode_turn_cancel(&in, &m), 0);
 	rts_packet_free(&in);
@@ -220,7 +193,7 @@ END_TEST
 
 static int decode_cancel(const void *raw, size_t n)
 {
-	send_raw(raw, n, NULL, 0);
+	rig_send_raw(sv[0], raw, n, NULL, 0);
 	struct rts_packet in = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), 0);
 	struct rts_msg_turn_cancel m;
@@ -259,7 +232,7 @@ START_TEST(test_bad_header)
 	n = header(buf, 1, RTS_MSG_HELLO);
 	uint32_t v1 = 1;
 	memcpy(buf + n, &v1, 4);
-	send_raw(buf, n + 4, NULL, 0);
+	rig_send_raw(sv[0], buf, n + 4, NULL, 0);
 	struct rts_packet in = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), 0);
 	uint32_t theirs = 0;
@@ -268,7 +241,7 @@ START_TEST(test_bad_header)
 	struct rts_msg_hello h;
 	ck_assert_int_eq(rts_msg_decode_hello(&in, &h), -EBADMSG);
 	/* Shorter than a header. */
-	send_raw(buf, 5, NULL, 0);
+	rig_send_raw(sv[0], buf, 5, NULL, 0);
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), -EBADMSG);
 	rts_packet_free(&in);
 }
@@ -300,15 +273,15 @@ START_TEST(test_fd_rules)
 	uint8_t buf[64];
 	size_t n = cancel_with(buf, 16, "0123456789abcdef", 17);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int before = count_open_fds();
+	int before = rig_count_open_fds();
 	/* An fd with a message that carries none. */
-	send_raw(buf, n, &devnull, 1);
+	rig_send_raw(sv[0], buf, n, &devnull, 1);
 	struct rts_packet in = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_packet_recv(sv[1], &in), 0);
 	struct rts_msg_turn_cancel m;
 	ck_assert_int_eq(rts_msg_decode_turn_cancel(&in, &m), -EBADMSG);
 	rts_packet_clear(&in);
-	ck_assert_int_eq(count_open_fds(), before);
+	ck_assert_int_eq(rig_count_open_fds(), before);
 
 	/* No fd with one that must carry one. */
 	struct rts_packet out = RTS_PACKET_INIT;
@@ -325,41 +298,22 @@ START_TEST(test_fd_rules)
 }
 END_TEST
 
-/* More fds than the receiver makes room for: the kernel truncates the control data
- * (MSG_CTRUNC); the packet is refused and nothing leaks. */
-START_TEST(test_ctrunc_closes_fds)
+/* Two fds (one message carries at most one), and more than the receiver makes room for
+ * (the kernel truncates the control data: MSG_CTRUNC). Either way the packet is refused
+ * and every fd that arrived is closed again. */
+START_TEST(test_too_many_fds_closed)
 {
+	static const size_t counts[] = {2, 12};
 	uint8_t buf[16];
 	size_t n = header(buf, RTS_PROTO_VERSION, RTS_MSG_HELLO);
-	int fds[12];
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fds); i++)
-		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	send_raw(buf, n, fds, RTS_ARRAY_SIZE(fds));
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fds); i++)
-		close(fds[i]);
-	int before = count_open_fds();
-	struct rts_packet in = RTS_PACKET_INIT;
-	ck_assert_int_eq(rts_packet_recv(sv[1], &in), -EBADMSG);
-	ck_assert_int_eq(count_open_fds(), before);
-	rts_packet_free(&in);
-}
-END_TEST
-
-START_TEST(test_two_fds_closed)
-{
-	uint8_t buf[16];
-	size_t n = header(buf, RTS_PROTO_VERSION, RTS_MSG_HELLO);
-	int a = open("/dev/null", O_RDONLY | O_CLOEXEC), b = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int fds[2] = {a, b};
-	send_raw(buf, n, fds, 2);
-	close(a);
-	close(b);
-	int before = count_open_fds();
-	struct rts_packet in = RTS_PACKET_INIT;
-	ck_assert_int_eq(rts_packet_recv(sv[1], &in), -EBADMSG);
-	/* Both received fds were closed again: nothing leaks from a refused packet. */
-	ck_assert_int_eq(count_open_fds(), before);
-	rts_packet_free(&in);
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(counts); i++) {
+		rig_send_with_fds(sv[0], buf, n, counts[i]);
+		int before = rig_count_open_fds();
+		struct rts_packet in = RTS_PACKET_INIT;
+		ck_assert_int_eq(rts_packet_recv(sv[1], &in), -EBADMSG);
+		ck_assert_int_eq(rig_count_open_fds(), before);
+		rts_packet_free(&in);
+	}
 }
 END_TEST
 
@@ -369,11 +323,11 @@ START_TEST(test_encode_refuses_over_max)
 	memset(big, 'x', RTS_TEXT_MAX + 1);
 	big[RTS_TEXT_MAX + 1] = '\0';
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int before = count_open_fds();
+	int before = rig_count_open_fds();
 	struct rts_packet out = RTS_PACKET_INIT;
 	ck_assert_int_eq(rts_msg_encode_turn_run(&(struct rts_msg_turn_run){.text = big, .fd = fd}, &out), -EMSGSIZE);
 	/* The fd was taken (and closed) although nothing was encoded. */
-	ck_assert_int_eq(count_open_fds(), before - 1);
+	ck_assert_int_eq(rig_count_open_fds(), before - 1);
 	ck_assert_uint_eq(out.len, 0);
 	/* One byte less fits. */
 	big[RTS_TEXT_MAX] = '\0';
@@ -415,8 +369,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_header);
 	tcase_add_test(tc, test_oversized_packet);
 	tcase_add_test(tc, test_fd_rules);
-	tcase_add_test(tc, test_ctrunc_closes_fds);
-	tcase_add_test(tc, test_two_fds_closed);
+	tcase_add_test(tc, test_too_many_fds_closed);
 	tcase_add_test(tc, test_encode_refuses_over_max);
 	tcase_add_test(tc, test_peer_closed);
 	tcase_add_test(tc, test_nothing_waiting);
