@@ -270,10 +270,6 @@ static void link_forget(struct brokerd_link *l)
 	free(l);
 }
 
-static void brokerd_runnerd_up(struct rts_link *link, void *owner)
-{
-}
-
 static void brokerd_runnerd_down(struct rts_link *link, void *owner, int err, bool was_up)
 {
 	link_forget(owner);
@@ -289,7 +285,6 @@ static const struct rts_link_spec brokerd_runnerd_spec = {
 	.peer_check = rts_peer_is_self,
 	.peer_refusal = "peer that is not the service account",
 	.dispatch = brokerd_dispatch_runnerd,
-	.on_up = brokerd_runnerd_up,
 	.on_down = brokerd_runnerd_down,
 };
 

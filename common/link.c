@@ -315,17 +315,19 @@ static void hello_done(struct rts_link *l, uint32_t version, const char *program
 		log_info("connected to %s (%s, protocol %u)", l->spec->peer_name, prog, version);
 	else
 		log_info("%s: %s connected (protocol %u)", l->spec->sock, prog, version);
-	l->spec->on_up(l, l->owner);
+	if (l->spec->on_up)
+		l->spec->on_up(l, l->owner);
 }
 
-/* The peer names another program than the one this link is for. */
+/* The peer names another program than the one this link is for: said once, here. */
 static int wrong_program(struct rts_link *l, const char *program)
 {
 	char prog[RTS_PROGRAM_NAME_MAX + 1];
 	printable(program, prog, sizeof(prog));
 	log_error("%s: the peer says it is \"%s\", not %s; dropping it (is another program using this socket?)",
 		  l->spec->sock, prog, l->spec->peer);
-	return -EPROTO;
+	rts_link_fail(l, -EPROTO);
+	return 0;
 }
 
 static int on_hello(struct rts_link *l, void *owner, struct rts_msg_hello *m)

@@ -76,7 +76,7 @@ struct rts_link_spec {
 	/* What the peer may send once HELLO is done. Checked when a link is made: a message
 	 * of another link or direction in it, or HELLO, aborts (a bug, not an input). */
 	const struct rts_link_dispatch *dispatch;
-	/* HELLO completed; sends are possible from here. */
+	/* Optional: HELLO completed; sends are possible from here. */
 	void (*on_up)(struct rts_link *l, void *owner);
 	/* The link failed, was refused, or never came up (was_up false); err is why
 	 * (-ECONNRESET: the peer closed). Called once, from its own event; l is freed when it

@@ -30,11 +30,6 @@ static const struct rts_link_dispatch runnerd_dispatch_statd[] = {
 	RTS_LINK_DISPATCH_END,
 };
 
-static void runnerd_statd_up(struct rts_link *l, void *owner)
-{
-	log_debug("statd connected");
-}
-
 static void runnerd_statd_down(struct rts_link *l, void *owner, int err, bool was_up)
 {
 	struct runnerd_statd *peer = owner;
@@ -55,7 +50,6 @@ const struct rts_link_spec runnerd_statd_spec = {
 	.peer_check = rts_peer_is_self,
 	.peer_refusal = "connection from another user",
 	.dispatch = runnerd_dispatch_statd,
-	.on_up = runnerd_statd_up,
 	.on_down = runnerd_statd_down,
 };
 

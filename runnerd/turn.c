@@ -156,9 +156,6 @@ static void turn_finish(struct runnerd_turn *t)
 		free(t->reply);
 		t->reply = NULL;
 	}
-	if (t->peer)
-		send_done(t->peer, t->id, t->status, t->reply);
-
 	uint64_t ms = rts_now_ms() - t->started_ms;
 	ms = ms ? ms : 1;
 	const char *why = t->why ? t->why : "-";
@@ -178,6 +175,9 @@ static void turn_finish(struct runnerd_turn *t)
 							       : LOG_WARNING,
 			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
 			     t->peer ? "" : " (statd gone, not answered)");
+	/* After the log line: whoever hears the outcome finds it logged already. */
+	if (t->peer)
+		send_done(t->peer, t->id, t->status, t->reply);
 
 	TAILQ_REMOVE(&rd->turns, t, entry);
 	rd->n_turns--;
