@@ -11,12 +11,10 @@
 #include "config.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
@@ -24,27 +22,24 @@
 #include "brokerd/turn.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
+#include "common/link.h"
 #include "common/log.h"
-#include "common/msg.h"
 #include "common/proto.h"
-#include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
 
 #define LINKS_MAX 4u	     /* runnerd connections at once (a restarting runnerd overlaps) */
 #define SWEEP_EVERY_US 250000 /* connection deadline sweep */
-#define PROGRAM_NAME_MAX 64u
 
 static const char usage[] = "Usage: roundtable-sandbox-brokerd [--config PATH] [--runtime-dir DIR]\n"
 			    "\n"
 			    "The per-turn HTTP broker of roundtable-sandbox. Listens on DIR/brokerd.sock for\n"
 			    "roundtable-sandbox-runnerd and serves each turn's broker socket.\n";
 
+/* One runnerd connection on brokerd.sock (common/link.c runs it). */
 struct brokerd_link {
 	struct brokerd *d;
-	int fd;
-	sd_event_source *src;
-	bool hello_done;
+	struct rts_link *link;
 	struct brokerd_link *next;
 };
 
@@ -52,8 +47,8 @@ struct brokerd {
 	const struct rts_config *cfg;
 	sd_event *ev;
 	sd_event_source *sweep;
+	struct rts_link_server *server;
 	struct brokerd_link *links;
-	unsigned n_links;
 	struct brokerd_turn *turns;   /* bound and serving */
 	struct brokerd_turn *closing; /* being torn down by a closer thread */
 	unsigned n_turns;	      /* both lists */
@@ -95,12 +90,7 @@ static void *closer_thread(void *arg)
 
 static void send_closed(struct brokerd_link *l, const char *turn_id, unsigned calls)
 {
-	struct rts_msg m;
-	rts_msg_init(&m, RTS_MSG_BROKER_CLOSED);
-	rts_msg_put_str(&m, turn_id);
-	rts_msg_put_u32(&m, calls);
-	int r = rts_msg_send(l->fd, &m);
-	rts_msg_release(&m);
+	int r = rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = turn_id, .calls = calls});
 	if (r < 0)
 		log_warning_errno(r, "cannot answer BROKER_CLOSE for turn %s: %m", turn_id);
 }
@@ -190,82 +180,40 @@ static struct brokerd_turn *find_turn(struct brokerd *d, const char *turn_id)
 
 /* ---- runnerd link ---- */
 
-static int send_simple(struct brokerd_link *l, struct rts_msg *m)
-{
-	int r = rts_msg_send(l->fd, m);
-	rts_msg_release(m);
-	return r;
-}
-
-static int on_hello(void *ctx, struct rts_msg *m)
-{
-	struct brokerd_link *l = ctx;
-	uint32_t version;
-	const char *program;
-	int r;
-	if ((r = rts_msg_get_u32(m, &version)) < 0 || (r = rts_msg_get_str(m, &program, PROGRAM_NAME_MAX)) < 0 ||
-	    (r = rts_msg_end(m)) < 0)
-		return r;
-	if (version != RTS_PROTO_VERSION)
-		return -EPROTO;
-	l->hello_done = true;
-	struct rts_msg a;
-	rts_msg_init(&a, RTS_MSG_HELLO_OK);
-	rts_msg_put_u32(&a, RTS_PROTO_VERSION);
-	return send_simple(l, &a);
-}
-
 static int answer_bound(struct brokerd_link *l, const char *turn_id, int result)
 {
-	struct rts_msg a;
-	rts_msg_init(&a, RTS_MSG_BROKER_BOUND);
-	rts_msg_put_str(&a, turn_id);
-	rts_msg_put_i32(&a, result);
-	return send_simple(l, &a);
+	return rts_link_send_broker_bound(l->link, &(struct rts_msg_broker_bound){.turn_id = turn_id, .result = result});
 }
 
-static int on_bind(void *ctx, struct rts_msg *m)
+static int brokerd_on_bind(struct rts_link *link, void *owner, struct rts_msg_broker_bind *m)
 {
-	struct brokerd_link *l = ctx;
+	struct brokerd_link *l = owner;
 	struct brokerd *d = l->d;
-	const char *turn_id, *channel, *channel_hash, *speaker_id, *speaker_name, *principal_id;
-	uint64_t deadline;
-	cleanup_close int fd = -1;
-	int r;
-	/* A field that does not parse is a protocol violation (the peer is dropped); a
-	 * field that parses but is not acceptable gets BROKER_BOUND with an error. */
-	if ((r = rts_msg_get_str(m, &turn_id, RTS_TURN_ID_LEN)) < 0 ||
-	    (r = rts_msg_get_str(m, &channel, RTS_CHANNEL_MAX)) < 0 ||
-	    (r = rts_msg_get_str(m, &channel_hash, RTS_HASH_HEX_LEN)) < 0 ||
-	    (r = rts_msg_get_str(m, &speaker_id, RTS_SPEAKER_FIELD_MAX)) < 0 ||
-	    (r = rts_msg_get_str(m, &speaker_name, RTS_SPEAKER_FIELD_MAX)) < 0 ||
-	    (r = rts_msg_get_str(m, &principal_id, RTS_SPEAKER_FIELD_MAX)) < 0 ||
-	    (r = rts_msg_get_u64(m, &deadline)) < 0 || (r = rts_msg_take_fd(m, &fd)) < 0 || (r = rts_msg_end(m)) < 0)
-		return r;
-
+	/* Every field parsed within its bounds (else the link dropped the peer); a binding
+	 * that is not acceptable gets BROKER_BOUND with an error. */
 	if (d->stopping)
-		return answer_bound(l, turn_id, -ESHUTDOWN);
+		return answer_bound(l, m->turn_id, -ESHUTDOWN);
 	if (d->n_turns >= BROKERD_MAX_TURNS) {
-		log_warning("turn %s refused: %u turns are bound already", turn_id, BROKERD_MAX_TURNS);
-		return answer_bound(l, turn_id, -EBUSY);
+		log_warning("turn %s refused: %u turns are bound already", m->turn_id, BROKERD_MAX_TURNS);
+		return answer_bound(l, m->turn_id, -EBUSY);
 	}
-	if (find_turn(d, turn_id))
-		return answer_bound(l, turn_id, -EEXIST);
+	if (find_turn(d, m->turn_id))
+		return answer_bound(l, m->turn_id, -EEXIST);
 
 	struct brokerd_binding b = {
-		.channel = (char *)channel,
-		.speaker_id = (char *)speaker_id,
-		.speaker_name = (char *)speaker_name,
-		.principal_id = (char *)principal_id,
-		.deadline_ms = deadline,
+		.channel = (char *)m->channel,
+		.speaker_id = (char *)m->speaker_id,
+		.speaker_name = (char *)m->speaker_name,
+		.principal_id = (char *)m->principal_id,
+		.deadline_ms = m->deadline_ms,
 	};
-	snprintf(b.turn_id, sizeof(b.turn_id), "%s", turn_id);
-	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", channel_hash);
+	snprintf(b.turn_id, sizeof(b.turn_id), "%s", m->turn_id);
+	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", m->channel_hash);
 	struct brokerd_turn *t = NULL;
-	r = brokerd_turn_new(d->cfg, &b, steal_fd(&fd), d->ev, &t);
+	int r = brokerd_turn_new(d->cfg, &b, steal_fd(&m->fd), d->ev, &t);
 	if (r < 0) {
-		log_warning_errno(r, "turn %s refused: %m", rts_turn_id_valid(turn_id) ? turn_id : "(invalid id)");
-		return answer_bound(l, turn_id, r);
+		log_warning_errno(r, "turn %s refused: %m", rts_turn_id_valid(m->turn_id) ? m->turn_id : "(invalid id)");
+		return answer_bound(l, m->turn_id, r);
 	}
 	t->owner = l;
 	t->next = d->turns;
@@ -279,38 +227,27 @@ static int on_bind(void *ctx, struct rts_msg *m)
 	return answer_bound(l, t->b.turn_id, 0);
 }
 
-static int on_close(void *ctx, struct rts_msg *m)
+static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_broker_close *m)
 {
-	struct brokerd_link *l = ctx;
-	const char *turn_id;
-	int r;
-	if ((r = rts_msg_get_str(m, &turn_id, RTS_TURN_ID_LEN)) < 0 || (r = rts_msg_end(m)) < 0)
-		return r;
-	struct brokerd_turn *t = find_turn(l->d, turn_id);
+	struct brokerd_link *l = owner;
+	struct brokerd_turn *t = find_turn(l->d, m->turn_id);
 	if (t && t->owner == l) {
 		turn_close(l->d, t, true);
 		return 0;
 	}
 	/* Unknown (never bound, refused, or its link is gone): nothing to close. */
-	struct rts_msg a;
-	rts_msg_init(&a, RTS_MSG_BROKER_CLOSED);
-	rts_msg_put_str(&a, turn_id);
-	rts_msg_put_u32(&a, 0);
-	return send_simple(l, &a);
+	return rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = m->turn_id, .calls = 0});
 }
 
-/* Before HELLO only HELLO; after it only the turn messages. Anything else drops the peer. */
-static const struct rts_dispatch brokerd_dispatch_runnerd_hello[] = {
-	{RTS_MSG_HELLO, on_hello},
-	{0, NULL},
-};
-static const struct rts_dispatch brokerd_dispatch_runnerd[] = {
-	{RTS_MSG_BROKER_BIND, on_bind},
-	{RTS_MSG_BROKER_CLOSE, on_close},
-	{0, NULL},
+/* What runnerd may send once HELLO is done; anything else drops the peer. */
+static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
+	RTS_LINK_ON(BROKER_BIND, brokerd_on_bind),
+	RTS_LINK_ON(BROKER_CLOSE, brokerd_on_close),
+	RTS_LINK_DISPATCH_END,
 };
 
-static void link_drop(struct brokerd_link *l)
+/* The link is gone (or brokerd stops): close what it bound and forget it. */
+static void link_forget(struct brokerd_link *l)
 {
 	struct brokerd *d = l->d;
 	/* HACKING.md: brokerd loses runnerd -> every turn bound through that link closes. */
@@ -330,95 +267,60 @@ static void link_drop(struct brokerd_link *l)
 			*p = l->next;
 			break;
 		}
-	d->n_links--;
-	sd_event_source_disable_unref(l->src);
-	close(l->fd);
 	free(l);
 }
 
-static int on_link(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void brokerd_runnerd_down(struct rts_link *link, void *owner, int err, bool was_up)
 {
-	struct brokerd_link *l = userdata;
-	struct rts_msg m;
-	int r = rts_msg_recv(fd, &m);
-	if (r == -EAGAIN) {
-		rts_msg_release(&m);
-		return 0;
-	}
-	if (r == 0)
-		r = rts_dispatch(l->hello_done ? brokerd_dispatch_runnerd : brokerd_dispatch_runnerd_hello, l, &m);
-	rts_msg_release(&m);
-	if (r < 0) {
-		if (r == -ECONNRESET)
-			log_info("runnerd link closed");
-		else
-			log_warning_errno(r, "dropping the runnerd link (protocol violation or send failure): %m");
-		link_drop(l);
-	}
-	return 0;
+	link_forget(owner);
 }
 
-static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static const struct rts_link_spec brokerd_runnerd_spec = {
+	.proto = RTS_PROTO_LINK_BROKERD,
+	.sock = RTS_SOCK_BROKERD,
+	.self = RTS_PROGRAM_BROKERD,
+	.peer = RTS_PROGRAM_RUNNERD,
+	.peer_name = "runnerd",
+	/* Only the service account binds turns: brokerd holds the credentials. */
+	.peer_check = rts_peer_is_self,
+	.peer_refusal = "peer that is not the service account",
+	.dispatch = brokerd_dispatch_runnerd,
+	.on_down = brokerd_runnerd_down,
+};
+
+static void *brokerd_runnerd_new(void *owner, struct rts_link *link)
 {
-	struct brokerd *d = userdata;
-	cleanup_close int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (c < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warning_errno(errno, "accept on brokerd.sock: %m");
-		return 0;
-	}
-	int r = rts_peer_is_self(c);
-	if (r < 0) {
-		log_warning_errno(r, "refusing a brokerd.sock peer that is not the service account: %m");
-		return 0;
-	}
-	if (d->stopping || d->n_links >= LINKS_MAX) {
-		log_warning("refusing a runnerd connection: %s", d->stopping ? "shutting down" : "too many links");
-		return 0;
+	struct brokerd *d = owner;
+	if (d->stopping) {
+		log_warning("refusing a runnerd connection: shutting down");
+		return NULL;
 	}
 	struct brokerd_link *l = rts_xcalloc(1, sizeof(*l));
-	l->d = d;
-	l->fd = c;
-	r = sd_event_add_io(d->ev, &l->src, c, EPOLLIN, on_link, l);
-	if (r < 0) {
-		free(l);
-		return log_error_errno(r, "cannot watch a runnerd link: %m"), 0;
-	}
-	steal_fd(&c);
-	l->next = d->links;
+	*l = (struct brokerd_link){.d = d, .link = link, .next = d->links};
 	d->links = l;
-	d->n_links++;
-	return 0;
+	return l;
 }
 
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+static void on_stop(struct rts_daemon *daemon)
 {
-	struct brokerd *d = userdata;
-	if (d->stopping)
-		return 0;
+	struct brokerd *d = daemon->userdata;
 	d->stopping = true;
-	sd_notify(0, "STOPPING=1");
 	log_info("stopping: closing %u turns", d->n_turns);
-	while (d->links)
-		link_drop(d->links);
+	(void)rts_link_server_enable(d->server, false);
+	while (d->links) {
+		struct rts_link *link = d->links->link;
+		link_forget(d->links);
+		rts_link_free(link);
+	}
 	if (d->n_turns == 0)
 		sd_event_exit(d->ev, 0);
-	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct rts_opts o;
-	int idx = rts_parse_options(argc, argv, usage, &o);
-	rts_log_init("roundtable-sandbox-brokerd");
-	if (idx != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	struct rts_config *cfg = rts_daemon_load_config(&o);
-	int r = rts_sandbox_init();
-	if (r < 0)
-		fatal_f("cannot drop privileges: %s", strerror(-r));
+	struct rts_daemon daemon;
+	rts_daemon_init(&daemon, argc, argv, "roundtable-sandbox-brokerd", usage);
+	const struct rts_config *cfg = daemon.cfg;
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and
@@ -427,36 +329,21 @@ int main(int argc, char **argv)
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
 	rts_json_strict_init();
-	/* Writes to a worker that hung up must fail with EPIPE, not kill us. */
-	signal(SIGPIPE, SIG_IGN);
-	/* Blocked before any thread exists, so every thread inherits it and sd-event's
-	 * signalfd is the only receiver. */
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGTERM);
-	sigaddset(&ss, SIGINT);
-	sigprocmask(SIG_BLOCK, &ss, NULL);
 
 	struct brokerd d = {.cfg = cfg, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);
-	r = sd_event_default(&d.ev);
-	if (r < 0)
-		fatal_f("sd_event_default: %s", strerror(-r));
-
-	cleanup_free char *path = rts_runtime_path(o.runtime_dir, RTS_SOCK_BROKERD);
-	bool activated = false;
-	int lfd = rts_listen_activated_or_bind(path, SOCK_SEQPACKET, 0600, &activated);
-	if (lfd < 0)
-		fatal_f("cannot listen on %s: %s", path, strerror(-lfd));
+	rts_daemon_listen(&daemon, RTS_SOCK_BROKERD, SOCK_SEQPACKET, 0600, false, on_stop, &d);
+	d.ev = daemon.event;
 	d.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d.done_fd < 0)
 		fatal_f("eventfd: %s", strerror(errno));
 
-	sd_event_source *listen_src = NULL, *done_src = NULL;
-	if ((r = sd_event_add_io(d.ev, &listen_src, lfd, EPOLLIN, on_accept, &d)) < 0 ||
+	sd_event_source *done_src = NULL;
+	int r;
+	if ((r = rts_link_server_new(d.ev, daemon.listen_fd, &brokerd_runnerd_spec, LINKS_MAX, brokerd_runnerd_new, &d,
+				     &d.server)) < 0 ||
+	    (r = rts_link_server_enable(d.server, true)) < 0 ||
 	    (r = sd_event_add_io(d.ev, &done_src, d.done_fd, EPOLLIN, on_done, &d)) < 0 ||
-	    (r = sd_event_add_signal(d.ev, NULL, SIGTERM, on_signal, &d)) < 0 ||
-	    (r = sd_event_add_signal(d.ev, NULL, SIGINT, on_signal, &d)) < 0 ||
 	    (r = sd_event_add_time_relative(d.ev, &d.sweep, CLOCK_MONOTONIC, SWEEP_EVERY_US, 50000, on_sweep, &d)) <
 		    0)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
@@ -464,29 +351,28 @@ int main(int argc, char **argv)
 
 	/* Start-up is over and no thread exists yet. Host tools and key commands inherit the
 	 * filter: like brokerd, they cannot open a file for writing (common/sandbox.c). */
-	r = rts_sandbox_apply(RTS_SANDBOX_BROKERD);
-	if (r < 0)
-		fatal_f("cannot install the seccomp filter: %s", strerror(-r));
+	rts_daemon_sandbox(&daemon, RTS_SANDBOX_BROKERD);
 #ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
 	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
 	log_warning("test build: upstream deadline %u ms instead of 60000 ms; never install this binary",
 		    (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
 #endif
-	log_info("listening on %s%s", path, activated ? " (socket activation)" : "");
-	sd_notify(0, "READY=1\nSTATUS=Serving turns");
-	r = sd_event_loop(d.ev);
+	rts_daemon_ready(&daemon, "Serving turns");
+	int status = rts_daemon_run(&daemon);
 
-	sd_event_source_disable_unref(listen_src);
+	/* Normally none: stopping dropped them. */
+	for (struct brokerd_link *l = d.links, *next; l; l = next) {
+		next = l->next;
+		rts_link_free(l->link);
+		free(l);
+	}
+	rts_link_server_free(d.server);
 	sd_event_source_disable_unref(done_src);
 	sd_event_source_disable_unref(d.sweep);
-	close(lfd);
-	if (!activated)
-		unlink(path);
 	close(d.done_fd);
-	sd_event_unref(d.ev);
 	pthread_mutex_destroy(&d.done_lock);
 	brokerd_upstream_cleanup();
 	curl_global_cleanup();
-	rts_config_free(cfg);
-	return r < 0 ? 1 : 0;
+	rts_daemon_finish(&daemon);
+	return status;
 }

@@ -1,85 +1,162 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Every message exchanged between the daemons, in one place.
+/* Every message exchanged between the daemons, in one table.
  *
  * Links: statd -> runnerd on runnerd.sock, runnerd -> brokerd on brokerd.sock. Both are
  * connected AF_UNIX SOCK_SEQPACKET sockets: one message per packet, at most RTS_MSG_MAX
- * bytes, file descriptors carried with SCM_RIGHTS inside the message they belong to.
- * The connecting side speaks first with RTS_MSG_HELLO; the listening side checks the peer's
- * uid with SO_PEERCRED (it must be the service account) and answers RTS_MSG_HELLO_OK.
+ * bytes, a file descriptor carried with SCM_RIGHTS inside the message it belongs to. The
+ * connecting side speaks first with HELLO; the listening side checks its peer with
+ * SO_PEERCRED before reading a byte and answers HELLO_OK (common/link.h runs all of it).
  *
- * Requests have even numbers, answers odd. A message of a type the receiver does not
- * expect from that peer, with leftover bytes, a short field, an unterminated string or an
- * unexpected fd is a protocol violation: the receiver logs it and drops the peer.
+ * RTS_PROTO_MESSAGES below is the only description of the messages. common/msg.h makes a
+ * struct and a strict encoder/decoder pair of each row; common/link.h a typed handler slot
+ * and a typed send; tests/unit/check-rtsproto.py compares the Python harness's copy
+ * (tests/integration/rtsproto.py) with it. Nothing marshals a message by hand.
  *
- * Bump RTS_PROTO_VERSION whenever a message or its payload below changes. */
+ * Wire layout: u32 version (RTS_PROTO_VERSION of the sender), u32 type, then the fields in
+ * table order. Integers are in host byte order (both ends are on one host). A string is a
+ * u32 length, the bytes and a NUL; the receiver checks the length against the field's
+ * maximum and the packet, the NUL, and that no other NUL is inside. A message of a type the
+ * receiver does not expect from that peer in that state, a header of another version
+ * (HELLO and HELLO_OK aside, see below), a short field, leftover bytes, a missing fd or an
+ * fd the type does not carry is a protocol violation: the receiver logs it and drops the
+ * peer.
+ *
+ * Version negotiation: HELLO and HELLO_OK begin with u32 version in every version of the
+ * protocol, and a receiver reads that field whatever the header says. When the versions
+ * differ, both sides log one line naming both versions and asking for matching releases;
+ * the listening side still answers HELLO_OK (with its own version) so that the connecting
+ * side can say so too, then both drop the link.
+ *
+ * Requests (connecting side to listening side) have even numbers, answers odd
+ * (_Static_assert in common/msg.c). Bump RTS_PROTO_VERSION whenever a row, a field or a
+ * field's maximum changes, and say so in tests/integration/rtsproto.py (make check
+ * compares the two). */
 #ifndef RTS_PROTO_H
 #define RTS_PROTO_H
 
 /* RTS_CHANNEL_MAX, RTS_TEXT_MAX, RTS_TURN_ID_LEN, ...: the field bounds below. */
+#include "common/ids.h"
 #include "common/limits.h"
 
-#define RTS_PROTO_VERSION 1u
+/* 2: HELLO_OK names its program too; HELLO's and HELLO_OK's version field became the one
+ * field every version keeps. */
+#define RTS_PROTO_VERSION 2u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
- * stays below the default AF_UNIX send buffer (212992 bytes). */
+ * stays below the default AF_UNIX send buffer (212992 bytes). Buffers are sized to the
+ * packet, not to this. */
 #define RTS_MSG_MAX (128u * 1024u)
 
-enum rts_msg_type {
-	/* Both links. */
-	RTS_MSG_HELLO = 2,    /* u32 version, str program  */
-	RTS_MSG_HELLO_OK = 3, /* u32 version               */
+/* The programs that say HELLO and HELLO_OK; each listening side accepts only the program
+ * its link is for. */
+#define RTS_PROGRAM_STATD "roundtable-sandbox-statd"
+#define RTS_PROGRAM_RUNNERD "roundtable-sandbox-runnerd"
+#define RTS_PROGRAM_BROKERD "roundtable-sandbox-brokerd"
+#define RTS_PROGRAM_NAME_MAX 64u
 
-	/* statd -> runnerd */
-	RTS_MSG_TURN_RUN = 10,
-	/*   str turn_id        16 lowercase hex digits, chosen by statd
-	 *   str channel        the channel key (opaque, 1..RTS_CHANNEL_MAX bytes)
-	 *   str channel_hash   64 hex digits, sha256 of the channel key
-	 *   str speaker_id
-	 *   str speaker_name
-	 *   str principal_id   never sent into the container; brokerd binds it
-	 *   str text           the guest's message, at most RTS_TEXT_MAX bytes
-	 *   u32 attachments    count only; attachments are not downloaded
-	 *   u8  start_fresh    1 when a fresh start is pending for the channel
-	 *   str workspace      absolute path of the verified workspace dir
-	 *   fd                 O_PATH|O_DIRECTORY fd of that same dir */
-	RTS_MSG_TURN_DONE = 11,
-	/*   str turn_id
-	 *   u32 status         enum rts_turn_status
-	 *   str reply          the reply text when status is RTS_TURN_OK, else "" */
-	RTS_MSG_TURN_CANCEL = 12,
-	/*   str turn_id        ends the turn like its deadline would; a TURN_DONE with
-	 *                      RTS_TURN_CANCELLED follows. Unknown ids are ignored. */
+/* The workspace path in TURN_RUN: an absolute path, at most PATH_MAX bytes. */
+#define RTS_PROTO_PATH_MAX 4096u
 
-	/* runnerd -> brokerd */
-	RTS_MSG_BROKER_BIND = 20,
-	/*   str turn_id
-	 *   str channel
-	 *   str channel_hash
-	 *   str speaker_id
-	 *   str speaker_name
-	 *   str principal_id
-	 *   u64 deadline_ms    CLOCK_MONOTONIC milliseconds when the turn ends
-	 *   fd                 the listening SOCK_STREAM socket bound at runRoot/<turn>/broker.sock */
-	RTS_MSG_BROKER_BOUND = 21,
-	/*   str turn_id
-	 *   i32 result         0, or a negative errno when brokerd refused the binding */
-	RTS_MSG_BROKER_CLOSE = 22,
-	/*   str turn_id        brokerd aborts in-flight upstream calls and tool processes,
-	 *                      closes the listener and forgets the turn */
-	RTS_MSG_BROKER_CLOSED = 23,
-	/*   str turn_id
-	 *   u32 calls          broker calls the turn made, refused ones included */
+/* Which link a message travels on, and which way. */
+enum rts_proto_link {
+	RTS_PROTO_LINK_ANY = 0,	    /* HELLO, HELLO_OK */
+	RTS_PROTO_LINK_RUNNERD = 1, /* runnerd.sock: statd connects, runnerd listens */
+	RTS_PROTO_LINK_BROKERD = 2, /* brokerd.sock: runnerd connects, brokerd listens */
+};
+enum rts_proto_dir {
+	RTS_PROTO_TO_LISTENER = 0,  /* a request: even type */
+	RTS_PROTO_TO_CONNECTOR = 1, /* an answer: odd type */
 };
 
+/* Field kinds: U8, U32, I32, U64 (the max column is 0), STR (max: bytes, NUL excluded). */
+
+/* Fields of each message: F(X, KIND, name, max), in wire order; X is handed through to F
+ * untouched (the code that expands a row passes what its F needs, e.g. the struct). */
+#define RTS_PROTO_FIELDS_HELLO(F, X)                                                        \
+	F(X, U32, version, 0) /* the sender's RTS_PROTO_VERSION: first in every version */ \
+	F(X, STR, program, RTS_PROGRAM_NAME_MAX) /* RTS_PROGRAM_STATD or _RUNNERD */
+#define RTS_PROTO_FIELDS_HELLO_OK(F, X) \
+	F(X, U32, version, 0)           \
+	F(X, STR, program, RTS_PROGRAM_NAME_MAX) /* RTS_PROGRAM_RUNNERD or _BROKERD */
+/* statd -> runnerd: run a turn. fd: O_PATH|O_DIRECTORY of the verified workspace, the
+ * same directory as workspace. */
+#define RTS_PROTO_FIELDS_TURN_RUN(F, X)                                                                  \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)	 /* 16 lowercase hex digits, chosen by statd */      \
+	F(X, STR, channel, RTS_CHANNEL_MAX)	 /* the channel key (opaque, 1..RTS_CHANNEL_MAX) */  \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) /* 64 hex digits, sha256 of the channel key */      \
+	F(X, STR, speaker_id, RTS_SPEAKER_FIELD_MAX)                                                     \
+	F(X, STR, speaker_name, RTS_SPEAKER_FIELD_MAX)                                                   \
+	F(X, STR, principal_id, RTS_SPEAKER_FIELD_MAX) /* never sent into the container */              \
+	F(X, STR, text, RTS_TEXT_MAX)		     /* the guest's message */                           \
+	F(X, U32, attachments, 0)			     /* count only; attachments are not downloaded */    \
+	F(X, U8, start_fresh, 0)			     /* 1 when a fresh start is pending */               \
+	F(X, STR, workspace, RTS_PROTO_PATH_MAX)	     /* absolute path of the verified workspace */
+/* runnerd -> statd: the turn ended. status: enum rts_turn_status; reply is "" unless
+ * status is RTS_TURN_OK. */
+#define RTS_PROTO_FIELDS_TURN_DONE(F, X)  \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN) \
+	F(X, U32, status, 0)                \
+	F(X, STR, reply, RTS_REPLY_MAX)
+/* statd -> runnerd: end the turn like its deadline would; a TURN_DONE with
+ * RTS_TURN_CANCELLED follows. Unknown ids are ignored. */
+#define RTS_PROTO_FIELDS_TURN_CANCEL(F, X) F(X, STR, turn_id, RTS_TURN_ID_LEN)
+/* runnerd -> brokerd: serve a turn. fd: the listening SOCK_STREAM socket bound at
+ * runRoot/<turn>/broker.sock. deadline_ms: CLOCK_MONOTONIC milliseconds when the turn
+ * ends. */
+#define RTS_PROTO_FIELDS_BROKER_BIND(F, X)             \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)              \
+	F(X, STR, channel, RTS_CHANNEL_MAX)              \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)        \
+	F(X, STR, speaker_id, RTS_SPEAKER_FIELD_MAX)     \
+	F(X, STR, speaker_name, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, principal_id, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, U64, deadline_ms, 0)
+/* brokerd -> runnerd: result is 0, or a negative errno when brokerd refused the binding
+ * (HACKING.md lists them). */
+#define RTS_PROTO_FIELDS_BROKER_BOUND(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)   \
+	F(X, I32, result, 0)
+/* runnerd -> brokerd: abort in-flight upstream calls and tool processes, close the
+ * listener and forget the turn. */
+#define RTS_PROTO_FIELDS_BROKER_CLOSE(F, X) F(X, STR, turn_id, RTS_TURN_ID_LEN)
+/* brokerd -> runnerd: calls is the broker calls the turn made, refused ones included. */
+#define RTS_PROTO_FIELDS_BROKER_CLOSED(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)    \
+	F(X, U32, calls, 0)
+
+/* M(NAME, name, type number, link, direction, carries an fd (0 or 1)). */
+#define RTS_PROTO_MESSAGES(M)                                                            \
+	M(HELLO, hello, 2, RTS_PROTO_LINK_ANY, RTS_PROTO_TO_LISTENER, 0)                   \
+	M(HELLO_OK, hello_ok, 3, RTS_PROTO_LINK_ANY, RTS_PROTO_TO_CONNECTOR, 0)            \
+	M(TURN_RUN, turn_run, 10, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)        \
+	M(TURN_DONE, turn_done, 11, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)     \
+	M(TURN_CANCEL, turn_cancel, 12, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)  \
+	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
+	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+
+#define RTS_PROTO_ENUM_ROW_(NAME, name, number, link, dir, fd) RTS_MSG_##NAME = (number),
+enum rts_msg_type {
+	RTS_PROTO_MESSAGES(RTS_PROTO_ENUM_ROW_)
+};
+#undef RTS_PROTO_ENUM_ROW_
+
+/* TURN_DONE's status: S(NAME, value). */
+#define RTS_PROTO_TURN_STATUSES(S)                                                              \
+	S(OK, 0)								       \
+	S(ERROR, 1)	     /* the worker or the broker failed; generic to the guest */           \
+	S(TIMEOUT, 2)	     /* turnTimeoutMs passed */                                            \
+	S(CANCELLED, 3)	     /* cancel operation or shutdown */                                    \
+	S(CLEANUP_FAILED, 4) /* the container could not be removed: operator must look */
+
+#define RTS_PROTO_STATUS_ROW_(NAME, value) RTS_TURN_##NAME = (value),
 enum rts_turn_status {
-	RTS_TURN_OK = 0,
-	RTS_TURN_ERROR = 1,	     /* the worker or the broker failed; generic to the guest */
-	RTS_TURN_TIMEOUT = 2,	     /* turnTimeoutMs passed */
-	RTS_TURN_CANCELLED = 3,	     /* cancel operation or shutdown */
-	RTS_TURN_CLEANUP_FAILED = 4, /* the container could not be removed: operator must look */
+	RTS_PROTO_TURN_STATUSES(RTS_PROTO_STATUS_ROW_)
 	RTS_TURN_STATUS_MAX_ = 5,
 };
+#undef RTS_PROTO_STATUS_ROW_
 
 /* The only credential a worker ever holds; brokerd accepts exactly this bearer token and
  * replaces it with the real key. It is public by design. */

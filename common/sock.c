@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <time.h>
 
 #include "common/sock.h"
@@ -87,30 +86,16 @@ int rts_listen_unix(const char *path, int type, mode_t mode)
 	return steal_fd(&fd);
 }
 
-int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated)
+/* One connect attempt with extra socket() flags. Returns the fd or -errno (-EAGAIN for a
+ * non-blocking socket and a full backlog). */
+static int connect_once(const struct sockaddr_un *sa, int type, int flags)
 {
-	int n = sd_listen_fds(1);
-	if (n < 0)
-		return n;
-	if (n > 1)
-		return -EINVAL;
-	if (n == 1) {
-		int fd = SD_LISTEN_FDS_START;
-		int r = sd_is_socket_unix(fd, type, 1, NULL, 0);
-		if (r < 0)
-			return r;
-		if (r == 0)
-			return -EINVAL;
-		r = rts_fd_set_nonblock(fd, true);
-		if (r < 0)
-			return r;
-		if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-			return -errno;
-		*activated = true;
-		return fd;
-	}
-	*activated = false;
-	return rts_listen_unix(path, type, mode);
+	cleanup_close int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | flags, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return steal_fd(&fd);
 }
 
 int rts_connect_unix(const char *path, int type, unsigned retry_ms)
@@ -121,18 +106,19 @@ int rts_connect_unix(const char *path, int type, unsigned retry_ms)
 		return r;
 	uint64_t deadline = rts_now_ms() + retry_ms;
 	for (;;) {
-		int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		int fd = connect_once(&sa, type, 0);
+		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED && fd != -EAGAIN) || rts_now_ms() >= deadline)
 			return fd;
-		r = -errno;
-		close(fd);
-		if ((r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN) || rts_now_ms() >= deadline)
-			return r;
 		struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+int rts_connect_unix_once(const char *path, int type)
+{
+	struct sockaddr_un sa;
+	int r = fill_addr(&sa, path);
+	return r < 0 ? r : connect_once(&sa, type, SOCK_NONBLOCK);
 }
 
 int rts_peer_is_self(int fd)

@@ -23,15 +23,14 @@ char *rts_runtime_path(const char *runtime_dir, const char *name);
  * Returns the fd or -errno; -ENAMETOOLONG when path does not fit sun_path. */
 int rts_listen_unix(const char *path, int type, mode_t mode);
 
-/* The daemon's listening socket: the one fd passed by systemd socket activation when there
- * is one (it must be an AF_UNIX listening socket of the given type, else -EINVAL), or else
- * rts_listen_unix(path, type, mode). *activated tells which. Returns the fd or -errno. */
-int rts_listen_activated_or_bind(const char *path, int type, mode_t mode, bool *activated);
-
 /* Connect to path with the given type, retrying ENOENT/ECONNREFUSED/EAGAIN for up to
  * retry_ms milliseconds (peers may start in any order). The fd is CLOEXEC and blocking.
  * Returns the fd or -errno. */
 int rts_connect_unix(const char *path, int type, unsigned retry_ms);
+
+/* One non-blocking connect attempt to path: the fd (CLOEXEC, O_NONBLOCK) or -errno
+ * (-EAGAIN when the listener's backlog is full: an AF_UNIX connect never blocks half way). */
+int rts_connect_unix_once(const char *path, int type);
 
 /* 0 when the peer of a connected AF_UNIX socket runs as our effective uid, else -EPERM
  * (or -errno when SO_PEERCRED fails). The daemon links accept only the service account. */

@@ -2,20 +2,16 @@
 /* roundtable-sandbox-runnerd: runs each turn's container (DESIGN.md sections 2 to 4). */
 #include "config.h"
 
-#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <systemd/sd-daemon.h>
 
 #include "common/daemon.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/privdir.h"
-#include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
@@ -79,10 +75,10 @@ static void startup_done(struct startup *st)
 		sd_event_exit(rd->event, 0);
 		return;
 	}
-	int r = sd_event_source_set_enabled(rd->listen_src, SD_EVENT_ON);
+	int r = rts_link_server_enable(rd->statd_server, true);
 	if (r < 0)
 		fatal_f("cannot watch %s: %s", RTS_SOCK_RUNNERD, strerror(-r));
-	sd_notify(0, "READY=1\nSTATUS=Running turns");
+	rts_daemon_ready(&rd->daemon, "Running turns");
 	log_info("ready: image %s, runRoot %s, installation %s", rd->cfg->image, rd->cfg->run_root,
 		 rd->cfg->installation_id);
 }
@@ -275,42 +271,16 @@ static void startup_begin(struct runnerd *rd)
 	startup_check(st, runnerd_docker_info_argv(RTS_DOCKER), "info", startup_info_done);
 }
 
-static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void on_stop(struct rts_daemon *daemon)
 {
-	runnerd_statd_accept(userdata, fd);
-	return 0;
-}
-
-static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
-{
-	struct runnerd *rd = userdata;
-	if (rd->shutting_down)
-		return 0;
+	struct runnerd *rd = daemon->userdata;
 	log_info("shutting down: cancelling %u turn(s)", rd->n_turns);
-	sd_notify(0, "STOPPING=1");
 	rd->shutting_down = true;
-	sd_event_source_set_enabled(rd->listen_src, SD_EVENT_OFF);
+	(void)rts_link_server_enable(rd->statd_server, false);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
 	runnerd_turns_cancel_all(rd);
 	runnerd_maybe_exit(rd);
-	return 0;
-}
-
-/* Open /dev/null on any of fds 0-2 that is closed, so a pipe or socket never lands there
- * (the docker CLI's pipes are dup2'ed onto 0-2). */
-static void ensure_std_fds(void)
-{
-	for (int fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-			int n = open("/dev/null", O_RDWR);
-			if (n < 0)
-				exit(1);
-			if (n != fd) {
-				dup2(n, fd);
-				close(n);
-			}
-		}
 }
 
 static void check_time_zone(const char *tz)
@@ -358,23 +328,12 @@ static char **make_child_env(const char *run_root)
 
 int main(int argc, char **argv)
 {
-	struct rts_opts o;
-	int idx = rts_parse_options(argc, argv, usage, &o);
-	if (idx != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	rts_log_init("roundtable-sandbox-runnerd");
-	ensure_std_fds();
-
-	struct runnerd rd = {.run_root_fd = -1, .listen_fd = -1};
+	struct runnerd rd = {.run_root_fd = -1};
+	rts_daemon_init(&rd.daemon, argc, argv, "roundtable-sandbox-runnerd", usage);
 	TAILQ_INIT(&rd.statd);
 	TAILQ_INIT(&rd.turns);
-	rd.runtime_dir = o.runtime_dir;
-	rd.cfg = rts_daemon_load_config(&o);
-	int r = rts_sandbox_init();
-	if (r < 0)
-		fatal_f("cannot drop privileges: %s", strerror(-r));
+	rd.cfg = rd.daemon.cfg;
+	rd.runtime_dir = rd.daemon.opts.runtime_dir;
 	rd.uid = rd.cfg->has_uid ? rd.cfg->uid : geteuid();
 	rd.gid = rd.cfg->has_gid ? rd.cfg->gid : getegid();
 
@@ -399,74 +358,34 @@ int main(int argc, char **argv)
 	}
 	runnerd_run_root_clean(rd.run_root_fd);
 
-	/* sd-event needs these blocked to deliver them as events (SIGCHLD: child sources). */
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		fatal_f("sigprocmask: %m");
-	/* A worker that closes stdin early must not kill us; writes see EPIPE instead. */
-	signal(SIGPIPE, SIG_IGN);
-
-	r = sd_event_default(&rd.event);
+	/* SIGCHLD too: the docker CLIs are sd-event child sources. */
+	rts_daemon_listen(&rd.daemon, RTS_SOCK_RUNNERD, SOCK_SEQPACKET, 0600, true, on_stop, &rd);
+	rd.event = rd.daemon.event;
+	/* Served only once stale containers are gone: a turn must never race that clean-up. */
+	int r = rts_link_server_new(rd.event, rd.daemon.listen_fd, &runnerd_statd_spec, RUNNERD_MAX_STATD,
+				    runnerd_statd_new, &rd, &rd.statd_server);
 	if (r < 0)
-		fatal_f("cannot create the event loop: %s", strerror(-r));
-	(void)sd_event_set_watchdog(rd.event, true);
-	if ((r = sd_event_add_signal(rd.event, NULL, SIGTERM, on_terminate, &rd)) < 0 ||
-	    (r = sd_event_add_signal(rd.event, NULL, SIGINT, on_terminate, &rd)) < 0)
-		fatal_f("cannot watch signals: %s", strerror(-r));
+		fatal_f("cannot watch %s: %s", RTS_SOCK_RUNNERD, strerror(-r));
 
-	cleanup_free char *sock_path = rts_runtime_path(o.runtime_dir, RTS_SOCK_RUNNERD);
-	bool activated = false;
-	rd.listen_fd = rts_listen_activated_or_bind(sock_path, SOCK_SEQPACKET, 0600, &activated);
-	if (rd.listen_fd < 0) {
-		errno = -rd.listen_fd;
-		log_error("cannot listen on %s: %m", activated ? "the socket systemd passed" : sock_path);
-		return 1;
-	}
-	/* Watched only once stale containers are gone: a turn must never race that clean-up. */
-	r = sd_event_add_io(rd.event, &rd.listen_src, rd.listen_fd, EPOLLIN, on_listen, &rd);
-	if (r < 0)
-		fatal_f("cannot watch %s: %s", sock_path, strerror(-r));
-	sd_event_source_set_enabled(rd.listen_src, SD_EVENT_OFF);
-
-	rd.broker_path = rts_runtime_path(o.runtime_dir, RTS_SOCK_BROKERD);
+	rd.broker_path = rts_runtime_path(rd.runtime_dir, RTS_SOCK_BROKERD);
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
 
 	/* Start-up is over (sockets bound, config and directories checked); the filter is
 	 * inherited by every docker CLI from here on, the start-up clean-up's included. */
-	r = rts_sandbox_apply(RTS_SANDBOX_RUNNERD);
-	if (r < 0) {
-		log_error_errno(r, "cannot install the seccomp filter: %m");
-		return 1;
-	}
+	rts_daemon_sandbox(&rd.daemon, RTS_SANDBOX_RUNNERD);
 	startup_begin(&rd);
-	r = sd_event_loop(rd.event);
-	if (r < 0)
-		log_error_errno(r, "event loop failed: %m");
+	int status = rts_daemon_run(&rd.daemon);
 
-	struct runnerd_statd *peer;
-	while ((peer = TAILQ_FIRST(&rd.statd))) {
-		TAILQ_REMOVE(&rd.statd, peer, entry);
-		peer->hello_timer = sd_event_source_disable_unref(peer->hello_timer);
-		runnerd_link_free(peer->link);
-		free(peer);
-	}
+	runnerd_statd_free_all(&rd);
 	runnerd_broker_close(&rd);
-	rd.listen_src = sd_event_source_disable_unref(rd.listen_src);
-	if (!activated)
-		unlink(sock_path);
-	close(rd.listen_fd);
+	rts_link_server_free(rd.statd_server);
 	close(rd.run_root_fd);
 	json_object_put(rd.public_tools);
 	rts_strv_free(rd.child_env);
 	free(rd.broker_path);
-	rd.event = sd_event_unref(rd.event);
-	rts_config_free(rd.cfg);
-	if (r == 0)
+	rts_daemon_finish(&rd.daemon);
+	if (status == 0)
 		log_info("stopped");
-	return r != 0 ? 1 : 0;
+	return status != 0 ? 1 : 0;
 }

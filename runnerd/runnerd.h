@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* runnerd's internal state, shared by its files (not installed, not a library API).
  *
- * main.c     start-up, signals, the accept loop, start-up clean-up
- * statd.c    the statd link: HELLO, runnerd_dispatch_statd
- * broker.c   the brokerd link: lazy connect, HELLO, runnerd_dispatch_brokerd
+ * main.c     start-up, signals, start-up clean-up
+ * statd.c    runnerd's end of the statd links: runnerd_dispatch_statd
+ * broker.c   runnerd's end of the brokerd link, made lazily: runnerd_dispatch_brokerd
  * turn.c     one turn from TURN_RUN to TURN_DONE
  * rundir.c   runRoot checks and per-turn directories
  * proc.c     asynchronous docker CLI children
- * link.c     SEQPACKET framing with an outgoing queue
+ * (the links themselves are common/link.c)
  * docker_args.c, worker_io.c   pure functions (unit-tested) */
 #ifndef RUNNERD_H
 #define RUNNERD_H
@@ -20,9 +20,9 @@
 #include <systemd/sd-event.h>
 
 #include "common/conf.h"
-#include "common/msg.h"
+#include "common/daemon.h"
+#include "common/link.h"
 #include "common/proto.h"
-#include "runnerd/link.h"
 #include "runnerd/proc.h"
 
 /* Turns running at once (beyond: an immediate TURN_DONE with RTS_TURN_ERROR). */
@@ -32,10 +32,6 @@
 /* How long brokerd may take to answer BROKER_BIND (from the moment the turn asks for the
  * link, so connecting and HELLO count too). */
 #define RUNNERD_BIND_TIMEOUT_MS 5000u
-/* How long a peer may take to complete HELLO on either link before it is dropped. */
-#define RUNNERD_HELLO_TIMEOUT_MS 5000u
-/* How long a lazy connect to brokerd.sock keeps retrying (peers start in any order). */
-#define RUNNERD_BROKER_CONNECT_MS 2000u
 /* Each docker rm -f has this deadline (seed: "each removal command has a five-second
  * deadline"). */
 #define RUNNERD_RM_TIMEOUT_MS 5000u
@@ -62,29 +58,18 @@ struct runnerd_turn;
 struct runnerd_statd {
 	TAILQ_ENTRY(runnerd_statd) entry;
 	struct runnerd *rd;
-	struct runnerd_link *link;
-	sd_event_source *hello_timer; /* drops a peer that never says HELLO */
-	bool hello_done;
-};
-
-enum runnerd_broker_state {
-	RUNNERD_BROKER_DOWN,
-	RUNNERD_BROKER_CONNECTING, /* retrying connect() until RUNNERD_BROKER_CONNECT_MS */
-	RUNNERD_BROKER_HELLO,	   /* HELLO sent, waiting for HELLO_OK */
-	RUNNERD_BROKER_UP,
+	struct rts_link *link;
 };
 
 struct runnerd_broker {
-	enum runnerd_broker_state state;
-	struct runnerd_link *link;
-	uint64_t gen; /* bumped per connection: a turn bound on an older one is not re-closed */
-	uint64_t connect_deadline_ms;
-	sd_event_source *timer; /* connect retry while CONNECTING, HELLO deadline while HELLO */
+	struct rts_link *link; /* NULL: none yet, or the last one failed */
+	uint64_t gen;	       /* bumped per connection: a turn bound on an older one is not re-closed */
 };
 
 struct runnerd {
-	sd_event *event;
-	struct rts_config *cfg;
+	struct rts_daemon daemon; /* the loop, the config and runnerd.sock (common/daemon.h) */
+	sd_event *event;	  /* daemon.event */
+	struct rts_config *cfg;	  /* daemon.cfg */
 	const char *runtime_dir;
 	char *broker_path; /* <runtime-dir>/brokerd.sock */
 	int run_root_fd;   /* O_DIRECTORY of cfg->run_root, checked at start-up */
@@ -93,10 +78,8 @@ struct runnerd {
 	json_object *public_tools; /* rts_config_public_tools(cfg), built once */
 	char **child_env;	   /* the docker CLI's whole environment */
 
-	int listen_fd;
-	sd_event_source *listen_src;
+	struct rts_link_server *statd_server; /* runnerd.sock */
 	TAILQ_HEAD(, runnerd_statd) statd;
-	unsigned n_statd;
 
 	TAILQ_HEAD(, runnerd_turn) turns;
 	unsigned n_turns;
@@ -110,7 +93,7 @@ struct runnerd {
 /* Handle TURN_RUN from peer: validate every field (-EBADMSG drops the peer for a
  * malformed or inconsistent message), then start the turn or answer TURN_DONE at once
  * (too many turns, shutdown). Returns 0 or -EBADMSG. */
-int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg *m);
+int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg_turn_run *m);
 /* Cancel the turn id if peer started it (statd's TURN_CANCEL; unknown ids are ignored). */
 void runnerd_turn_cancel_id(struct runnerd *rd, struct runnerd_statd *peer, const char *turn_id);
 /* Cancel with the given final status (TIMEOUT, CANCELLED, ERROR). Idempotent. */
@@ -135,17 +118,19 @@ void runnerd_maybe_exit(struct runnerd *rd);
 void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 /* statd.c */
-void runnerd_statd_accept(struct runnerd *rd, int fd);
-/* Send m to peer (released either way). Returns 0 or -errno (the link then fails). */
-int runnerd_statd_send(struct runnerd_statd *peer, struct rts_msg *m);
+extern const struct rts_link_spec runnerd_statd_spec;
+/* rts_link_server's peer_new for runnerd.sock: a new statd peer (NULL when shutting down). */
+void *runnerd_statd_new(void *rd, struct rts_link *l);
+/* Exit: close every statd link without callbacks. */
+void runnerd_statd_free_all(struct runnerd *rd);
 
 /* broker.c */
 
 /* Make sure a link to brokerd exists or is being set up; runnerd_turns_link_up follows
- * when it is up, runnerd_turns_link_lost when it cannot be. */
+ * when it is up, runnerd_turns_link_lost when it cannot be. Send on rd->broker.link
+ * (rts_link_send_* refuse a link that is not up, or none, with -ENOTCONN). */
 void runnerd_broker_want(struct runnerd *rd);
-/* Send m on the current link (released either way). -ENOTCONN when it is not up. */
-int runnerd_broker_send(struct runnerd *rd, struct rts_msg *m);
+/* Exit: close the link without callbacks. */
 void runnerd_broker_close(struct runnerd *rd);
 
 /* rundir.c */

@@ -130,12 +130,11 @@ static void turn_free(struct runnerd_turn *t)
 
 static void send_done(struct runnerd_statd *peer, const char *id, enum rts_turn_status status, const char *reply)
 {
-	struct rts_msg m;
-	rts_msg_init(&m, RTS_MSG_TURN_DONE);
-	rts_msg_put_str(&m, id);
-	rts_msg_put_u32(&m, (uint32_t)status);
-	rts_msg_put_str(&m, status == RTS_TURN_OK && reply ? reply : "");
-	int r = runnerd_statd_send(peer, &m);
+	int r = rts_link_send_turn_done(peer->link, &(struct rts_msg_turn_done){
+							    .turn_id = id,
+							    .status = (uint32_t)status,
+							    .reply = status == RTS_TURN_OK && reply ? reply : "",
+						    });
 	if (r < 0)
 		log_warning_errno(r, "cannot send the result of turn %s to statd: %m", id);
 }
@@ -157,9 +156,6 @@ static void turn_finish(struct runnerd_turn *t)
 		free(t->reply);
 		t->reply = NULL;
 	}
-	if (t->peer)
-		send_done(t->peer, t->id, t->status, t->reply);
-
 	uint64_t ms = rts_now_ms() - t->started_ms;
 	ms = ms ? ms : 1;
 	const char *why = t->why ? t->why : "-";
@@ -179,6 +175,9 @@ static void turn_finish(struct runnerd_turn *t)
 							       : LOG_WARNING,
 			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
 			     t->peer ? "" : " (statd gone, not answered)");
+	/* After the log line: whoever hears the outcome finds it logged already. */
+	if (t->peer)
+		send_done(t->peer, t->id, t->status, t->reply);
 
 	TAILQ_REMOVE(&rd->turns, t, entry);
 	rd->n_turns--;
@@ -302,12 +301,8 @@ static void turn_end(struct runnerd_turn *t, enum rts_turn_status status, const 
 
 	/* brokerd aborts in-flight upstream calls and tool processes; its BROKER_CLOSED is
 	 * not waited for. */
-	if (t->broker_gen && t->broker_gen == rd->broker.gen) {
-		struct rts_msg m;
-		rts_msg_init(&m, RTS_MSG_BROKER_CLOSE);
-		rts_msg_put_str(&m, t->id);
-		(void)runnerd_broker_send(rd, &m);
-	}
+	if (t->broker_gen && t->broker_gen == rd->broker.gen)
+		(void)rts_link_send_broker_close(rd->broker.link, &(struct rts_msg_broker_close){.turn_id = t->id});
 	t->broker_gen = 0;
 
 	if (t->run)
@@ -473,21 +468,21 @@ static void turn_spawn(struct runnerd_turn *t)
 static void turn_send_bind(struct runnerd_turn *t)
 {
 	struct runnerd *rd = t->rd;
-	struct rts_msg m;
-	rts_msg_init(&m, RTS_MSG_BROKER_BIND);
-	rts_msg_put_str(&m, t->id);
-	rts_msg_put_str(&m, t->channel);
-	rts_msg_put_str(&m, t->channel_hash);
-	rts_msg_put_str(&m, t->speaker_id);
-	rts_msg_put_str(&m, t->speaker_name);
-	rts_msg_put_str(&m, t->principal_id);
-	rts_msg_put_u64(&m, t->deadline_ms);
-	/* The message owns the listener from here; after sending, only brokerd holds it. */
-	rts_msg_put_fd(&m, steal_fd(&t->listen_fd));
+	struct rts_msg_broker_bind m = {
+		.turn_id = t->id,
+		.channel = t->channel,
+		.channel_hash = t->channel_hash,
+		.speaker_id = t->speaker_id,
+		.speaker_name = t->speaker_name,
+		.principal_id = t->principal_id,
+		.deadline_ms = t->deadline_ms,
+		/* The message owns the listener from here; after sending, only brokerd holds it. */
+		.fd = steal_fd(&t->listen_fd),
+	};
 	t->broker_gen = rd->broker.gen;
 	t->phase = TURN_BINDING;
 	/* A send failure fails the link, and the link's loss fails this turn. */
-	(void)runnerd_broker_send(rd, &m);
+	(void)rts_link_send_broker_bind(rd->broker.link, &m);
 }
 
 void runnerd_turns_link_up(struct runnerd *rd)
@@ -567,21 +562,15 @@ static bool str_ok(const char *s)
 	return rts_utf8_valid(s, strlen(s));
 }
 
-int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg *m)
+int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg_turn_run *m)
 {
-	const char *id, *channel, *hash, *speaker_id, *speaker_name, *principal_id, *text, *workspace;
-	uint32_t attachments;
-	uint8_t start_fresh;
-	cleanup_close int ws_fd = -1;
-	if (rts_msg_get_str(m, &id, RTS_TURN_ID_LEN) < 0 || rts_msg_get_str(m, &channel, RTS_CHANNEL_MAX) < 0 ||
-	    rts_msg_get_str(m, &hash, RTS_HASH_HEX_LEN) < 0 ||
-	    rts_msg_get_str(m, &speaker_id, RTS_SPEAKER_FIELD_MAX) < 0 ||
-	    rts_msg_get_str(m, &speaker_name, RTS_SPEAKER_FIELD_MAX) < 0 ||
-	    rts_msg_get_str(m, &principal_id, RTS_SPEAKER_FIELD_MAX) < 0 ||
-	    rts_msg_get_str(m, &text, RTS_TEXT_MAX) < 0 || rts_msg_get_u32(m, &attachments) < 0 ||
-	    rts_msg_get_u8(m, &start_fresh) < 0 || rts_msg_get_str(m, &workspace, PATH_MAX) < 0 ||
-	    rts_msg_take_fd(m, &ws_fd) < 0 || rts_msg_end(m) < 0)
-		return -EBADMSG;
+	/* The link decoded every field within its bounds; the rest is checked here. */
+	const char *id = m->turn_id, *channel = m->channel, *hash = m->channel_hash, *speaker_id = m->speaker_id,
+		   *speaker_name = m->speaker_name, *principal_id = m->principal_id, *text = m->text,
+		   *workspace = m->workspace;
+	uint32_t attachments = m->attachments;
+	uint8_t start_fresh = m->start_fresh;
+	cleanup_close int ws_fd = steal_fd(&m->fd);
 
 	/* statd is trusted to be statd, not to be bug-free: everything is checked again. */
 	char expect[RTS_HASH_HEX_LEN + 1];

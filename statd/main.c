@@ -7,16 +7,11 @@
 #include "config.h"
 
 #include <libgen.h>
-#include <signal.h>
-#include <stddef.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
-#include <systemd/sd-daemon.h>
 
 #include "common/daemon.h"
 #include "common/log.h"
-#include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
 #include "statd/statd.h"
@@ -107,101 +102,35 @@ static struct statd_state *load_state(const struct rts_config *c)
 static void stop_listening(struct statd *d)
 {
 	d->listen_src = sd_event_source_disable_unref(d->listen_src);
-	if (d->listen_fd >= 0) {
-		close(d->listen_fd);
-		d->listen_fd = -1;
-		/* A socket we bound ourselves is ours to remove; an activated one is systemd's. */
-		if (!d->activated)
-			unlink(d->control_path);
-	}
+	rts_daemon_stop_listening(&d->daemon);
 }
 
-/* Clients find statd by --runtime-dir; a unit listening elsewhere works but is likely a
- * mistake, so say so (as SSSD does for its activated sockets). */
-static void warn_activated_path(int fd, const char *expected)
+static void on_stop(struct rts_daemon *daemon)
 {
-	struct sockaddr_un sa;
-	socklen_t len = sizeof(sa);
-	memset(&sa, 0, sizeof(sa));
-	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || len <= offsetof(struct sockaddr_un, sun_path))
-		return;
-	sa.sun_path[sizeof(sa.sun_path) - 1] = '\0';
-	if (strcmp(sa.sun_path, expected) != 0)
-		log_warning("the socket passed by systemd is %s, not %s: clients using the runtime directory will "
-			    "not find it",
-			    sa.sun_path[0] ? sa.sun_path : "(unnamed)", expected);
-}
-
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
-{
-	struct statd *d = userdata;
-	if (d->stopping)
-		return 0;
-	log_info("received %s, stopping", strsignal((int)si->ssi_signo));
-	sd_notify(0, "STOPPING=1");
+	struct statd *d = daemon->userdata;
 	stop_listening(d);
 	statd_queue_stop(d);
-	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct rts_opts o;
-	int i = rts_parse_options(argc, argv, usage, &o);
-	if (i != argc) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	rts_log_init("roundtable-sandbox-statd");
+	struct statd d = {0};
+	rts_daemon_init(&d.daemon, argc, argv, "roundtable-sandbox-statd", usage);
 	/* Everything statd creates is for the service account alone; the control socket is
 	 * widened to 0660 explicitly. */
 	umask(0077);
-
-	struct statd d = {.listen_fd = -1, .runtime_dir = o.runtime_dir};
-	d.cfg = rts_daemon_load_config(&o);
-	int r = rts_sandbox_init();
-	if (r < 0) {
-		log_error_errno(r, "cannot drop privileges: %m");
-		return 1;
-	}
+	d.cfg = d.daemon.cfg;
+	d.runtime_dir = d.daemon.opts.runtime_dir;
 	check_state_location(d.cfg);
 	ensure_dirs(d.cfg);
 	check_state_location(d.cfg); /* again, now that symlinks can be resolved */
 	d.state = load_state(d.cfg);
 
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGTERM);
-	sigaddset(&ss, SIGINT);
-	if (sigprocmask(SIG_BLOCK, &ss, NULL) < 0)
-		fatal_f("sigprocmask: %m");
-	signal(SIGPIPE, SIG_IGN);
-
-	r = sd_event_default(&d.ev);
-	if (r < 0)
-		fatal_f("sd_event_default: %s", strerror(-r));
-	if ((r = sd_event_add_signal(d.ev, NULL, SIGTERM, on_signal, &d)) < 0 ||
-	    (r = sd_event_add_signal(d.ev, NULL, SIGINT, on_signal, &d)) < 0)
-		fatal_f("sd_event_add_signal: %s", strerror(-r));
-
-	d.control_path = rts_runtime_path(o.runtime_dir, RTS_SOCK_CONTROL);
-	d.listen_fd = rts_listen_activated_or_bind(d.control_path, SOCK_STREAM, 0660, &d.activated);
-	if (d.listen_fd < 0) {
-		r = d.listen_fd;
-		if (r == -EADDRINUSE)
-			log_error("%s: another statd is answering there; stop it first", d.control_path);
-		else
-			log_error_errno(r, "cannot listen on %s (does the runtime directory %s exist and belong to this "
-					   "account?): %m",
-					d.control_path, o.runtime_dir);
-		return 1;
-	}
-	if (d.activated)
-		warn_activated_path(d.listen_fd, d.control_path);
-	r = sd_event_add_io(d.ev, &d.listen_src, d.listen_fd, EPOLLIN, statd_control_accept, &d);
+	rts_daemon_listen(&d.daemon, RTS_SOCK_CONTROL, SOCK_STREAM, 0660, false, on_stop, &d);
+	d.ev = d.daemon.event;
+	int r = sd_event_add_io(d.ev, &d.listen_src, d.daemon.listen_fd, EPOLLIN, statd_control_accept, &d);
 	if (r < 0)
 		fatal_f("sd_event_add_io: %s", strerror(-r));
-
 	statd_queue_init(&d);
 	statd_link_init(&d);
 	r = statd_control_start_sweep(&d);
@@ -209,25 +138,15 @@ int main(int argc, char **argv)
 		fatal_f("sd_event_add_time: %s", strerror(-r));
 
 	/* Start-up is over: from here on only the calls statd needs to serve. */
-	r = rts_sandbox_apply(RTS_SANDBOX_STATD);
-	if (r < 0) {
-		log_error_errno(r, "cannot install the seccomp filter: %m");
-		return 1;
-	}
-	log_info("listening on %s", d.activated ? "the socket passed by systemd" : d.control_path);
-	sd_notify(0, "READY=1");
-
-	r = sd_event_loop(d.ev);
-	if (r < 0)
-		log_error_errno(r, "event loop failed: %m");
+	rts_daemon_sandbox(&d.daemon, RTS_SANDBOX_STATD);
+	rts_daemon_ready(&d.daemon, NULL);
+	int status = rts_daemon_run(&d.daemon);
 
 	statd_control_close_all(&d);
 	stop_listening(&d);
 	statd_link_free(&d);
 	statd_queue_free(&d);
 	statd_state_free(d.state);
-	free(d.control_path);
-	sd_event_unref(d.ev);
-	rts_config_free(d.cfg);
-	return r < 0 ? 1 : r;
+	rts_daemon_finish(&d.daemon);
+	return status;
 }

@@ -5,7 +5,7 @@
  *   control.c   control.sock connections: NDJSON framing, answer ordering, the operations
  *   request.c   field validation and the route of a message (request.h: routing fails closed)
  *   queue.c     channels, their FIFO queues, turns and their outcomes
- *   runnerd.c   the SEQPACKET link to runnerd (HELLO, TURN_RUN, TURN_CANCEL, TURN_DONE)
+ *   runnerd.c   statd's end of the link to runnerd (TURN_RUN, TURN_CANCEL, TURN_DONE)
  *   workspace.c directory checks and the per-turn workspace fd
  *   state.c     the state file (state.h)
  *
@@ -29,8 +29,9 @@
 #include <systemd/sd-event.h>
 
 #include "common/conf.h"
+#include "common/daemon.h"
 #include "common/ids.h"
-#include "common/msg.h"
+#include "common/link.h"
 #include "common/proto.h"
 #include "statd/request.h"
 #include "statd/state.h"
@@ -49,11 +50,8 @@
 #define STATD_QUEUED_BYTES_MAX (64u << 20)    /* bytes of queued guest text, all channels */
 #define STATD_ACTIVE_CHANNELS_MAX 16384u      /* channels with queued work or a pending fresh */
 
-/* Timing. */
-#define STATD_RUNNERD_CONNECT_MS 2000u	/* retry connecting to runnerd this long */
-#define STATD_RUNNERD_RETRY_STEP_MS 100u
+/* Timing. Connecting to runnerd and its HELLO have common/link.h's deadlines. */
 #define STATD_RUNNERD_FAIL_FAST_MS 1000u	/* after a failed connect, fail turns at once */
-#define STATD_RUNNERD_HELLO_MS 5000u
 #define STATD_BACKSTOP_EXTRA_MS 30000u	/* turnTimeoutMs + this: runnerd never answered */
 #define STATD_SHUTDOWN_MS 10000u
 #define STATD_LINE_DEADLINE_MS 30000u	/* a request line must be complete this long after its first byte */
@@ -115,42 +113,21 @@ struct statd_turn {
 	sd_event_source *backstop;
 };
 
-enum statd_link_state {
-	STATD_LINK_IDLE,
-	STATD_LINK_CONNECTING, /* retrying connect() on a timer */
-	STATD_LINK_HANDSHAKE,  /* HELLO sent */
-	STATD_LINK_READY,
-};
-
-struct statd_outmsg {
-	struct statd_outmsg *next;
-	struct rts_msg m;
-	struct statd_turn *turn; /* TURN_RUN only; NULL once the turn is gone */
-};
-
+/* The link to runnerd (runnerd.c; common/link.h does the work). */
 struct statd_link {
-	enum statd_link_state state;
+	struct rts_link *link; /* NULL until a turn needs it, and again after it failed */
 	char *path;
-	int fd;
-	sd_event_source *io;
-	sd_event_source *timer;	  /* connect retries, HELLO deadline */
-	sd_event_source *fail_src; /* deferred tear-down */
-	int fail_err;
-	uint64_t connect_deadline_ms;
 	uint64_t fail_fast_until_ms;
-	struct statd_outmsg *out_head, *out_tail;
 };
 
 struct statd {
-	struct rts_config *cfg;
+	struct rts_daemon daemon; /* the loop, the config and control.sock (common/daemon.h) */
+	struct rts_config *cfg;	  /* daemon.cfg */
 	const char *runtime_dir;
-	sd_event *ev;
+	sd_event *ev; /* daemon.event */
 	int exit_code;
 
-	int listen_fd;
-	bool activated;
-	char *control_path;
-	sd_event_source *listen_src;
+	sd_event_source *listen_src; /* control.sock */
 
 	struct statd_state *state;
 	struct lh_table *channels; /* key -> struct statd_channel, active channels only */
@@ -230,9 +207,12 @@ void statd_link_free(struct statd *d);
 /* Make sure a link exists or is being made. Returns 0 (ready or in progress: waiting turns
  * are sent once it is ready) or -errno when runnerd cannot be reached now. */
 int statd_link_start(struct statd *d);
+/* The link is up and not congested. */
 bool statd_link_ready(struct statd *d);
-/* Queue TURN_RUN for t (link must be ready). Takes t->ws_fd. Errors tear the link down
- * later (deferred), never from inside this call. */
+/* Queue TURN_RUN for t when the link is ready and has room (takes t->ws_fd; the turn is
+ * SENT); otherwise leave t WAITING: statd_turns_send_waiting() follows when the link
+ * comes up or drains. Errors tear the link down later (deferred), never from inside this
+ * call. */
 void statd_link_send_run(struct statd *d, struct statd_turn *t);
 /* Cancel t at runnerd. Returns true when its TURN_RUN had not left the send queue yet and
  * was withdrawn (runnerd never heard of the turn: the caller ends it now), false when a

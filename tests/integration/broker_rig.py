@@ -361,7 +361,7 @@ class BrokerRig(Suite):
             link = rtsproto.Conn.connect(path)
         finally:
             os.seteuid(0)
-        link.hello("test-runnerd")
+        link.hello(rtsproto.PROGRAM_RUNNERD)
         return link
 
     def turn(self, deadline_ms=60000, channel="guild-1/broker-tests", speaker_id="1001", speaker_name="Alice",

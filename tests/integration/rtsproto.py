@@ -8,12 +8,12 @@ payload fields in order; integers in host byte order; a string is u32 length, th
 a NUL (embedded NULs are refused).
 
     conn = Conn.connect(runtime_dir + "/runnerd.sock")   # acts as statd
-    conn.hello("test-statd")                               # HELLO -> HELLO_OK
+    conn.hello(PROGRAM_STATD)                              # HELLO -> HELLO_OK
     conn.send(TURN_RUN, fd=ws_fd, turn_id=..., channel=..., ...)
     msg = conn.recv(timeout=30)                            # Msg(type, fields, fd)
 
     srv = Listener(runtime_dir + "/brokerd.sock")           # acts as brokerd
-    peer = srv.accept(timeout=5); peer.expect_hello()       # HELLO in, HELLO_OK out
+    peer = srv.accept(timeout=5); peer.expect_hello(PROGRAM_BROKERD)  # HELLO in, HELLO_OK out
 
 pack()/unpack() are strict like the C side: unknown types, short fields, leftover bytes,
 a missing or unexpected fd, an unterminated string or a version mismatch raise
@@ -26,8 +26,17 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
-PROTO_VERSION = 1
+# common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
+# everything from here to _INT with it, so a change there that is not made here fails.
+PROTO_VERSION = 2
 MSG_MAX = 128 * 1024
+
+# The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
+PROGRAM_STATD = "roundtable-sandbox-statd"
+PROGRAM_RUNNERD = "roundtable-sandbox-runnerd"
+PROGRAM_BROKERD = "roundtable-sandbox-brokerd"
+PROGRAM_NAME_MAX = 64
+PATH_MAX = 4096
 
 # enum rts_msg_type
 HELLO = 2
@@ -56,29 +65,44 @@ TEXT_MAX = 64 * 1024
 REPLY_MAX = 64 * 1024
 WORKER_OUTPUT_MAX = 256 * 1024
 TURN_ID_LEN = 16
+HASH_HEX_LEN = 64
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
+
+# Every message: (type, link, direction, carries an fd, fields in wire order as (name,
+# kind, max)); kinds u8, u32, i32, u64, str (max: bytes without the NUL). link is the
+# socket ("any" for HELLO and HELLO_OK); direction "to_listener" (requests, even) or
+# "to_connector" (answers, odd).
+MESSAGES = {
+    "HELLO": (HELLO, "any", "to_listener", False, (("version", "u32", 0), ("program", "str", PROGRAM_NAME_MAX))),
+    "HELLO_OK": (HELLO_OK, "any", "to_connector", False,
+                 (("version", "u32", 0), ("program", "str", PROGRAM_NAME_MAX))),
+    "TURN_RUN": (TURN_RUN, "runnerd.sock", "to_listener", True,
+                 (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                  ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                  ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                  ("text", "str", TEXT_MAX), ("attachments", "u32", 0), ("start_fresh", "u8", 0),
+                  ("workspace", "str", PATH_MAX))),
+    "TURN_DONE": (TURN_DONE, "runnerd.sock", "to_connector", False,
+                  (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("reply", "str", REPLY_MAX))),
+    "TURN_CANCEL": (TURN_CANCEL, "runnerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
+    "BROKER_BIND": (BROKER_BIND, "brokerd.sock", "to_listener", True,
+                    (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                     ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                     ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                     ("deadline_ms", "u64", 0))),
+    "BROKER_BOUND": (BROKER_BOUND, "brokerd.sock", "to_connector", False,
+                     (("turn_id", "str", TURN_ID_LEN), ("result", "i32", 0))),
+    "BROKER_CLOSE": (BROKER_CLOSE, "brokerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
+    "BROKER_CLOSED": (BROKER_CLOSED, "brokerd.sock", "to_connector", False,
+                      (("turn_id", "str", TURN_ID_LEN), ("calls", "u32", 0))),
+}
 
 # Field kinds: u8, u32, i32, u64, str. FD marks a message that carries exactly one fd.
 FD = object()
 
-# Every message and its payload, in wire order (proto.h is the authority).
-SCHEMAS = {
-    HELLO: (("version", "u32"), ("program", "str")),
-    HELLO_OK: (("version", "u32"),),
-    TURN_RUN: (("turn_id", "str"), ("channel", "str"), ("channel_hash", "str"), ("speaker_id", "str"),
-               ("speaker_name", "str"), ("principal_id", "str"), ("text", "str"), ("attachments", "u32"),
-               ("start_fresh", "u8"), ("workspace", "str"), FD),
-    TURN_DONE: (("turn_id", "str"), ("status", "u32"), ("reply", "str")),
-    TURN_CANCEL: (("turn_id", "str"),),
-    BROKER_BIND: (("turn_id", "str"), ("channel", "str"), ("channel_hash", "str"), ("speaker_id", "str"),
-                  ("speaker_name", "str"), ("principal_id", "str"), ("deadline_ms", "u64"), FD),
-    BROKER_BOUND: (("turn_id", "str"), ("result", "i32")),
-    BROKER_CLOSE: (("turn_id", "str"),),
-    BROKER_CLOSED: (("turn_id", "str"), ("calls", "u32")),
-}
-NAMES = {HELLO: "HELLO", HELLO_OK: "HELLO_OK", TURN_RUN: "TURN_RUN", TURN_DONE: "TURN_DONE",
-         TURN_CANCEL: "TURN_CANCEL", BROKER_BIND: "BROKER_BIND", BROKER_BOUND: "BROKER_BOUND",
-         BROKER_CLOSE: "BROKER_CLOSE", BROKER_CLOSED: "BROKER_CLOSED"}
+# Derived views: each type's payload in wire order (FD last when it carries one), and names.
+SCHEMAS = {t: tuple(fields) + ((FD,) if fd else ()) for t, _, _, fd, fields in MESSAGES.values()}
+NAMES = {v[0]: k for k, v in MESSAGES.items()}
 
 _INT = {"u8": "=B", "u32": "=I", "i32": "=i", "u64": "=Q"}
 
@@ -136,7 +160,7 @@ def pack(mtype, **values):
     for f in SCHEMAS[mtype]:
         if f is FD:
             continue
-        name, kind = f
+        name, kind, _ = f
         if name not in values:
             raise ProtocolError(f"{NAMES[mtype]}: missing field {name}")
         fields.append((kind, values.pop(name)))
@@ -164,13 +188,13 @@ def unpack(data, fd=None):
             if fd is None:
                 raise ProtocolError(f"{NAMES[mtype]} without its fd")
             continue
-        name, kind = f
+        name, kind, limit = f
         if kind == "str":
             if pos + 4 > len(data):
                 raise ProtocolError(f"{NAMES[mtype]}.{name}: short length")
             (n,) = struct.unpack_from("=I", data, pos)
             pos += 4
-            if pos + n + 1 > len(data) or data[pos + n] != 0 or b"\0" in data[pos:pos + n]:
+            if n > limit or pos + n + 1 > len(data) or data[pos + n] != 0 or b"\0" in data[pos:pos + n]:
                 raise ProtocolError(f"{NAMES[mtype]}.{name}: bad string")
             out[name] = data[pos:pos + n].decode("utf-8", "surrogateescape")
             pos += n + 1
@@ -265,17 +289,18 @@ class Conn:
         except OSError:
             return True
 
-    # The connecting side of either link.
-    def hello(self, program="rtsproto", timeout=5.0):
+    # The connecting side of either link: program is the one the listener expects there
+    # (PROGRAM_STATD on runnerd.sock, PROGRAM_RUNNERD on brokerd.sock).
+    def hello(self, program, timeout=5.0):
         self.send(HELLO, version=PROTO_VERSION, program=program)
         return self.expect(HELLO_OK, timeout)
 
-    # The listening side of either link.
-    def expect_hello(self, timeout=5.0):
+    # The listening side of either link: program is the one the connecting side expects.
+    def expect_hello(self, program, timeout=5.0):
         m = self.expect(HELLO, timeout)
         if m["version"] != PROTO_VERSION:
             raise ProtocolError(f"peer speaks version {m['version']}")
-        self.send(HELLO_OK, version=PROTO_VERSION)
+        self.send(HELLO_OK, version=PROTO_VERSION, program=program)
         return m
 
 
@@ -348,7 +373,7 @@ def _selftest():
         for f in schema:
             if f is FD:
                 continue
-            name, kind = f
+            name, kind, _ = f
             values[name] = "0123456789abcdef" if kind == "str" else 7
         data = pack(mtype, **values)
         m = unpack(data, 0 if carries_fd(mtype) else None)
