@@ -338,7 +338,9 @@ static bool check_int(struct rts_jctx *ctx, json_object *v, const struct rts_jfi
 {
 	errno = 0;
 	int64_t x = json_object_get_int64(v);
-	/* json-c saturates integers beyond 64 bits (with errno set for some): out of range. */
+	/* json-c reads an integer beyond 64 bits as the nearest one it holds (errno set for
+	 * some only): out of any range that stops short of the 64-bit ends. Untrusted input
+	 * never gets here with one (the strict parse refuses it). */
 	bool saturated = errno != 0;
 	if (f->types & RTS_JT_DOUBLE) {
 		double d = (double)x;
@@ -377,7 +379,7 @@ static bool check_string(struct rts_jctx *ctx, json_object *v, const struct rts_
 			       : fail(ctx, RTS_JP_UTF8, f, "must be valid UTF-8");
 	if (f->flags & RTS_JF_ENCODED) {
 		size_t e = rts_json_string_len(s, n);
-		if ((f->min > 0 && e < (size_t)f->min) || (f->max > 0 && e > (size_t)f->max))
+		if (f->max > 0 && e > (size_t)f->max)
 			return fail(ctx, RTS_JP_RANGE, f,
 				    "must take at most %lld bytes JSON-escaped, not %zu (quotes, backslashes, '/' and "
 				    "line breaks take two, other control characters six)",

@@ -66,7 +66,7 @@ enum {
 	RTS_JF_PRESENT = 1u << 3,     /* set the bool at .present_at when present and not null */
 	RTS_JF_COUNT = 1u << 4,	      /* RTS_JS_ARRAY: also store the entry count (size_t) at .count_at */
 	RTS_JF_UTF8 = 1u << 5,	      /* strings: valid UTF-8 (json-c's parser checks it already) */
-	RTS_JF_ENCODED = 1u << 6,     /* strings: min/max count bytes JSON-escaped (rts_json_string_len()) */
+	RTS_JF_ENCODED = 1u << 6,     /* strings: max counts bytes JSON-escaped (rts_json_string_len()) */
 };
 
 /* Where a value goes, relative to the base pointer of the object holding the field. With a
