@@ -36,7 +36,8 @@ static bool id_equal(json_object *a, json_object *b)
 /* initialize, tools/list, the resources and prompts methods, ping: refused, not proxied. */
 static bool method_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	return strcmp(json_object_get_string(v), "tools/call") == 0 || rts_jfail_code(ctx, "forbidden", "is not tools/call");
+	return strcmp(json_object_get_string(v), "tools/call") == 0 ||
+	       rts_jfail_code(ctx, "forbidden", "is not tools/call");
 }
 
 static const char *const version_2_0[] = {"2.0", NULL};

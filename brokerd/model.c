@@ -50,10 +50,11 @@ static bool schema_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static const char *const function_only[] = {"function", NULL};
 #define FUNCTION_TYPE_FIELD {.key = "type", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = function_only}
-#define FUNCTION_NAME_FIELD                                                                                        \
-	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_FUNCTION_NAME_MAX,    \
+#define FUNCTION_NAME_FIELD                                                                                            \
+	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_FUNCTION_NAME_MAX,      \
 	 .check = function_name_check}
-#define CALL_ID_FIELD(k) {.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_MODEL_CALL_ID_MAX}
+#define CALL_ID_FIELD(k)                                                                                               \
+	{.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_MODEL_CALL_ID_MAX}
 
 static const struct rts_jspec tool_call_spec = {
 	.fields = (const struct rts_jfield[]){
@@ -77,11 +78,14 @@ static const struct rts_jspec tool_call_spec = {
 enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 static const char *const roles[] = {[ROLE_SYSTEM] = "system", [ROLE_USER] = "user", [ROLE_ASSISTANT] = "assistant",
 				    [ROLE_TOOL] = "tool", NULL};
-#define ROLE_FIELD                                                                                                 \
+#define ROLE_FIELD                                                                                                     \
 	{.key = "role", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = roles, .store = RTS_JS_INDEX}
 #define MESSAGE_UNKNOWN "has a member its role does not allow"
 
-static const struct rts_jspec role_spec = {.flags = RTS_JO_OPEN, .fields = (const struct rts_jfield[]){ROLE_FIELD, {0}}};
+static const struct rts_jspec role_spec = {
+	.flags = RTS_JO_OPEN,
+	.fields = (const struct rts_jfield[]){ROLE_FIELD, {0}},
+};
 
 static const struct rts_jspec plain_spec = {
 	.fields = (const struct rts_jfield[]){
@@ -106,7 +110,8 @@ static const struct rts_jspec assistant_spec = {
 		{.key = "content", .types = RTS_JT_STRING | RTS_JT_NULL},
 		/* A tool message names the call it answers by id: ids must be unambiguous. */
 		{.key = "tool_calls", .types = RTS_JT_ARRAY, .min = 1, .max = RTS_MODEL_TOOL_CALLS_MAX, .unique = "id",
-		 .items = "tool calls", .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_call_spec}},
+		 .items = "tool calls",
+		 	.each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_call_spec}},
 		{0},
 	},
 	.unknown = MESSAGE_UNKNOWN,
@@ -161,7 +166,8 @@ static bool tool_order_check(struct rts_jctx *ctx, json_object *messages, void *
 		while (k < n_calls && strcmp(rts_json_get_string(json_object_array_get_idx(calls, k), "id"), id) != 0)
 			k++;
 		if (k == n_calls)
-			return rts_jfail_at(ctx, at, "a tool message answers no call of the assistant message before it");
+			return rts_jfail_at(ctx, at,
+					    "a tool message answers no call of the assistant message before it");
 		if (answered[k])
 			return rts_jfail_at(ctx, at, "a tool call is answered twice");
 		answered[k] = true;

@@ -75,7 +75,8 @@ static bool https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool name_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) || rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
+	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) ||
+	       rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
 }
 
 /* argv: the program is named by an absolute path (no $PATH lookup). */
@@ -87,8 +88,8 @@ static bool argv_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static const struct rts_jfield argv_item = {.types = RTS_JT_STRING, .max = 4096, .store = RTS_JS_STRDUP};
 /* A NULL-terminated argv of 1 to 64 strings stored at offset off, then checked by chk. */
-#define ARGV_FIELD(k, flags_, off, chk)                                                                            \
-	{.key = (k), .types = RTS_JT_ARRAY, .flags = (flags_), .min = 1, .max = 64, .each = &argv_item,           \
+#define ARGV_FIELD(k, flags_, off, chk)                                                                                \
+	{.key = (k), .types = RTS_JT_ARRAY, .flags = (flags_), .min = 1, .max = 64, .each = &argv_item,                \
 	 .check = (chk), .store = RTS_JS_ARRAY, .at = (off), .elem_size = sizeof(char *), .items = "strings (argv)"}
 
 /* ---- key sources ---- */
@@ -141,7 +142,8 @@ static bool env_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	const char *s = json_object_get_string(v);
 	for (const char *p = s; *p; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' || (p != s && *p >= '0' && *p <= '9')))
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+		      (p != s && *p >= '0' && *p <= '9')))
 			return rts_jfail(ctx, "must be an environment variable name");
 	key_kind(base, RTS_KEY_ENV);
 	return true;
@@ -215,12 +217,12 @@ static bool parameters_check(struct rts_jctx *ctx, json_object *o, void *base)
 
 /* name, description and parameters, as host and MCP tools both have them (struct rts_tool
  * and struct rts_mcp_tool start alike). */
-#define TOOL_FIELDS(type)                                                                                          \
-	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,             \
-	 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(type, name)},                                   \
-	{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED | RTS_JF_ENCODED,                   \
-	 .max = RTS_DESCRIPTION_MAX, .store = RTS_JS_STRDUP, .at = offsetof(type, description)},                    \
-	{.key = "parameters", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .check = parameters_check,         \
+#define TOOL_FIELDS(type)                                                                                              \
+	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,               \
+	 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(type, name)},                                     \
+	{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED | RTS_JF_ENCODED,                      \
+	 .max = RTS_DESCRIPTION_MAX, .store = RTS_JS_STRDUP, .at = offsetof(type, description)},                       \
+	{.key = "parameters", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .check = parameters_check,             \
 	 .store = RTS_JS_JSON_REF, .at = offsetof(type, parameters), .what = "a JSON schema object"}
 
 static bool tool_defaults(struct rts_jctx *ctx, json_object *o, void *base)
@@ -236,7 +238,8 @@ static const struct rts_jspec tool_spec = {
 	.fields = (const struct rts_jfield[]){
 		TOOL_FIELDS(struct rts_tool),
 		ARGV_FIELD("command", RTS_JF_REQUIRED, offsetof(struct rts_tool, command), argv_check),
-		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN, .max = RTS_TOOL_TIMEOUT_MS_MAX,
+		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN,
+		 .max = RTS_TOOL_TIMEOUT_MS_MAX,
 		 .store = RTS_JS_UINT32, .at = offsetof(struct rts_tool, timeout_ms)},
 		{0},
 	},
@@ -290,16 +293,18 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
 
 #define CONF(m) offsetof(struct rts_config, m)
 #define LIMITS(m) offsetof(struct rts_limits, m)
-#define PATH_FIELD(k, m)                                                                                           \
-	{.key = (k), .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check, .store = RTS_JS_STRDUP,    \
+#define PATH_FIELD(k, m)                                                                                               \
+	{.key = (k), .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check, .store = RTS_JS_STRDUP,       \
 	 .at = CONF(m)}
-#define UINT_FIELD(k, lo, hi, off) {.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
+#define UINT_FIELD(k, lo, hi, off)                                                                                     \
+	{.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
 
 static const struct rts_jspec limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),
-		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX, .store = RTS_JS_DOUBLE,
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,
+		 .store = RTS_JS_DOUBLE,
 		 .at = LIMITS(cpus)},
 		UINT_FIELD("pids", RTS_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
 		{0},
@@ -324,30 +329,39 @@ static const struct rts_jspec config_spec = {
 		 .store = RTS_JS_STRDUP, .at = CONF(provider),
 		 .what = "\"openai\" (an OpenAI-compatible Chat Completions endpoint)"},
 		{.key = "model", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 256,
-		 .store = RTS_JS_STRDUP, .at = CONF(model), .missing = "is required (the model name the endpoint serves)"},
+		 .store = RTS_JS_STRDUP, .at = CONF(model),
+		 	.missing = "is required (the model name the endpoint serves)"},
 		{.key = "modelUrl", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
 		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = CONF(model_url),
 		 .missing = "is required (the https:// Chat Completions URL)"},
 		{.key = "apiKey", .types = RTS_JT_OBJECT, .object = &key_source_spec, .store = RTS_JS_OBJECT,
 		 .at = CONF(api_key), .what = KEY_SOURCE_WHAT},
-		UINT_FIELD("maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX, CONF(max_output_tokens)),
+		UINT_FIELD("maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX,
+			   CONF(max_output_tokens)),
 		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
 		 .at = CONF(limits)},
 		UINT_FIELD("turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, CONF(turn_timeout_ms)),
 		{.key = "systemPrompt", .types = RTS_JT_STRING, .flags = RTS_JF_ENCODED, .max = RTS_SYSTEM_PROMPT_MAX,
 		 .store = RTS_JS_STRDUP, .at = CONF(system_prompt)},
-		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX, .check = time_zone_check,
+		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX,
+		 .check = time_zone_check,
 		 .store = RTS_JS_STRDUP, .at = CONF(time_zone)},
 		PATH_FIELD("caFile", ca_file),
 		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_TOOLS, .unique = "name",
 		 .items = "tools",
-		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec, .store = RTS_JS_OBJECT},
-		 .store = RTS_JS_ARRAY, .at = CONF(tools), .count_at = CONF(n_tools), .elem_size = sizeof(struct rts_tool)},
-		{.key = "mcp", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_MCP_SERVERS, .unique = "name",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = CONF(tools), .count_at = CONF(n_tools),
+		 	.elem_size = sizeof(struct rts_tool)},
+		{.key = "mcp", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_MCP_SERVERS,
+		 .unique = "name",
 		 .items = "servers",
-		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &mcp_spec, .store = RTS_JS_OBJECT},
-		 .store = RTS_JS_ARRAY, .at = CONF(mcp), .count_at = CONF(n_mcp), .elem_size = sizeof(struct rts_mcp_server)},
-		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX, .items = "channel keys",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &mcp_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = CONF(mcp), .count_at = CONF(n_mcp),
+		 	.elem_size = sizeof(struct rts_mcp_server)},
+		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX,
+		 .items = "channel keys",
 		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX,
 						    .store = RTS_JS_STRDUP},
 		 .store = RTS_JS_ARRAY, .at = CONF(initial_channels), .elem_size = sizeof(char *)},

@@ -34,7 +34,8 @@ __attribute__((format(printf, 2, 3))) static size_t push(struct rts_jctx *ctx, c
 		int n = vsnprintf(ctx->path + ctx->len, sizeof(ctx->path) - ctx->len, fmt, ap);
 		va_end(ap);
 		if (n > 0)
-			ctx->len += (size_t)n < sizeof(ctx->path) - ctx->len ? (size_t)n : sizeof(ctx->path) - 1 - ctx->len;
+			ctx->len +=
+			    (size_t)n < sizeof(ctx->path) - ctx->len ? (size_t)n : sizeof(ctx->path) - 1 - ctx->len;
 	}
 	ctx->last = old;
 	return old;
@@ -72,8 +73,8 @@ static size_t push_echo(struct rts_jctx *ctx, const char *key)
 /* ---- failing ---- */
 
 __attribute__((format(printf, 5, 0))) static bool vfail(struct rts_jctx *ctx, enum rts_jproblem problem,
-							 const struct rts_jfield *f, const char *code, const char *fmt,
-							 va_list ap)
+							const struct rts_jfield *f, const char *code, const char *fmt,
+							va_list ap)
 {
 	if (ctx->failed)
 		return false;
@@ -255,7 +256,8 @@ static const char *describe(const struct rts_jfield *f, char *buf, size_t len)
 	static const struct {
 		unsigned bit;
 		const char *noun;
-	} nouns[] = {{RTS_JT_BOOL, "a boolean"}, {RTS_JT_STRING, NULL}, {RTS_JT_OBJECT, "an object"}, {RTS_JT_ARRAY, NULL}};
+	} nouns[] = {
+	    {RTS_JT_BOOL, "a boolean"}, {RTS_JT_STRING, NULL}, {RTS_JT_OBJECT, "an object"}, {RTS_JT_ARRAY, NULL}};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(nouns); i++) {
 		if (!(t & nouns[i].bit))
 			continue;
@@ -563,7 +565,8 @@ static bool check_member(struct rts_jctx *ctx, json_object *obj, const struct rt
 	if (present)
 		ok = check_value(ctx, v, f, base);
 	else
-		ok = !(f->flags & RTS_JF_REQUIRED) || fail(ctx, RTS_JP_MISSING, f, "%s", f->missing ? f->missing : "is required");
+		ok = !(f->flags & RTS_JF_REQUIRED) ||
+		     fail(ctx, RTS_JP_MISSING, f, "%s", f->missing ? f->missing : "is required");
 	pop(ctx, old);
 	return ok;
 }

@@ -109,19 +109,19 @@ struct rts_jfield {
 	/* Bounds. RTS_JT_INT: the value, always applied. Strings: bytes; lists and maps:
 	 * entries; for those a max of 0 means no upper bound. */
 	int64_t min, max;
-	double dmin, dmax;	    /* RTS_JT_DOUBLE (and an int where a number is allowed) */
-	const char *const *one_of;  /* strings: the only values allowed (NULL-terminated) */
+	double dmin, dmax;		/* RTS_JT_DOUBLE (and an int where a number is allowed) */
+	const char *const *one_of;	/* strings: the only values allowed (NULL-terminated) */
 	const struct rts_jspec *object; /* objects: the members (NULL with .each: a map) */
 	const struct rts_jfield *each;	/* arrays: every item; maps: every member's value */
 	rts_jkey_fn *key_check;		/* maps: every member's name */
-	const char *unique;	    /* arrays: items whose string at this member path ("name",
-				     * "function.name") repeats an earlier one are refused */
+	const char *unique;		/* arrays: items whose string at this member path ("name",
+					 * "function.name") repeats an earlier one are refused */
 	rts_jcheck_fn *check;
 	enum rts_jstore store;
-	size_t at;	   /* offset of the stored value */
-	size_t present_at; /* RTS_JF_PRESENT */
-	size_t count_at;   /* RTS_JF_COUNT */
-	size_t elem_size;  /* RTS_JS_ARRAY */
+	size_t at;	     /* offset of the stored value */
+	size_t present_at;   /* RTS_JF_PRESENT */
+	size_t count_at;     /* RTS_JF_COUNT */
+	size_t elem_size;    /* RTS_JS_ARRAY */
 	const char *what;    /* what the value must be, instead of the generated description;
 			      * then also the text for a NUL or invalid UTF-8 in a string */
 	const char *items;   /* lists and maps: the entries' plural noun ("tools"); "entries" */
@@ -179,7 +179,10 @@ struct rts_jerr {
 };
 
 /* The root field of a document that is one object described by spec, stored at base. */
-#define RTS_JSPEC_ROOT(spec) {.types = RTS_JT_OBJECT, .object = (spec), .store = RTS_JS_OBJECT}
+#define RTS_JSPEC_ROOT(spec)                                                                                           \
+	{                                                                                                              \
+		.types = RTS_JT_OBJECT, .object = (spec), .store = RTS_JS_OBJECT                                       \
+	}
 
 /* Validate doc against root (a field without key describing the whole document, e.g.
  * {.types = RTS_JT_OBJECT, .object = &spec}) and store values relative to base (may be
@@ -204,8 +207,7 @@ const char *rts_jerr_join(const struct rts_jerr *e, const char *sep, char *buf, 
  * the caller's: never put document content in it for network input. */
 bool rts_jfail(struct rts_jctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* rts_jfail() that also sets err->code (a static string) for the caller to answer with. */
-bool rts_jfail_code(struct rts_jctx *ctx, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+bool rts_jfail_code(struct rts_jctx *ctx, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* rts_jfail() at a path below the current one: rel is a member ("stateFile"), an item
  * ("[0]") or a path of them ("tools[3]"). */
 bool rts_jfail_at(struct rts_jctx *ctx, const char *rel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

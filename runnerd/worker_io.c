@@ -82,7 +82,8 @@ static const struct rts_jspec output_spec = {
 	.fields = (const struct rts_jfield[]){
 		/* An integer 1, not 1.0 or "1": the version check is exact. */
 		{.key = "v", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = 1, .max = 1},
-		{.key = "reply", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE | RTS_JF_UTF8, .max = RTS_REPLY_MAX,
+		{.key = "reply", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE | RTS_JF_UTF8,
+		 .max = RTS_REPLY_MAX,
 		 .store = RTS_JS_STR, .at = offsetof(struct worker_output, reply)},
 		{.key = "error", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .store = RTS_JS_STR,
 		 .at = offsetof(struct worker_output, error)},

@@ -36,18 +36,18 @@ static bool id_check(struct rts_jctx *ctx, json_object *id, void *base)
 
 /* An id is a string of at most STATD_ID_MAX bytes without NUL, or an integer of magnitude
  * at most STATD_ID_INT_MAX (beyond 2^53 most clients lose precision). */
-#define ID_FIELD(off)                                                                                              \
-	{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = -STATD_ID_INT_MAX,      \
+#define ID_FIELD(off)                                                                                                  \
+	{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = -STATD_ID_INT_MAX,         \
 	 .max = STATD_ID_INT_MAX, .check = id_check, .store = RTS_JS_JSON, .at = (off), .what = ID_WHAT}
-#define OP_FIELD(store_, off)                                                                                      \
-	{.key = "op", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = STATD_OP_MAX,              \
+#define OP_FIELD(store_, off)                                                                                          \
+	{.key = "op", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = STATD_OP_MAX,                 \
 	 .store = (store_), .at = (off)}
-#define CHANNEL_FIELD(flags_, off)                                                                                 \
-	{.key = "channel", .types = RTS_JT_STRING, .flags = (flags_), .min = 1, .max = RTS_CHANNEL_MAX,             \
+#define CHANNEL_FIELD(flags_, off)                                                                                     \
+	{.key = "channel", .types = RTS_JT_STRING, .flags = (flags_), .min = 1, .max = RTS_CHANNEL_MAX,                \
 	 .store = RTS_JS_STR, .at = (off)}
 /* Speaker fields: their bound, and a tier or principal may be null or absent. */
-#define SPEAKER_FIELD(k, flags_, lo, off)                                                                          \
-	{.key = (k), .types = RTS_JT_STRING | ((flags_) & RTS_JF_REQUIRED ? 0 : RTS_JT_NULL), .flags = (flags_),    \
+#define SPEAKER_FIELD(k, flags_, lo, off)                                                                              \
+	{.key = (k), .types = RTS_JT_STRING | ((flags_) & RTS_JF_REQUIRED ? 0 : RTS_JT_NULL), .flags = (flags_),       \
 	 .min = (lo), .max = RTS_SPEAKER_FIELD_MAX, .store = RTS_JS_STR, .at = (off)}
 
 #define MSG(m) offsetof(struct statd_message, m)
@@ -66,7 +66,8 @@ static const struct rts_jspec author_spec = {
 		/* Not empty: the worker's input contract wants a speaker name (worker/input.c). */
 		SPEAKER_FIELD("name", RTS_JF_REQUIRED, 1, MSG(author_name)),
 		SPEAKER_FIELD("principalId", 0, 0, MSG(principal_id)),
-		{.key = "tier", .types = RTS_JT_STRING | RTS_JT_NULL, .max = RTS_SPEAKER_FIELD_MAX, .check = tier_check},
+		{.key = "tier", .types = RTS_JT_STRING | RTS_JT_NULL, .max = RTS_SPEAKER_FIELD_MAX,
+		 .check = tier_check},
 		{.key = "bot", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL, .at = MSG(bot)},
 		{.key = "integration", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
 		 .at = MSG(integration)},
@@ -92,13 +93,15 @@ static const struct rts_jspec message_spec = {
 		{.key = "op", .types = RTS_JT_STRING, .max = STATD_OP_MAX},
 		ID_FIELD(MSG(id)),
 		CHANNEL_FIELD(RTS_JF_REQUIRED, MSG(channel)),
-		{.key = "guild", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL, .at = MSG(guild)},
+		{.key = "guild", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = MSG(guild)},
 		{.key = "addressed", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
 		 .at = MSG(addressed)},
 		{.key = "author", .types = RTS_JT_OBJECT | RTS_JT_NULL, .flags = RTS_JF_REQUIRED | RTS_JF_PRESENT,
 		 .object = &author_spec, .store = RTS_JS_OBJECT, .present_at = MSG(has_author),
 		 .missing = "is required (an object or null)"},
-		{.key = "text", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .check = text_check, .store = RTS_JS_STR,
+		{.key = "text", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .check = text_check,
+		 .store = RTS_JS_STR,
 		 .at = MSG(text), .missing = "must be a string"},
 		/* Optional; null counts as absent. */
 		{.key = "attachments", .types = RTS_JT_INT, .flags = RTS_JF_NULL_ABSENT, .min = 0, .max = UINT32_MAX,
@@ -166,14 +169,15 @@ int statd_head_parse(json_object *req, struct statd_head *h, const char **detail
 static const struct rts_jfield request_id_field = ID_FIELD(REQ(id));
 
 /* The members each operation defines, in the order problems are reported. */
-#define REQUEST_SPEC(...)                                                                                          \
-	{                                                                                                          \
-		.fields = (const struct rts_jfield[]){OP_FIELD(RTS_JS_STR, REQ(op)), ID_FIELD(REQ(id)), __VA_ARGS__ {0}}, \
-		.unknown = "unknown field for this op",                                                          \
+#define REQUEST_SPEC(...)                                                                                              \
+	{                                                                                                              \
+		.fields = (const struct rts_jfield[]){OP_FIELD(RTS_JS_STR, REQ(op)), ID_FIELD(REQ(id)),                \
+						      __VA_ARGS__{0}},                                                 \
+		.unknown = "unknown field for this op",                                                                \
 	}
 static const char *const mode_names[] = STATD_MODE_NAMES;
-#define MODE_FIELD                                                                                                 \
-	{.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = mode_names,               \
+#define MODE_FIELD                                                                                                     \
+	{.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = mode_names,                        \
 	 .store = RTS_JS_INDEX, .at = REQ(mode), .what = "\"on\" or \"off\""}
 static const struct {
 	const char *name;

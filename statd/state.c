@@ -162,7 +162,6 @@ static bool state_key_check(struct rts_jctx *ctx, const char *key, void *entry)
 	return true;
 }
 
-
 static const char *const mode_names[] = STATD_MODE_NAMES;
 
 static const struct rts_jspec entry_spec = {
@@ -182,7 +181,8 @@ static const struct rts_jspec state_spec = {
 		 .max = STATD_STATE_MAX_CHANNELS, .items = "channels", .key_check = state_key_check,
 		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &entry_spec,
 						    .store = RTS_JS_OBJECT},
-		 .store = RTS_JS_ARRAY, .at = offsetof(struct statd_state, v), .count_at = offsetof(struct statd_state, n),
+		 .store = RTS_JS_ARRAY, .at = offsetof(struct statd_state, v),
+		 	.count_at = offsetof(struct statd_state, n),
 		 .elem_size = sizeof(struct statd_state_entry)},
 		{0},
 	},

@@ -32,7 +32,8 @@ static bool tool_name_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool mcp_tool_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) || rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
+	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) ||
+	       rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
 }
 
 /* An MCP route needs the server's own tool name; any other route has none. */
@@ -51,7 +52,8 @@ static bool tool_check(struct rts_jctx *ctx, json_object *o, void *base)
 static const struct rts_jspec tool_spec = {
 	.flags = RTS_JO_OPEN,
 	.fields = (const struct rts_jfield[]){
-		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_FUNCTION_NAME_MAX,
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1,
+		 .max = RTS_FUNCTION_NAME_MAX,
 		 .check = tool_name_check, .store = RTS_JS_STR, .at = TOOL(name)},
 		{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .max = RTS_DESCRIPTION_MAX,
 		 .store = RTS_JS_STR, .at = TOOL(description)},
@@ -75,11 +77,12 @@ static bool turn_check(struct rts_jctx *ctx, json_object *v, void *base)
 }
 
 #define IN(m) offsetof(struct worker_input, m)
-#define STRING_FIELD(k, lo, hi, m)                                                                                 \
-	{.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = (lo), .max = (hi), .store = RTS_JS_STR, \
+#define STRING_FIELD(k, lo, hi, m)                                                                                     \
+	{.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = (lo), .max = (hi),                       \
+	 .store = RTS_JS_STR, .at = IN(m)}
+#define UINT_FIELD(k, flags_, lo, hi, m)                                                                               \
+	{.key = (k), .types = RTS_JT_INT, .flags = (flags_), .min = (lo), .max = (hi), .store = RTS_JS_UINT32,         \
 	 .at = IN(m)}
-#define UINT_FIELD(k, flags_, lo, hi, m)                                                                           \
-	{.key = (k), .types = RTS_JT_INT, .flags = (flags_), .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = IN(m)}
 
 _Static_assert(sizeof(unsigned) == sizeof(uint32_t), "the limits store as uint32");
 
@@ -126,8 +129,10 @@ static const struct rts_jspec input_spec = {
 		 }},
 		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT,
 		 .max = RTS_PUBLIC_TOOLS_MAX, .unique = "name", .items = "tools",
-		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec, .store = RTS_JS_OBJECT},
-		 .store = RTS_JS_ARRAY, .at = IN(tools), .count_at = IN(n_tools), .elem_size = sizeof(struct worker_tool)},
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = IN(tools), .count_at = IN(n_tools),
+		 	.elem_size = sizeof(struct worker_tool)},
 		{0},
 	},
 };

@@ -27,7 +27,7 @@
 #include "common/util.h"
 #include "statd/request.h"
 
-#define RUNS 51
+#define RUNS		   51
 #define REQUEST_JSON_DEPTH 16 /* statd/control.c */
 
 static uint64_t now_ns(void)
@@ -79,7 +79,8 @@ static char *model_body(size_t target)
 	b[0] = '\0';
 	add(&b, &len, &cap,
 	    "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"host_search\",\"description\":\"search\","
-	    "\"parameters\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\","
+	    "\"parameters\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"},\"n\":{\"type\":"
+	    "\"integer\","
 	    "\"minimum\":1}},\"required\":[\"q\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"memory_set\","
 	    "\"parameters\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},\"value\":{\"type\":"
 	    "\"string\"}}}}}],\"max_tokens\":4096,\"tool_choice\":\"auto\",\"messages\":[{\"role\":\"system\","
@@ -90,8 +91,10 @@ static char *model_body(size_t target)
 		char call[512];
 		snprintf(call, sizeof(call),
 			 ",{\"role\":\"user\",\"content\":\"Message from \\\"Alice\\\": look up item %u\"},"
-			 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_%u\",\"type\":\"function\","
-			 "\"function\":{\"name\":\"host_search\",\"arguments\":\"{\\\"q\\\":\\\"item %u\\\",\\\"n\\\":3}\"}}]},"
+			 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_%u\",\"type\":"
+			 "\"function\","
+			 "\"function\":{\"name\":\"host_search\",\"arguments\":\"{\\\"q\\\":\\\"item "
+			 "%u\\\",\\\"n\\\":3}\"}}]},"
 			 "{\"role\":\"tool\",\"tool_call_id\":\"call_%u\",\"content\":\"",
 			 i, i, i, i);
 		add(&b, &len, &cap, call);
@@ -111,7 +114,8 @@ static char *control_line(size_t target)
 	char *b = rts_xmalloc(cap);
 	b[0] = '\0';
 	add(&b, &len, &cap,
-	    "{\"op\":\"message\",\"id\":\"m-1\",\"channel\":\"guild-1/channel-2\",\"guild\":true,\"author\":{\"id\":\"1001\","
+	    "{\"op\":\"message\",\"id\":\"m-1\",\"channel\":\"guild-1/"
+	    "channel-2\",\"guild\":true,\"author\":{\"id\":\"1001\","
 	    "\"name\":\"Alice\",\"principalId\":\"p-42\",\"tier\":\"member\",\"bot\":false,\"integration\":false},"
 	    "\"addressed\":true,\"attachments\":0,\"text\":\"");
 	/* The text bound is on decoded bytes: stay below RTS_TEXT_MAX once unescaped. */

@@ -39,7 +39,8 @@ static void assert_refused(const char *text, const struct rts_jfield *root, unsi
 {
 	struct rts_jerr e;
 	ck_assert_msg(run(text, root, NULL, flags, &e) == -EINVAL, "accepted: %s", text);
-	ck_assert_msg(e.problem == problem, "%s: problem %d, want %d (%s: %s)", text, e.problem, problem, e.path, e.text);
+	ck_assert_msg(e.problem == problem, "%s: problem %d, want %d (%s: %s)", text, e.problem, problem, e.path,
+		      e.text);
 	ck_assert_msg(strcmp(e.path, path) == 0, "%s: path \"%s\", want \"%s\"", text, e.path, path);
 	ck_assert_msg(strcmp(e.text, want) == 0, "%s: text \"%s\", want \"%s\"", text, e.text, want);
 }
@@ -129,7 +130,8 @@ START_TEST(test_types)
 	assert_refused("{\"i\":\"1\"}", &scalar_root, flags, RTS_JP_TYPE, "i", "must be an integer from -5 to 5");
 	assert_refused("{\"d\":\"1\"}", &scalar_root, flags, RTS_JP_TYPE, "d", "must be a number from 0.5 to 2.5");
 	assert_refused("{\"s\":[]}", &scalar_root, flags, RTS_JP_TYPE, "s", "must be a string of 2 to 4 bytes");
-	assert_refused("{\"dup\":{}}", &scalar_root, flags, RTS_JP_TYPE, "dup", "must be a string of at most 8 bytes or null");
+	assert_refused("{\"dup\":{}}", &scalar_root, flags, RTS_JP_TYPE, "dup",
+		       "must be a string of at most 8 bytes or null");
 	assert_refused("{\"colour\":1}", &scalar_root, flags, RTS_JP_TYPE, "colour",
 		       "must be \"red\", \"green\" or \"blue\"");
 	assert_refused("{\"j\":true}", &scalar_root, flags, RTS_JP_TYPE, "j", "must be an object or an array");
@@ -153,7 +155,8 @@ START_TEST(test_bounds)
 	assert_refused("{\"i\":99999999999999999999}", &scalar_root, 0, RTS_JP_RANGE, "i",
 		       "must be an integer from -5 to 5");
 	assert_refused("{\"u\":-1}", &scalar_root, 0, RTS_JP_RANGE, "u", "must be an integer from 0 to 4294967295");
-	assert_refused("{\"u\":4294967296}", &scalar_root, 0, RTS_JP_RANGE, "u", "must be an integer from 0 to 4294967295");
+	assert_refused("{\"u\":4294967296}", &scalar_root, 0, RTS_JP_RANGE, "u",
+		       "must be an integer from 0 to 4294967295");
 	assert_refused("{\"one\":2}", &scalar_root, 0, RTS_JP_RANGE, "one", "must be 1");
 	assert_refused("{\"d\":0.49}", &scalar_root, 0, RTS_JP_RANGE, "d", "must be a number from 0.5 to 2.5");
 	assert_refused("{\"d\":3}", &scalar_root, 0, RTS_JP_RANGE, "d", "must be a number from 0.5 to 2.5");
@@ -162,10 +165,12 @@ START_TEST(test_bounds)
 	assert_refused("{\"s\":\"a\"}", &scalar_root, 0, RTS_JP_RANGE, "s", "must be a string of 2 to 4 bytes");
 	assert_refused("{\"s\":\"abcde\"}", &scalar_root, 0, RTS_JP_RANGE, "s", "must be a string of 2 to 4 bytes");
 	/* Bytes, not characters: "\u00e9" is two. */
-	assert_refused("{\"s\":\"\\u00e9\\u00e9a\"}", &scalar_root, 0, RTS_JP_RANGE, "s", "must be a string of 2 to 4 bytes");
+	assert_refused("{\"s\":\"\\u00e9\\u00e9a\"}", &scalar_root, 0, RTS_JP_RANGE, "s",
+		       "must be a string of 2 to 4 bytes");
 	assert_refused("{\"nonempty\":\"\"}", &scalar_root, 0, RTS_JP_RANGE, "nonempty", "must be a non-empty string");
 	assert_refused("{\"exact\":\"ab\"}", &scalar_root, 0, RTS_JP_RANGE, "exact", "must be a string of 3 bytes");
-	assert_refused("{\"upto\":\"abcd\"}", &scalar_root, 0, RTS_JP_RANGE, "upto", "must be a string of at most 3 bytes");
+	assert_refused("{\"upto\":\"abcd\"}", &scalar_root, 0, RTS_JP_RANGE, "upto",
+		       "must be a string of at most 3 bytes");
 	assert_refused("{\"atleast\":\"a\"}", &scalar_root, 0, RTS_JP_RANGE, "atleast",
 		       "must be a string of at least 2 bytes");
 	assert_refused("{\"colour\":\"Red\"}", &scalar_root, 0, RTS_JP_RANGE, "colour",
@@ -181,7 +186,8 @@ END_TEST
 /* "\u0000" survives json-c's parser, and strings must not hold invalid UTF-8 either. */
 START_TEST(test_nul_and_utf8)
 {
-	assert_refused("{\"any\":\"a\\u0000b\"}", &scalar_root, 0, RTS_JP_NUL, "any", "must not contain NUL characters");
+	assert_refused("{\"any\":\"a\\u0000b\"}", &scalar_root, 0, RTS_JP_NUL, "any",
+		       "must not contain NUL characters");
 	/* Built by hand: the parser refuses invalid UTF-8 before any table sees it. */
 	cleanup_json json_object *doc = json_object_new_object();
 	json_object_object_add(doc, "utf8", json_object_new_string_len("a\xff", 2));
@@ -211,9 +217,11 @@ struct outer {
 static const struct rts_jspec inner_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 8, .store = RTS_JS_STR,
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 8,
+		 .store = RTS_JS_STR,
 		 .at = offsetof(struct inner, name)},
-		{.key = "n", .types = RTS_JT_INT, .min = 1, .max = 9, .store = RTS_JS_UINT32, .at = offsetof(struct inner, n)},
+		{.key = "n", .types = RTS_JT_INT, .min = 1, .max = 9, .store = RTS_JS_UINT32,
+		 .at = offsetof(struct inner, n)},
 		{0},
 	},
 	.unknown = "has a member it does not know",
@@ -223,7 +231,8 @@ static const struct rts_jspec outer_spec = {
 		{.key = "a", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .store = RTS_JS_STR,
 		 .at = offsetof(struct outer, a), .missing = "is required (the letter a)"},
 		{.key = "in", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED | RTS_JF_PRESENT, .object = &inner_spec,
-		 .store = RTS_JS_OBJECT, .at = offsetof(struct outer, in), .present_at = offsetof(struct outer, has_in)},
+		 .store = RTS_JS_OBJECT, .at = offsetof(struct outer, in),
+		 	.present_at = offsetof(struct outer, has_in)},
 		{.key = "z", .types = RTS_JT_INT | RTS_JT_NULL, .flags = RTS_JF_NULL_ABSENT, .min = 0, .max = 0},
 		{0},
 	},
@@ -314,7 +323,8 @@ START_TEST(test_order)
 	assert_refused("{\"second\":1,\"first\":1,\"x\":true}", &order_root, 0, RTS_JP_RANGE, "first", "must be 0");
 	assert_refused("{\"second\":1,\"x\":true}", &order_root, 0, RTS_JP_MISSING, "first", "is required");
 	assert_refused("{\"second\":1,\"first\":0,\"x\":true}", &order_root, 0, RTS_JP_RANGE, "second", "must be 0");
-	assert_refused("{\"second\":0,\"first\":0,\"y\":false}", &order_root, 0, RTS_JP_RULE, "", "the table's own check");
+	assert_refused("{\"second\":0,\"first\":0,\"y\":false}", &order_root, 0, RTS_JP_RULE, "",
+		       "the table's own check");
 }
 END_TEST
 
@@ -332,9 +342,11 @@ struct list {
 
 static const struct rts_jspec item_spec = {
 	.fields = (const struct rts_jfield[]){
-		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 8, .store = RTS_JS_STR,
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 8,
+		 .store = RTS_JS_STR,
 		 .at = offsetof(struct item, name)},
-		{.key = "n", .types = RTS_JT_INT, .min = 0, .max = 9, .store = RTS_JS_INT64, .at = offsetof(struct item, n)},
+		{.key = "n", .types = RTS_JT_INT, .min = 0, .max = 9, .store = RTS_JS_INT64,
+		 .at = offsetof(struct item, n)},
 		{0},
 	},
 };
@@ -342,7 +354,8 @@ static const struct rts_jspec list_spec = {
 	.fields = (const struct rts_jfield[]){
 		{.key = "items", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .min = 1, .max = 3, .unique = "name",
 		 .items = "items",
-		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &item_spec, .store = RTS_JS_OBJECT},
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &item_spec,
+		 	.store = RTS_JS_OBJECT},
 		 .store = RTS_JS_ARRAY, .at = offsetof(struct list, items), .count_at = offsetof(struct list, n_items),
 		 .elem_size = sizeof(struct item)},
 		{.key = "words", .types = RTS_JT_ARRAY, .max = 2,
@@ -375,18 +388,23 @@ START_TEST(test_lists)
 
 	assert_refused("{\"items\":[]}", &list_root, 0, RTS_JP_COUNT, "items", "must list 1 to 3 items");
 	assert_refused("{\"items\":[{},{},{},{}]}", &list_root, 0, RTS_JP_COUNT, "items", "must list 1 to 3 items");
-	assert_refused("{\"words\":[\"a\",\"b\",\"c\"]}", &list_root, 0, RTS_JP_COUNT, "words", "must list at most 2 entries");
+	assert_refused("{\"words\":[\"a\",\"b\",\"c\"]}", &list_root, 0, RTS_JP_COUNT, "words",
+		       "must list at most 2 entries");
 	assert_refused("{\"atleast\":[1]}", &list_root, 0, RTS_JP_COUNT, "atleast", "must list at least 2 entries");
 	assert_refused("{\"items\":{}}", &list_root, 0, RTS_JP_TYPE, "items", "must be an array of items");
-	assert_refused("{\"items\":[{\"name\":\"a\"},{\"name\":\"b\",\"n\":10}]}", &list_root, 0, RTS_JP_RANGE, "items[1].n",
+	assert_refused("{\"items\":[{\"name\":\"a\"},{\"name\":\"b\",\"n\":10}]}", &list_root, 0, RTS_JP_RANGE,
+		       "items[1].n",
 		       "must be an integer from 0 to 9");
-	assert_refused("{\"words\":[\"ab\",7]}", &list_root, 0, RTS_JP_TYPE, "words[1]", "must be a string of at most 3 bytes");
+	assert_refused("{\"words\":[\"ab\",7]}", &list_root, 0, RTS_JP_TYPE, "words[1]",
+		       "must be a string of at most 3 bytes");
 	/* Uniqueness: the later item is named; its value only in the operator's own file. */
-	assert_refused("{\"items\":[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"a\"}]}", &list_root, 0, RTS_JP_DUPLICATE,
+	assert_refused("{\"items\":[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"a\"}]}", &list_root, 0,
+		       RTS_JP_DUPLICATE,
 		       "items[2]", "repeats an earlier name");
 	assert_refused("{\"items\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", &list_root, RTS_JV_OPERATOR, RTS_JP_DUPLICATE,
 		       "items[1]", "duplicate name \"a\"");
-	assert_refused("{\"nested\":[{\"a\":{\"b\":\"x\"}},{\"a\":{\"b\":\"y\"}},{\"a\":{\"b\":\"x\"}}]}", &list_root, 0,
+	assert_refused("{\"nested\":[{\"a\":{\"b\":\"x\"}},{\"a\":{\"b\":\"y\"}},{\"a\":{\"b\":\"x\"}}]}", &list_root,
+		       0,
 		       RTS_JP_DUPLICATE, "nested[2]", "repeats an earlier a.b");
 	/* items without the member (or with another type) are not compared */
 	assert_ok("{\"nested\":[{},{\"a\":1},{\"a\":{\"b\":2}},{\"a\":{\"b\":2}}]}", &list_root);
@@ -422,14 +440,16 @@ static const struct rts_jspec map_spec = {
 			 .types = RTS_JT_OBJECT, .store = RTS_JS_OBJECT,
 			 .object = &(const struct rts_jspec){
 				 .fields = (const struct rts_jfield[]){
-					 {.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = modes,
+					 {.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED,
+					  .one_of = modes,
 					  .store = RTS_JS_INDEX, .at = offsetof(struct entry, mode)},
 					 {0},
 				 },
 			 }},
 		 .store = RTS_JS_ARRAY, .at = offsetof(struct map, v), .count_at = offsetof(struct map, n),
 		 .elem_size = sizeof(struct entry)},
-		{.key = "plain", .types = RTS_JT_OBJECT, .each = &(const struct rts_jfield){.types = RTS_JT_INT, .min = 0, .max = 1}},
+		{.key = "plain", .types = RTS_JT_OBJECT,
+		 .each = &(const struct rts_jfield){.types = RTS_JT_INT, .min = 0, .max = 1}},
 		{0},
 	},
 };
@@ -450,7 +470,8 @@ START_TEST(test_maps)
 		free(m.v[i].key);
 	free(m.v);
 
-	assert_refused("{\"m\":{\"a\":{},\"b\":{},\"c\":{}}}", &map_root, 0, RTS_JP_COUNT, "m", "must list at most 2 keys");
+	assert_refused("{\"m\":{\"a\":{},\"b\":{},\"c\":{}}}", &map_root, 0, RTS_JP_COUNT, "m",
+		       "must list at most 2 keys");
 	assert_refused("{\"m\":{\"secret\":{\"mode\":\"maybe\"}}}", &map_root, RTS_JV_OPERATOR, RTS_JP_RANGE,
 		       "m[key of 6 bytes].mode", "must be \"off\" or \"on\"");
 	assert_refused("{\"m\":{\"\":{\"mode\":\"on\"}}}", &map_root, RTS_JV_OPERATOR, RTS_JP_RULE, "m[key of 0 bytes]",
@@ -458,7 +479,8 @@ START_TEST(test_maps)
 	/* Without a key rule: the key in the operator's file, the entry's index otherwise. */
 	assert_refused("{\"plain\":{\"a\":0,\"b\":2}}", &map_root, RTS_JV_OPERATOR, RTS_JP_RANGE, "plain.b",
 		       "must be an integer from 0 to 1");
-	assert_refused("{\"plain\":{\"a\":0,\"b\":2}}", &map_root, 0, RTS_JP_RANGE, "plain[1]", "must be an integer from 0 to 1");
+	assert_refused("{\"plain\":{\"a\":0,\"b\":2}}", &map_root, 0, RTS_JP_RANGE, "plain[1]",
+		       "must be an integer from 0 to 1");
 }
 END_TEST
 
@@ -476,7 +498,8 @@ static bool coded(struct rts_jctx *ctx, json_object *v, void *base)
 /* The table follows the value of "kind". */
 static const struct rts_jspec kind_a = {.fields = (const struct rts_jfield[]){
 						{.key = "kind", .types = RTS_JT_STRING},
-						{.key = "a", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = 0, .max = 1},
+						{.key = "a", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = 0,
+						 .max = 1},
 						{0},
 					}};
 static const struct rts_jspec kind_b = {.fields = (const struct rts_jfield[]){
@@ -500,7 +523,8 @@ static bool operator_only(struct rts_jctx *ctx, json_object *v, void *base)
 static const struct rts_jspec callback_spec = {
 	.fields = (const struct rts_jfield[]){
 		{.key = "c", .types = RTS_JT_INT, .min = 0, .max = 99, .check = coded},
-		{.key = "v", .types = RTS_JT_ARRAY, .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .check = by_kind}},
+		{.key = "v", .types = RTS_JT_ARRAY,
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .check = by_kind}},
 		{.key = "who", .types = RTS_JT_BOOL, .check = operator_only},
 		{.key = "id", .types = RTS_JT_STRING, .what = "an id"},
 		{0},
@@ -582,7 +606,8 @@ START_TEST(test_no_input_in_network_messages)
 		ck_assert_ptr_null(strstr(e.text, "not a"));
 	}
 	struct rts_jerr e;
-	ck_assert_int_eq(run("{\"items\":[{\"name\":\"SECRET\"},{\"name\":\"SECRET\"}]}", &list_root, NULL, 0, &e), -EINVAL);
+	ck_assert_int_eq(run("{\"items\":[{\"name\":\"SECRET\"},{\"name\":\"SECRET\"}]}", &list_root, NULL, 0, &e),
+			 -EINVAL);
 	ck_assert_ptr_null(strstr(e.text, "SECRET"));
 }
 END_TEST
