@@ -93,8 +93,8 @@ struct rts_jspec;
 
 /* A rule of the caller's own, run after the built-in checks and after storing. v is the
  * value (NULL for JSON null); base is where the enclosing object stores (NULL when nothing
- * is stored), for a table's check the base of that object itself. Return true, or the
- * false of rts_jfail(). */
+ * is stored); for a list item or map value its entry, for a table's check the base of that
+ * object itself. Return true, or the false of rts_jfail(). */
 typedef bool rts_jcheck_fn(struct rts_jctx *ctx, json_object *v, void *base);
 
 /* A map's rule for one member name, before its value is looked at. entry is where that
@@ -107,7 +107,8 @@ struct rts_jfield {
 	unsigned types;	 /* RTS_JT_* accepted */
 	unsigned flags;	 /* RTS_JF_* */
 	/* Bounds. RTS_JT_INT: the value, always applied. Strings: bytes; lists and maps:
-	 * entries; for those a max of 0 means no upper bound. */
+	 * entries; for those a min below 1 or a max of 0 is no bound (so a field that is a
+	 * string or an integer can give the integer's range). */
 	int64_t min, max;
 	double dmin, dmax;		/* RTS_JT_DOUBLE (and an int where a number is allowed) */
 	const char *const *one_of;	/* strings: the only values allowed (NULL-terminated) */
@@ -179,10 +180,7 @@ struct rts_jerr {
 };
 
 /* The root field of a document that is one object described by spec, stored at base. */
-#define RTS_JSPEC_ROOT(spec)                                                                                           \
-	{                                                                                                              \
-		.types = RTS_JT_OBJECT, .object = (spec), .store = RTS_JS_OBJECT                                       \
-	}
+#define RTS_JSPEC_ROOT(spec) {.types = RTS_JT_OBJECT, .object = (spec), .store = RTS_JS_OBJECT}
 
 /* Validate doc against root (a field without key describing the whole document, e.g.
  * {.types = RTS_JT_OBJECT, .object = &spec}) and store values relative to base (may be
