@@ -127,11 +127,6 @@ bool rts_jfail_at(struct rts_jctx *ctx, const char *rel, const char *fmt, ...)
 	return false;
 }
 
-bool rts_jctx_operator(const struct rts_jctx *ctx)
-{
-	return ctx->flags & RTS_JV_OPERATOR;
-}
-
 void rts_jctx_rename(struct rts_jctx *ctx, const char *fmt, ...)
 {
 	char name[128];

@@ -210,9 +210,6 @@ bool rts_jfail_code(struct rts_jctx *ctx, const char *code, const char *fmt, ...
  * ("[0]") or a path of them ("tools[3]"). */
 bool rts_jfail_at(struct rts_jctx *ctx, const char *rel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* True in RTS_JV_OPERATOR mode, for callbacks that may quote the operator's value. */
-bool rts_jctx_operator(const struct rts_jctx *ctx);
-
 /* Replace the last path component (a map member's name) with "[TEXT]". */
 void rts_jctx_rename(struct rts_jctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -515,17 +515,11 @@ static bool by_kind(struct rts_jctx *ctx, json_object *v, void *base)
 	return rts_jctx_object(ctx, v, strcmp(kind, "a") == 0 ? &kind_a : &kind_b, NULL);
 }
 
-static bool operator_only(struct rts_jctx *ctx, json_object *v, void *base)
-{
-	return rts_jfail(ctx, "%s", rts_jctx_operator(ctx) ? "operator" : "network");
-}
-
 static const struct rts_jspec callback_spec = {
 	.fields = (const struct rts_jfield[]){
 		{.key = "c", .types = RTS_JT_INT, .min = 0, .max = 99, .check = coded},
 		{.key = "v", .types = RTS_JT_ARRAY,
 		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .check = by_kind}},
-		{.key = "who", .types = RTS_JT_BOOL, .check = operator_only},
 		{.key = "id", .types = RTS_JT_STRING, .what = "an id"},
 		{0},
 	},
@@ -554,8 +548,6 @@ START_TEST(test_callbacks)
 	assert_refused("{\"v\":[{\"kind\":\"a\"}]}", &callback_root, 0, RTS_JP_MISSING, "v[0].a", "is required");
 	assert_refused("{\"v\":[{}]}", &callback_root, 0, RTS_JP_RULE, "v[0]", "needs a kind");
 
-	assert_refused("{\"who\":true}", &callback_root, 0, RTS_JP_RULE, "who", "network");
-	assert_refused("{\"who\":true}", &callback_root, RTS_JV_OPERATOR, RTS_JP_RULE, "who", "operator");
 	/* A field's own description stands for every built-in check of the value. */
 	assert_refused("{\"id\":1}", &callback_root, 0, RTS_JP_TYPE, "id", "must be an id");
 	assert_refused("{\"id\":\"a\\u0000\"}", &callback_root, 0, RTS_JP_NUL, "id", "must be an id");
