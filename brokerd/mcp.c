@@ -6,26 +6,13 @@
 #include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/log.h"
 #include "common/util.h"
 
 static bool is_type(json_object *o, json_type t)
 {
 	return o && json_object_is_type(o, t);
-}
-
-static bool members_exactly(json_object *o, const char *const *names)
-{
-	size_t n = 0;
-	for (const char *const *p = names; *p; p++, n++)
-		if (!json_object_object_get_ex(o, *p, NULL))
-			return false;
-	return (size_t)json_object_object_length(o) == n;
-}
-
-static bool id_ok(json_object *id)
-{
-	return is_type(id, json_type_string) || is_type(id, json_type_int);
 }
 
 static json_object *id_copy(json_object *id)
@@ -46,31 +33,44 @@ static bool id_equal(json_object *a, json_object *b)
 	return false;
 }
 
+/* initialize, tools/list, the resources and prompts methods, ping: refused, not proxied. */
+static bool method_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	return strcmp(json_object_get_string(v), "tools/call") == 0 ||
+	       rts_jfail_code(ctx, "forbidden", "is not tools/call");
+}
+
+static const char *const version_2_0[] = {"2.0", NULL};
+
+/* Exactly these members: an array is a batch, anything without an id a notification. */
+static const struct rts_jspec request_spec = {
+	.fields = (const struct rts_jfield[]){
+		{.key = "jsonrpc", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = version_2_0},
+		{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = INT64_MIN,
+		 .max = INT64_MAX, .what = "a string or an integer"},
+		{.key = "method", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .check = method_check},
+		{.key = "params", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED,
+		 .object = &(const struct rts_jspec){
+			 .fields = (const struct rts_jfield[]){
+				 {.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED},
+				 {.key = "arguments", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED},
+				 {0},
+			 },
+		 }},
+		{0},
+	},
+};
+static const struct rts_jfield request_root = RTS_JSPEC_ROOT(&request_spec);
+
 enum brokerd_result brokerd_mcp_request_build(json_object *req, const struct rts_mcp_server *srv,
 					      json_object **out)
 {
-	static const char *const top[] = {"jsonrpc", "id", "method", "params", NULL};
-	static const char *const params_members[] = {"name", "arguments", NULL};
 	*out = NULL;
-	/* An array is a batch; anything without an id is a notification. */
-	if (!is_type(req, json_type_object) || !members_exactly(req, top))
-		return BROKERD_BAD_REQUEST;
-	const char *version = rts_json_get_string(req, "jsonrpc");
-	json_object *id = rts_json_get(req, "id");
-	const char *method = rts_json_get_string(req, "method");
+	struct rts_jerr e;
+	if (rts_jspec_validate(req, &request_root, NULL, 0, &e) < 0)
+		return e.code ? BROKERD_FORBIDDEN : BROKERD_BAD_REQUEST;
 	json_object *params = rts_json_get(req, "params");
-	if (!version || strcmp(version, "2.0") != 0 || !id_ok(id) || !method)
-		return BROKERD_BAD_REQUEST;
-	/* initialize, tools/list, the resources and prompts methods, ping: refused, not proxied. */
-	if (strcmp(method, "tools/call") != 0)
-		return BROKERD_FORBIDDEN;
-	if (!is_type(params, json_type_object) || !members_exactly(params, params_members))
-		return BROKERD_BAD_REQUEST;
-	json_object *name = rts_json_get(params, "name");
-	json_object *args = rts_json_get(params, "arguments");
-	if (!is_type(name, json_type_string) || !is_type(args, json_type_object))
-		return BROKERD_BAD_REQUEST;
-	const char *tool = json_object_get_string(name);
+	const char *tool = rts_json_get_string(params, "name");
 	bool declared = false;
 	for (size_t i = 0; i < srv->n_tools && !declared; i++)
 		declared = strcmp(srv->tools[i].name, tool) == 0;
@@ -78,20 +78,22 @@ enum brokerd_result brokerd_mcp_request_build(json_object *req, const struct rts
 		return BROKERD_FORBIDDEN;
 
 	json_object *args_copy = NULL;
-	if (json_object_deep_copy(args, &args_copy, NULL) != 0)
+	if (json_object_deep_copy(rts_json_get(params, "arguments"), &args_copy, NULL) != 0)
 		abort();
 	json_object *p = json_object_new_object();
 	json_object_object_add(p, "name", json_object_new_string(tool));
 	json_object_object_add(p, "arguments", args_copy);
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
-	json_object_object_add(o, "id", id_copy(id));
+	json_object_object_add(o, "id", id_copy(rts_json_get(req, "id")));
 	json_object_object_add(o, "method", json_object_new_string("tools/call"));
 	json_object_object_add(o, "params", p);
 	*out = o;
 	return BROKERD_OK;
 }
 
+/* The server's answer is normalised by hand, like the model's (model.c): it is upstream
+ * output, accepted in the shapes servers send and rebuilt, not a request held to a table. */
 int brokerd_mcp_answer_rebuild(json_object *ans, json_object *id, json_object **out)
 {
 	*out = NULL;

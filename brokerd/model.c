@@ -10,6 +10,7 @@
 #include "common/strictjson.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -24,200 +25,235 @@ static bool is_type(json_object *o, json_type t)
 	return o && json_object_is_type(o, t);
 }
 
-/* Every member of o is named in allowed (NULL-terminated). */
-static bool only_members(json_object *o, const char *const *allowed)
-{
-	json_object_object_foreach(o, name, val)
-	{
-		(void)val;
-		bool ok = false;
-		for (const char *const *a = allowed; *a && !ok; a++)
-			ok = strcmp(name, *a) == 0;
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
-static bool string_in(json_object *o, size_t min, size_t max)
-{
-	if (!is_type(o, json_type_string))
-		return false;
-	size_t n = (size_t)json_object_get_string_len(o);
-	return n >= min && n <= max;
-}
-
-/* OpenAI function names: [A-Za-z0-9_-]{1,64}. */
-static bool function_name_ok(json_object *o)
-{
-	if (!string_in(o, 1, RTS_FUNCTION_NAME_MAX))
-		return false;
-	for (const char *p = json_object_get_string(o); *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-		      *p == '-'))
-			return false;
-	return true;
-}
-
 static json_object *dup_string(json_object *s)
 {
 	return json_object_new_string_len(json_object_get_string(s), json_object_get_string_len(s));
 }
 
-/* ---- request ---- */
+/* ---- request: what is accepted ---- */
 
-static bool copy_tool_call(json_object *tc, json_object **out, const char **why)
+/* OpenAI function names: [A-Za-z0-9_-]{1,64} (the length is the field's bound). */
+static bool function_name_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	static const char *const tc_members[] = {"id", "type", "function", NULL};
-	static const char *const fn_members[] = {"name", "arguments", NULL};
-	if (!is_type(tc, json_type_object) || !only_members(tc, tc_members))
-		FAIL("tool call must be an object with id, type, function");
-	json_object *id = rts_json_get(tc, "id");
-	json_object *type = rts_json_get(tc, "type");
-	json_object *fn = rts_json_get(tc, "function");
-	if (!string_in(id, 1, RTS_MODEL_CALL_ID_MAX))
-		FAIL("tool call id must be a string of 1 to 256 bytes");
-	if (!is_type(type, json_type_string) || strcmp(json_object_get_string(type), "function") != 0)
-		FAIL("tool call type must be \"function\"");
-	if (!is_type(fn, json_type_object) || !only_members(fn, fn_members))
-		FAIL("tool call function must be an object with name and arguments");
-	json_object *name = rts_json_get(fn, "name");
-	json_object *args = rts_json_get(fn, "arguments");
-	if (!function_name_ok(name))
-		FAIL("tool call function name must match [A-Za-z0-9_-]{1,64}");
-	if (!is_type(args, json_type_string))
-		FAIL("tool call arguments must be a string");
-	json_object *f = json_object_new_object();
-	json_object_object_add(f, "name", dup_string(name));
-	json_object_object_add(f, "arguments", dup_string(args));
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "id", dup_string(id));
-	json_object_object_add(o, "type", json_object_new_string("function"));
-	json_object_object_add(o, "function", f);
-	*out = o;
+	for (const char *p = json_object_get_string(v); *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == '-'))
+			return rts_jfail(ctx, "must match [A-Za-z0-9_-]{1,64}");
 	return true;
 }
 
-static bool copy_message(json_object *m, json_object **out, const char **why)
+static bool schema_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	static const char *const plain[] = {"role", "content", NULL};
-	static const char *const assistant[] = {"role", "content", "tool_calls", NULL};
-	static const char *const tool[] = {"role", "content", "tool_call_id", NULL};
-	if (!is_type(m, json_type_object))
-		FAIL("each message must be an object");
-	const char *role = rts_json_get_string(m, "role");
-	if (!role)
-		FAIL("message role must be a string");
-	bool is_assistant = strcmp(role, "assistant") == 0, is_tool = strcmp(role, "tool") == 0;
-	if (!is_assistant && !is_tool && strcmp(role, "system") != 0 && strcmp(role, "user") != 0)
-		FAIL("message role must be system, user, assistant or tool");
-	if (!only_members(m, is_assistant ? assistant : is_tool ? tool : plain))
-		FAIL("message has a member its role does not allow");
-
-	json_object *content = rts_json_get(m, "content");
-	json_object *calls = rts_json_get(m, "tool_calls");
-	/* json-c gives NULL for both a missing member and a JSON null. */
-	bool has_calls = calls != NULL;
-	if (!has_calls && json_object_object_get_ex(m, "tool_calls", NULL))
-		FAIL("tool_calls must be an array");
-	/* Arrays of content parts (images, audio, files) are refused: text only. */
-	if (!is_type(content, json_type_string) && !(is_assistant && has_calls && content == NULL))
-		FAIL("message content must be a string (null only for assistant tool calls)");
-
-	cleanup_json json_object *o = json_object_new_object();
-	json_object_object_add(o, "role", json_object_new_string(role));
-	json_object_object_add(o, "content", content ? dup_string(content) : NULL);
-	if (has_calls) {
-		if (!is_type(calls, json_type_array))
-			FAIL("tool_calls must be an array");
-		size_t n = json_object_array_length(calls);
-		if (n == 0 || n > RTS_MODEL_TOOL_CALLS_MAX)
-			FAIL("tool_calls must hold 1 to 64 calls");
-		json_object *arr = json_object_new_array_ext((int)n);
-		json_object_object_add(o, "tool_calls", arr);
-		for (size_t i = 0; i < n; i++) {
-			json_object *tc = NULL;
-			if (!copy_tool_call(json_object_array_get_idx(calls, i), &tc, why))
-				return false;
-			/* A tool message names the call it answers by id: ids must be unambiguous. */
-			for (size_t j = 0; j < i; j++)
-				if (strcmp(rts_json_get_string(tc, "id"),
-					   rts_json_get_string(json_object_array_get_idx(arr, j), "id")) == 0) {
-					json_object_put(tc);
-					FAIL("tool call ids of one message must be distinct");
-				}
-			json_object_array_add(arr, tc);
-		}
-	}
-	if (is_tool) {
-		json_object *id = rts_json_get(m, "tool_call_id");
-		if (!string_in(id, 1, RTS_MODEL_CALL_ID_MAX))
-			FAIL("tool message needs tool_call_id (a string of 1 to 256 bytes)");
-		json_object_object_add(o, "tool_call_id", dup_string(id));
-	}
-	*out = steal_pointer(&o);
-	return true;
+	const char *why = NULL;
+	return rts_schema_check(v, &why) == 0 || rts_jfail(ctx, "%s", why);
 }
 
-/* The tool calls of the assistant message that tool messages may answer right now. */
-struct call_group {
-	json_object *calls; /* that message's copied tool_calls, or NULL */
-	bool answered[RTS_MODEL_TOOL_CALLS_MAX];
+static const char *const function_only[] = {"function", NULL};
+#define FUNCTION_TYPE_FIELD {.key = "type", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = function_only}
+#define FUNCTION_NAME_FIELD                                                                                            \
+	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_FUNCTION_NAME_MAX,      \
+	 .check = function_name_check}
+#define CALL_ID_FIELD(k)                                                                                               \
+	{.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_MODEL_CALL_ID_MAX}
+
+static const struct rts_jspec tool_call_spec = {
+	.fields = (const struct rts_jfield[]){
+		CALL_ID_FIELD("id"),
+		FUNCTION_TYPE_FIELD,
+		{.key = "function", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED,
+		 .object = &(const struct rts_jspec){
+			 .fields = (const struct rts_jfield[]){
+				 FUNCTION_NAME_FIELD,
+				 {.key = "arguments", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED},
+				 {0},
+			 },
+		 }},
+		{0},
+	},
 };
+
+/* The roles, and what each message may hold (seed: only system/user/assistant/tool roles
+ * with string content and function tool calls; no content parts, so no image_url,
+ * input_audio, file or file ids). */
+enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
+static const char *const roles[] = {[ROLE_SYSTEM] = "system", [ROLE_USER] = "user", [ROLE_ASSISTANT] = "assistant",
+				    [ROLE_TOOL] = "tool", NULL};
+#define ROLE_FIELD                                                                                                     \
+	{.key = "role", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = roles, .store = RTS_JS_INDEX}
+#define MESSAGE_UNKNOWN "has a member its role does not allow"
+
+static const struct rts_jspec role_spec = {
+	.flags = RTS_JO_OPEN,
+	.fields = (const struct rts_jfield[]){ROLE_FIELD, {0}},
+};
+
+static const struct rts_jspec plain_spec = {
+	.fields = (const struct rts_jfield[]){
+		ROLE_FIELD,
+		{.key = "content", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED},
+		{0},
+	},
+	.unknown = MESSAGE_UNKNOWN,
+};
+
+/* Content may be null or absent only beside tool calls. */
+static bool assistant_check(struct rts_jctx *ctx, json_object *m, void *base)
+{
+	if (rts_json_get(m, "tool_calls") || json_object_is_type(rts_json_get(m, "content"), json_type_string))
+		return true;
+	return rts_jfail_at(ctx, "content", "must be a string (null only beside tool_calls)");
+}
+
+static const struct rts_jspec assistant_spec = {
+	.fields = (const struct rts_jfield[]){
+		ROLE_FIELD,
+		{.key = "content", .types = RTS_JT_STRING | RTS_JT_NULL},
+		/* A tool message names the call it answers by id: ids must be unambiguous. */
+		{.key = "tool_calls", .types = RTS_JT_ARRAY, .min = 1, .max = RTS_MODEL_TOOL_CALLS_MAX, .unique = "id",
+		 .items = "tool calls",
+		 	.each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_call_spec}},
+		{0},
+	},
+	.unknown = MESSAGE_UNKNOWN,
+	.check = assistant_check,
+};
+
+static const struct rts_jspec tool_message_spec = {
+	.fields = (const struct rts_jfield[]){
+		ROLE_FIELD,
+		{.key = "content", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED},
+		CALL_ID_FIELD("tool_call_id"),
+		{0},
+	},
+	.unknown = MESSAGE_UNKNOWN,
+};
+
+static const struct rts_jspec *const message_specs[] = {
+	[ROLE_SYSTEM] = &plain_spec,
+	[ROLE_USER] = &plain_spec,
+	[ROLE_ASSISTANT] = &assistant_spec,
+	[ROLE_TOOL] = &tool_message_spec,
+};
+
+/* The role decides which members a message may have. */
+static bool message_check(struct rts_jctx *ctx, json_object *m, void *base)
+{
+	int role = -1;
+	return rts_jctx_object(ctx, m, &role_spec, &role) && rts_jctx_object(ctx, m, message_specs[role], NULL);
+}
 
 /* Every tool message answers a call of the assistant message before it (other tool
  * messages of the same group may sit in between), and each call is answered at most
- * once. m is an already validated copy. */
-static bool check_tool_order(struct call_group *g, json_object *m, const char **why)
+ * once. The messages are valid one by one. */
+static bool tool_order_check(struct rts_jctx *ctx, json_object *messages, void *base)
 {
-	const char *role = rts_json_get_string(m, "role");
-	if (strcmp(role, "tool") != 0) {
-		json_object *calls = rts_json_get(m, "tool_calls");
-		g->calls = strcmp(role, "assistant") == 0 && calls ? calls : NULL;
-		memset(g->answered, 0, sizeof(g->answered));
-		return true;
-	}
-	if (!g->calls)
-		FAIL("a tool message must follow an assistant message with tool calls");
-	const char *id = rts_json_get_string(m, "tool_call_id");
-	size_t n = json_object_array_length(g->calls);
-	for (size_t k = 0; k < n; k++) {
-		if (strcmp(rts_json_get_string(json_object_array_get_idx(g->calls, k), "id"), id) != 0)
+	json_object *calls = NULL; /* of the assistant message tool messages may answer now */
+	bool answered[RTS_MODEL_TOOL_CALLS_MAX] = {false};
+	char at[32];
+	for (size_t i = 0, n = json_object_array_length(messages); i < n; i++) {
+		json_object *m = json_object_array_get_idx(messages, i);
+		const char *role = rts_json_get_string(m, "role");
+		if (strcmp(role, "tool") != 0) {
+			calls = strcmp(role, "assistant") == 0 ? rts_json_get(m, "tool_calls") : NULL;
+			memset(answered, 0, sizeof(answered));
 			continue;
-		if (g->answered[k])
-			FAIL("a tool call is answered twice");
-		g->answered[k] = true;
-		return true;
+		}
+		snprintf(at, sizeof(at), "[%zu]", i);
+		if (!calls)
+			return rts_jfail_at(ctx, at, "a tool message must follow an assistant message with tool calls");
+		const char *id = rts_json_get_string(m, "tool_call_id");
+		size_t k = 0, n_calls = json_object_array_length(calls);
+		while (k < n_calls && strcmp(rts_json_get_string(json_object_array_get_idx(calls, k), "id"), id) != 0)
+			k++;
+		if (k == n_calls)
+			return rts_jfail_at(ctx, at,
+					    "a tool message answers no call of the assistant message before it");
+		if (answered[k])
+			return rts_jfail_at(ctx, at, "a tool call is answered twice");
+		answered[k] = true;
 	}
-	FAIL("a tool message answers no call of the assistant message before it");
+	return true;
 }
 
-static bool copy_tool(json_object *t, json_object **out, const char **why)
+static const struct rts_jspec tool_spec = {
+	.fields = (const struct rts_jfield[]){
+		/* Native provider tools (web search, code interpreter, ...) are refused. */
+		FUNCTION_TYPE_FIELD,
+		{.key = "function", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED,
+		 .object = &(const struct rts_jspec){
+			 .fields = (const struct rts_jfield[]){
+				 FUNCTION_NAME_FIELD,
+				 {.key = "description", .types = RTS_JT_STRING},
+				 {.key = "parameters", .types = RTS_JT_OBJECT, .check = schema_check,
+				  .what = "a schema object"},
+				 {0},
+			 },
+		 }},
+		{0},
+	},
+};
+
+static const char *const tool_choices[] = {"auto", "none", NULL};
+
+/* Only these members: n, stream, model, logprobs, temperature, user, ... are all refused.
+ * json-c reads a null member as a missing one; here a null is a wrong type. */
+static const struct rts_jspec request_spec = {
+	.fields = (const struct rts_jfield[]){
+		{.key = "messages", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED, .min = 1,
+		 .max = RTS_MODEL_MESSAGES_MAX, .items = "messages", .check = tool_order_check,
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .check = message_check}},
+		{.key = "tools", .types = RTS_JT_ARRAY, .max = RTS_MODEL_TOOLS_MAX, .unique = "function.name",
+		 .items = "tools", .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec}},
+		{.key = "max_tokens", .types = RTS_JT_INT, .min = 1, .max = INT32_MAX},
+		{.key = "tool_choice", .types = RTS_JT_STRING, .one_of = tool_choices},
+		{0},
+	},
+	.unknown = "unknown top-level member",
+};
+static const struct rts_jfield request_root = RTS_JSPEC_ROOT(&request_spec);
+
+/* ---- request: the upstream body, from a validated one ---- */
+
+static json_object *copy_tool_call(json_object *tc)
 {
-	static const char *const t_members[] = {"type", "function", NULL};
-	static const char *const fn_members[] = {"name", "description", "parameters", NULL};
-	if (!is_type(t, json_type_object) || !only_members(t, t_members))
-		FAIL("each tool must be an object with type and function");
-	/* Native provider tools (web search, code interpreter, ...) are refused. */
-	const char *type = rts_json_get_string(t, "type");
-	if (!type || strcmp(type, "function") != 0)
-		FAIL("tool type must be \"function\"");
+	json_object *fn = rts_json_get(tc, "function");
+	json_object *f = json_object_new_object();
+	json_object_object_add(f, "name", dup_string(rts_json_get(fn, "name")));
+	json_object_object_add(f, "arguments", dup_string(rts_json_get(fn, "arguments")));
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "id", dup_string(rts_json_get(tc, "id")));
+	json_object_object_add(o, "type", json_object_new_string("function"));
+	json_object_object_add(o, "function", f);
+	return o;
+}
+
+static json_object *copy_message(json_object *m)
+{
+	json_object *content = rts_json_get(m, "content");
+	json_object *calls = rts_json_get(m, "tool_calls");
+	json_object *id = rts_json_get(m, "tool_call_id");
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "role", dup_string(rts_json_get(m, "role")));
+	json_object_object_add(o, "content", content ? dup_string(content) : NULL);
+	if (calls) {
+		size_t n = json_object_array_length(calls);
+		json_object *arr = json_object_new_array_ext((int)n);
+		for (size_t i = 0; i < n; i++)
+			json_object_array_add(arr, copy_tool_call(json_object_array_get_idx(calls, i)));
+		json_object_object_add(o, "tool_calls", arr);
+	}
+	if (id)
+		json_object_object_add(o, "tool_call_id", dup_string(id));
+	return o;
+}
+
+static json_object *copy_tool(json_object *t)
+{
 	json_object *fn = rts_json_get(t, "function");
-	if (!is_type(fn, json_type_object) || !only_members(fn, fn_members))
-		FAIL("tool function must be an object with name, description, parameters");
-	json_object *name = rts_json_get(fn, "name");
 	json_object *desc = rts_json_get(fn, "description");
 	json_object *params = rts_json_get(fn, "parameters");
-	if (!function_name_ok(name))
-		FAIL("tool name must match [A-Za-z0-9_-]{1,64}");
-	if (desc && !is_type(desc, json_type_string))
-		FAIL("tool description must be a string");
-	if (params && !is_type(params, json_type_object))
-		FAIL("tool parameters must be a schema object");
-	if (params && rts_schema_check(params, why) < 0)
-		return false;
 	json_object *f = json_object_new_object();
-	json_object_object_add(f, "name", dup_string(name));
+	json_object_object_add(f, "name", dup_string(rts_json_get(fn, "name")));
 	if (desc)
 		json_object_object_add(f, "description", dup_string(desc));
 	if (params) {
@@ -229,111 +265,61 @@ static bool copy_tool(json_object *t, json_object **out, const char **why)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "type", json_object_new_string("function"));
 	json_object_object_add(o, "function", f);
-	*out = o;
-	return true;
+	return o;
 }
 
-static bool build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
-		  const char **why)
+static json_object *build(json_object *req, const char *model, uint32_t max_output_tokens)
 {
-	static const char *const members[] = {"messages", "tools", "max_tokens", "tool_choice", NULL};
-	if (!is_type(req, json_type_object))
-		FAIL("body must be a JSON object");
-	if (!only_members(req, members))
-		FAIL("unknown top-level member");
-	/* json-c reads a null member as a missing one: refuse it rather than guess. */
-	json_object_object_foreach(req, member, value)
-	{
-		(void)member;
-		if (!value)
-			FAIL("a top-level member is null");
-	}
-
-	json_object *messages = rts_json_get(req, "messages");
-	if (!is_type(messages, json_type_array))
-		FAIL("messages must be an array");
-	size_t n = json_object_array_length(messages);
-	if (n == 0 || n > RTS_MODEL_MESSAGES_MAX)
-		FAIL("messages must hold 1 to 1024 messages");
-
-	cleanup_json json_object *o = json_object_new_object();
+	json_object *o = json_object_new_object();
 	json_object_object_add(o, "model", json_object_new_string(model));
+	json_object *messages = rts_json_get(req, "messages");
+	size_t n = json_object_array_length(messages);
 	json_object *msgs = json_object_new_array_ext((int)n);
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(msgs, copy_message(json_object_array_get_idx(messages, i)));
 	json_object_object_add(o, "messages", msgs);
-	struct call_group group = {.calls = NULL};
-	for (size_t i = 0; i < n; i++) {
-		json_object *m = NULL;
-		if (!copy_message(json_object_array_get_idx(messages, i), &m, why))
-			return false;
-		json_object_array_add(msgs, m);
-		if (!check_tool_order(&group, m, why))
-			return false;
-	}
 
 	json_object *tools = rts_json_get(req, "tools");
-	size_t n_tools = 0;
-	if (tools) {
-		if (!is_type(tools, json_type_array))
-			FAIL("tools must be an array");
-		n_tools = json_object_array_length(tools);
-		if (n_tools > RTS_MODEL_TOOLS_MAX)
-			FAIL("tools holds too many tools");
-		if (n_tools > 0) {
-			json_object *arr = json_object_new_array_ext((int)n_tools);
-			json_object_object_add(o, "tools", arr);
-			for (size_t i = 0; i < n_tools; i++) {
-				json_object *t = NULL;
-				if (!copy_tool(json_object_array_get_idx(tools, i), &t, why))
-					return false;
-				const char *name =
-					rts_json_get_string(rts_json_get(t, "function"), "name");
-				for (size_t j = 0; j < i; j++)
-					if (strcmp(name, rts_json_get_string(rts_json_get(json_object_array_get_idx(arr, j),
-												   "function"),
-									      "name")) == 0) {
-						json_object_put(t);
-						FAIL("tool names must be distinct");
-					}
-				json_object_array_add(arr, t);
-			}
-		}
+	size_t n_tools = tools ? json_object_array_length(tools) : 0;
+	if (n_tools > 0) {
+		json_object *arr = json_object_new_array_ext((int)n_tools);
+		for (size_t i = 0; i < n_tools; i++)
+			json_object_array_add(arr, copy_tool(json_object_array_get_idx(tools, i)));
+		json_object_object_add(o, "tools", arr);
+		json_object *choice = rts_json_get(req, "tool_choice");
+		if (choice)
+			json_object_object_add(o, "tool_choice", dup_string(choice));
 	}
-
-	json_object *choice = rts_json_get(req, "tool_choice");
-	if (choice) {
-		const char *c = is_type(choice, json_type_string) ? json_object_get_string(choice) : NULL;
-		if (!c || (strcmp(c, "auto") != 0 && strcmp(c, "none") != 0))
-			FAIL("tool_choice must be \"auto\" or \"none\"");
-		if (n_tools > 0)
-			json_object_object_add(o, "tool_choice", json_object_new_string(c));
-	}
-
 	json_object_object_add(o, "stream", json_object_new_boolean(0));
-
 	int64_t max_tokens = max_output_tokens;
 	json_object *asked = rts_json_get(req, "max_tokens");
-	if (asked) {
-		if (!is_type(asked, json_type_int))
-			FAIL("max_tokens must be a positive integer");
-		errno = 0;
-		int64_t v = json_object_get_int64(asked);
-		/* json-c saturates out-of-range integers and sets errno. */
-		if (errno != 0 || v <= 0 || v > INT32_MAX)
-			FAIL("max_tokens must be a positive integer");
-		if (v < max_tokens)
-			max_tokens = v;
-	}
+	if (asked && json_object_get_int64(asked) < max_tokens)
+		max_tokens = json_object_get_int64(asked);
 	json_object_object_add(o, "max_tokens", json_object_new_int64(max_tokens));
-	*out = steal_pointer(&o);
-	return true;
+	return o;
+}
+
+/* Validate req and build the upstream body; on refusal e says why and where. */
+static int request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
+			 struct rts_jerr *e)
+{
+	*out = NULL;
+	if (rts_jspec_validate(req, &request_root, NULL, 0, e) < 0)
+		return -EINVAL;
+	*out = build(req, model, max_output_tokens);
+	return 0;
 }
 
 int brokerd_model_request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
 				const char **why)
 {
-	*out = NULL;
+	/* One per thread: libmicrohttpd runs a thread per connection. */
+	static __thread struct rts_jerr e;
 	*why = NULL;
-	return build(req, model, max_output_tokens, out, why) ? 0 : -EINVAL;
+	int r = request_build(req, model, max_output_tokens, out, &e);
+	if (r < 0)
+		*why = e.text;
+	return r;
 }
 
 /* ---- answer ---- */
@@ -563,8 +549,10 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 		return BROKERD_BAD_REQUEST;
 	}
 	cleanup_json json_object *up = NULL;
-	if (brokerd_model_request_build(req, cfg->model, cfg->max_output_tokens, &up, &why) < 0) {
-		log_debug("turn %s: /model body refused: %s", call->binding->turn_id, why);
+	struct rts_jerr e;
+	if (request_build(req, cfg->model, cfg->max_output_tokens, &up, &e) < 0) {
+		log_debug("turn %s: /model body refused: %s (at %s)", call->binding->turn_id, e.text,
+			  e.path[0] ? e.path : "the body");
 		return BROKERD_BAD_REQUEST;
 	}
 	cleanup_free char *up_body = rts_json_dump(up);

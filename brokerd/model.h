@@ -34,9 +34,11 @@
  *   max_tokens   a positive integer;
  *   tool_choice  "auto" or "none" (sent only with tools);
  * and no other top-level member (n, stream, model, logprobs, temperature, user, ... are
- * all refused, as are provider-native tool types). Returns 0 with *out (caller owns it),
- * or -EINVAL with *why set to a short static description of the first problem (no
- * request data). The body must have been parsed with brokerd_body_parse(). */
+ * all refused, as are provider-native tool types). The shapes are tables of
+ * common/jspec.h. Returns 0 with *out (caller owns it), or -EINVAL with *why set to the
+ * rule that refused the first problem ("must be a string", no request data; thread-local,
+ * valid until this thread's next call). The body must have been parsed with
+ * brokerd_body_parse(). */
 int brokerd_model_request_build(json_object *req, const char *model, uint32_t max_output_tokens, json_object **out,
 				const char **why);
 

@@ -1,56 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <math.h>
-#include <stdarg.h>
-
 #include "common/conf.h"
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
-
-/* Validation context: the first error wins and carries the key path. */
-struct vctx {
-	const char *file;
-	char *err;
-	size_t errlen;
-	bool failed;
-};
-
-__attribute__((format(printf, 3, 4))) static bool fail(struct vctx *v, const char *keypath, const char *fmt, ...)
-{
-	if (v->failed)
-		return false;
-	v->failed = true;
-	char what[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	snprintf(v->err, v->errlen, "%s: %s: %s", v->file, keypath, what);
-	return false;
-}
-
-static const char *type_name(json_object *o)
-{
-	switch (json_object_get_type(o)) {
-	case json_type_null:
-		return "null";
-	case json_type_boolean:
-		return "a boolean";
-	case json_type_double:
-	case json_type_int:
-		return "a number";
-	case json_type_object:
-		return "an object";
-	case json_type_array:
-		return "an array";
-	case json_type_string:
-		return "a string";
-	}
-	return "something else";
-}
 
 /* Paths end up in docker --mount arguments and socket paths, so only a conservative
  * character set is accepted, and only normalised absolute paths (the installation id is
@@ -60,10 +16,6 @@ static bool path_ok(const char *p, const char **why)
 	size_t n = strlen(p);
 	if (n == 0 || p[0] != '/') {
 		*why = "must be an absolute path";
-		return false;
-	}
-	if (n > 1024) {
-		*why = "must be at most 1024 characters";
 		return false;
 	}
 	if (n > 1 && p[n - 1] == '/') {
@@ -86,97 +38,61 @@ static bool path_ok(const char *p, const char **why)
 	return true;
 }
 
-static bool get_string(struct vctx *v, json_object *o, const char *kp, size_t max, bool nonempty, char **out)
+static bool path_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!json_object_is_type(o, json_type_string))
-		return fail(v, kp, "must be a string, not %s", type_name(o));
-	size_t n = (size_t)json_object_get_string_len(o);
-	if (nonempty && n == 0)
-		return fail(v, kp, "must not be empty");
-	if (n > max)
-		return fail(v, kp, "must be at most %zu bytes", max);
-	const char *s = json_object_get_string(o);
-	if (memchr(s, '\0', n))
-		return fail(v, kp, "must not contain NUL characters");
-	free(*out);
-	*out = rts_xstrdup(s);
-	return true;
-}
-
-/* A string whose encoded size (rts_json_string_len(): what it takes inside a JSON string
- * in a request body) is at most max: the worker would otherwise cut it. */
-static bool get_encoded_string(struct vctx *v, json_object *o, const char *kp, size_t max, char **out)
-{
-	if (!get_string(v, o, kp, max, false, out))
-		return false;
-	size_t n = rts_json_string_len(*out, strlen(*out));
-	if (n > max)
-		return fail(v, kp, "must take at most %zu bytes JSON-escaped, not %zu (quotes, backslashes, '/' and line "
-			    "breaks take two, other control characters six)",
-			    max, n);
-	return true;
-}
-
-static bool get_path(struct vctx *v, json_object *o, const char *kp, char **out)
-{
-	if (!get_string(v, o, kp, 1024, true, out))
-		return false;
 	const char *why;
-	if (!path_ok(*out, &why))
-		return fail(v, kp, "%s", why);
-	return true;
+	return path_ok(json_object_get_string(v), &why) || rts_jfail(ctx, "%s", why);
 }
 
-/* A top-level list of at most max items ("tools", "servers", "channel keys"); *n its length. */
-static bool get_list(struct vctx *v, json_object *o, const char *kp, size_t max, const char *items, size_t *n)
+static bool time_zone_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!json_object_is_type(o, json_type_array))
-		return fail(v, kp, "must be an array of %s, not %s", items, type_name(o));
-	*n = json_object_array_length(o);
-	if (*n > max)
-		return fail(v, kp, "must list at most %zu %s", max, items);
-	return true;
+	const char *tz = json_object_get_string(v);
+	bool ok = tz[0] != '/' && !strstr(tz, "..");
+	for (const char *p = tz; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '/' ||
+		     *p == '_' || *p == '-' || *p == '+';
+	return ok || rts_jfail(ctx, "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"");
 }
 
-static bool get_int(struct vctx *v, json_object *o, const char *kp, int64_t lo, int64_t hi, int64_t *out)
+static bool image_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!json_object_is_type(o, json_type_int))
-		return fail(v, kp, "must be an integer from %lld to %lld, not %s", (long long)lo, (long long)hi,
-			    type_name(o));
-	errno = 0;
-	int64_t x = json_object_get_int64(o);
-	/* json-c saturates out-of-range integers and sets errno. */
-	if (errno != 0 || x < lo || x > hi)
-		return fail(v, kp, "must be an integer from %lld to %lld", (long long)lo, (long long)hi);
-	*out = x;
-	return true;
+	const char *s = json_object_get_string(v);
+	bool ok = (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9');
+	for (const char *p = s; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+		     *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@';
+	return ok || rts_jfail(ctx, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)");
 }
 
-static bool get_argv(struct vctx *v, json_object *o, const char *kp, char ***out)
+static bool https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!json_object_is_type(o, json_type_array))
-		return fail(v, kp, "must be an array of strings (argv), not %s", type_name(o));
-	size_t n = json_object_array_length(o);
-	if (n == 0 || n > 64)
-		return fail(v, kp, "must hold 1 to 64 strings");
-	char **argv = rts_xcalloc(n + 1, sizeof(char *));
-	for (size_t i = 0; i < n; i++) {
-		char ekp[256];
-		snprintf(ekp, sizeof(ekp), "%s[%zu]", kp, i);
-		if (!get_string(v, json_object_array_get_idx(o, i), ekp, 4096, i == 0, &argv[i])) {
-			rts_strv_free(argv);
-			return false;
-		}
-	}
-	if (argv[0][0] != '/') {
-		rts_strv_free(argv);
-		char ekp[256];
-		snprintf(ekp, sizeof(ekp), "%s[0]", kp);
-		return fail(v, ekp, "must be an absolute path to the program");
-	}
-	*out = argv;
-	return true;
+	const char *u = json_object_get_string(v);
+	bool ok = strncmp(u, "https://", 8) == 0 && strlen(u) > 8;
+	for (const char *p = u; ok && *p; p++)
+		ok = (unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f;
+	return ok || rts_jfail(ctx, "must be an https:// URL without spaces or control characters");
 }
+
+static bool name_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) ||
+	       rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
+}
+
+/* argv: the program is named by an absolute path (no $PATH lookup). */
+static bool argv_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	return json_object_get_string(json_object_array_get_idx(v, 0))[0] == '/' ||
+	       rts_jfail_at(ctx, "[0]", "must be an absolute path to the program");
+}
+
+static const struct rts_jfield argv_item = {.types = RTS_JT_STRING, .max = 4096, .store = RTS_JS_STRDUP};
+/* A NULL-terminated argv of 1 to 64 strings stored at offset off, then checked by chk. */
+#define ARGV_FIELD(k, flags_, off, chk)                                                                                \
+	{.key = (k), .types = RTS_JT_ARRAY, .flags = (flags_), .min = 1, .max = 64, .each = &argv_item,                \
+	 .check = (chk), .store = RTS_JS_ARRAY, .at = (off), .elem_size = sizeof(char *), .items = "strings (argv)"}
+
+/* ---- key sources ---- */
 
 static void key_source_free(struct rts_key_source *k)
 {
@@ -185,52 +101,79 @@ static void key_source_free(struct rts_key_source *k)
 	*k = (struct rts_key_source){0};
 }
 
-static bool get_key_source(struct vctx *v, json_object *o, const char *kp, struct rts_key_source *out)
+/* Each member of a key source stores its value, then says which kind it is and drops what
+ * a default (apiKey's credential) left in the other member. */
+static void key_kind(struct rts_key_source *k, enum rts_key_kind kind)
 {
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, kp, "must be an object with one of credential, file, env or command, not %s",
-			    type_name(o));
-	if (json_object_object_length(o) != 1)
-		return fail(v, kp, "must have exactly one of credential, file, env or command");
-	struct rts_key_source k = {0};
-	char ekp[256];
-	json_object_object_foreach(o, key, val)
-	{
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, key);
-		if (strcmp(key, "credential") == 0) {
-			k.kind = RTS_KEY_CREDENTIAL;
-			if (!get_string(v, val, ekp, 64, true, &k.value))
-				return false;
-			for (const char *p = k.value; *p; p++)
-				if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-				      *p == '-' || *p == '_' || *p == '.'))
-					return key_source_free(&k), fail(v, ekp, "must be a credential name ([A-Za-z0-9._-])");
-			if (strcmp(k.value, ".") == 0 || strcmp(k.value, "..") == 0)
-				return key_source_free(&k), fail(v, ekp, "must be a credential name, not . or ..");
-		} else if (strcmp(key, "file") == 0) {
-			k.kind = RTS_KEY_FILE;
-			if (!get_path(v, val, ekp, &k.value))
-				return key_source_free(&k), false;
-		} else if (strcmp(key, "env") == 0) {
-			k.kind = RTS_KEY_ENV;
-			if (!get_string(v, val, ekp, 128, true, &k.value))
-				return false;
-			for (const char *p = k.value; *p; p++)
-				if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
-				      (p != k.value && *p >= '0' && *p <= '9')))
-					return key_source_free(&k), fail(v, ekp, "must be an environment variable name");
-		} else if (strcmp(key, "command") == 0) {
-			k.kind = RTS_KEY_COMMAND;
-			if (!get_argv(v, val, ekp, &k.argv))
-				return false;
-		} else {
-			return fail(v, ekp, "unknown key (expected credential, file, env or command)");
-		}
+	if (!k)
+		return;
+	k->kind = kind;
+	if (kind == RTS_KEY_COMMAND) {
+		free(k->value);
+		k->value = NULL;
+	} else {
+		rts_strv_free(k->argv);
+		k->argv = NULL;
 	}
-	key_source_free(out);
-	*out = k;
+}
+
+static bool credential_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	const char *s = json_object_get_string(v);
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+		      *p == '_' || *p == '.'))
+			return rts_jfail(ctx, "must be a credential name ([A-Za-z0-9._-])");
+	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return rts_jfail(ctx, "must be a credential name, not . or ..");
+	key_kind(base, RTS_KEY_CREDENTIAL);
 	return true;
 }
+
+static bool key_file_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	if (!path_check(ctx, v, base))
+		return false;
+	key_kind(base, RTS_KEY_FILE);
+	return true;
+}
+
+static bool env_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	const char *s = json_object_get_string(v);
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+		      (p != s && *p >= '0' && *p <= '9')))
+			return rts_jfail(ctx, "must be an environment variable name");
+	key_kind(base, RTS_KEY_ENV);
+	return true;
+}
+
+static bool command_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	if (!argv_check(ctx, v, base))
+		return false;
+	key_kind(base, RTS_KEY_COMMAND);
+	return true;
+}
+
+#define KS_VALUE offsetof(struct rts_key_source, value)
+static const struct rts_jspec key_source_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "credential", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .min = 1, .max = 64,
+		 .check = credential_check, .store = RTS_JS_STRDUP, .at = KS_VALUE},
+		{.key = "file", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .min = 1, .max = 1024,
+		 .check = key_file_check, .store = RTS_JS_STRDUP, .at = KS_VALUE},
+		{.key = "env", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .min = 1, .max = 128,
+		 .check = env_check, .store = RTS_JS_STRDUP, .at = KS_VALUE},
+		ARGV_FIELD("command", RTS_JF_ALTERNATIVE, offsetof(struct rts_key_source, argv), command_check),
+		{0},
+	},
+};
+#define KEY_SOURCE_WHAT "an object with one of credential, file, env or command"
+
+/* ---- tools ---- */
 
 /* Containers nested in o, o included (json-c's measure of depth): 0 for a scalar. */
 static unsigned json_depth(json_object *o)
@@ -254,252 +197,206 @@ static unsigned json_depth(json_object *o)
 	return 1 + deepest;
 }
 
-static bool get_parameters(struct vctx *v, json_object *o, const char *kp, json_object **out)
+static bool parameters_check(struct rts_jctx *ctx, json_object *o, void *base)
 {
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, kp, "must be a JSON schema object, not %s", type_name(o));
 	if (rts_json_dump_len(o) > RTS_PARAMETERS_MAX)
-		return fail(v, kp, "must serialise to at most %u bytes", RTS_PARAMETERS_MAX);
+		return rts_jfail(ctx, "must serialise to at most %u bytes", RTS_PARAMETERS_MAX);
 	/* The parse already bounded the recursion: the whole file nests at most RTS_JSON_DEPTH_MAX. */
 	if (json_depth(o) > RTS_PARAMETERS_DEPTH_MAX)
-		return fail(v, kp, "must nest at most %u levels deep", RTS_PARAMETERS_DEPTH_MAX);
+		return rts_jfail(ctx, "must nest at most %u levels deep", RTS_PARAMETERS_DEPTH_MAX);
 	/* The worker offers these parameters in every /model body, where brokerd applies the
 	 * schema reference rule (common/schema.h); a schema that rule refuses would fail every
 	 * model call, so it is refused here, at start, instead (a copied "$schema" URL). */
 	const char *why = NULL;
 	if (rts_schema_check(o, &why) < 0)
-		return fail(v, kp, "%s (references such as $ref, $id and $schema must be local fragments like \"#/$defs/x\")",
-			    why);
-	*out = json_object_get(o);
+		return rts_jfail(ctx,
+				 "%s (references such as $ref, $id and $schema must be local fragments like \"#/$defs/x\")",
+				 why);
 	return true;
 }
 
-static bool get_tool(struct vctx *v, json_object *o, const char *kp, struct rts_tool *t)
+/* name, description and parameters, as host and MCP tools both have them (struct rts_tool
+ * and struct rts_mcp_tool start alike). */
+#define TOOL_FIELDS(type)                                                                                              \
+	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,               \
+	 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(type, name)},                                     \
+	{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED | RTS_JF_ENCODED,                      \
+	 .max = RTS_DESCRIPTION_MAX, .store = RTS_JS_STRDUP, .at = offsetof(type, description)},                       \
+	{.key = "parameters", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .check = parameters_check,             \
+	 .store = RTS_JS_JSON_REF, .at = offsetof(type, parameters), .what = "a JSON schema object"}
+
+static bool tool_defaults(struct rts_jctx *ctx, json_object *o, void *base)
 {
-	char ekp[256];
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, kp, "must be an object, not %s", type_name(o));
-	int64_t x;
-	t->timeout_ms = RTS_TOOL_TIMEOUT_MS_DEFAULT;
-	json_object_object_foreach(o, key, val)
-	{
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, key);
-		if (strcmp(key, "name") == 0) {
-			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &t->name))
-				return false;
-			if (!rts_name_valid(t->name, RTS_NAME_MAX))
-				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
-		} else if (strcmp(key, "description") == 0) {
-			if (!get_encoded_string(v, val, ekp, RTS_DESCRIPTION_MAX, &t->description))
-				return false;
-		} else if (strcmp(key, "parameters") == 0) {
-			if (!get_parameters(v, val, ekp, &t->parameters))
-				return false;
-		} else if (strcmp(key, "command") == 0) {
-			if (!get_argv(v, val, ekp, &t->command))
-				return false;
-		} else if (strcmp(key, "timeoutMs") == 0) {
-			if (!get_int(v, val, ekp, RTS_TOOL_TIMEOUT_MS_MIN, RTS_TOOL_TIMEOUT_MS_MAX, &x))
-				return false;
-			t->timeout_ms = (uint32_t)x;
-		} else {
-			return fail(v, ekp, "unknown key (expected name, description, parameters, command, timeoutMs)");
-		}
-	}
-	const char *missing = !t->name ? "name" : !t->description ? "description" : !t->parameters ? "parameters"
-							  : !t->command ? "command" : NULL;
-	if (missing) {
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, missing);
-		return fail(v, ekp, "is required");
-	}
+	struct rts_tool *t = base;
+	if (t && t->timeout_ms == 0) /* absent: 0 is out of range */
+		t->timeout_ms = RTS_TOOL_TIMEOUT_MS_DEFAULT;
 	return true;
 }
 
-static bool get_mcp_tool(struct vctx *v, json_object *o, const char *kp, struct rts_mcp_tool *t)
-{
-	char ekp[256];
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, kp, "must be an object, not %s", type_name(o));
-	json_object_object_foreach(o, key, val)
-	{
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, key);
-		if (strcmp(key, "name") == 0) {
-			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &t->name))
-				return false;
-			if (!rts_name_valid(t->name, RTS_NAME_MAX))
-				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
-		} else if (strcmp(key, "description") == 0) {
-			if (!get_encoded_string(v, val, ekp, RTS_DESCRIPTION_MAX, &t->description))
-				return false;
-		} else if (strcmp(key, "parameters") == 0) {
-			if (!get_parameters(v, val, ekp, &t->parameters))
-				return false;
-		} else {
-			return fail(v, ekp, "unknown key (expected name, description, parameters)");
-		}
-	}
-	const char *missing = !t->name ? "name" : !t->description ? "description" : !t->parameters ? "parameters" : NULL;
-	if (missing) {
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, missing);
-		return fail(v, ekp, "is required");
-	}
-	return true;
-}
+static const struct rts_jspec tool_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		TOOL_FIELDS(struct rts_tool),
+		ARGV_FIELD("command", RTS_JF_REQUIRED, offsetof(struct rts_tool, command), argv_check),
+		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN,
+		 .max = RTS_TOOL_TIMEOUT_MS_MAX,
+		 .store = RTS_JS_UINT32, .at = offsetof(struct rts_tool, timeout_ms)},
+		{0},
+	},
+	.check = tool_defaults,
+};
 
-static bool https_url_ok(const char *u)
-{
-	if (strncmp(u, "https://", 8) != 0 || strlen(u) <= 8)
-		return false;
-	for (const char *p = u; *p; p++)
-		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-			return false;
-	return true;
-}
+static const struct rts_jspec mcp_tool_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){TOOL_FIELDS(struct rts_mcp_tool), {0}},
+};
 
-static bool get_mcp(struct vctx *v, json_object *o, const char *kp, struct rts_mcp_server *s)
-{
-	char ekp[256];
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, kp, "must be an object, not %s", type_name(o));
-	bool have_tools = false;
-	json_object_object_foreach(o, key, val)
-	{
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, key);
-		if (strcmp(key, "name") == 0) {
-			if (!get_string(v, val, ekp, RTS_NAME_MAX, true, &s->name))
-				return false;
-			if (!rts_name_valid(s->name, RTS_NAME_MAX))
-				return fail(v, ekp, "must match [a-z][a-z0-9_]{0,47}");
-		} else if (strcmp(key, "url") == 0) {
-			if (!get_string(v, val, ekp, 2048, true, &s->url))
-				return false;
-			if (!https_url_ok(s->url))
-				return fail(v, ekp, "must be an https:// URL without spaces or control characters");
-		} else if (strcmp(key, "apiKey") == 0) {
-			if (!get_key_source(v, val, ekp, &s->api_key))
-				return false;
-			s->has_api_key = true;
-		} else if (strcmp(key, "tools") == 0) {
-			if (!json_object_is_type(val, json_type_array))
-				return fail(v, ekp, "must be an array, not %s", type_name(val));
-			size_t n = json_object_array_length(val);
-			if (n == 0 || n > RTS_MAX_MCP_TOOLS)
-				return fail(v, ekp, "must list 1 to %u tools", RTS_MAX_MCP_TOOLS);
-			s->tools = rts_xcalloc(n, sizeof(*s->tools));
-			s->n_tools = n;
-			for (size_t i = 0; i < n; i++) {
-				char tkp[256];
-				snprintf(tkp, sizeof(tkp), "%s[%zu]", ekp, i);
-				if (!get_mcp_tool(v, json_object_array_get_idx(val, i), tkp, &s->tools[i]))
-					return false;
-				for (size_t j = 0; j < i; j++)
-					if (strcmp(s->tools[j].name, s->tools[i].name) == 0)
-						return fail(v, tkp, "duplicate tool name \"%s\"", s->tools[i].name);
-			}
-			have_tools = true;
-		} else {
-			return fail(v, ekp, "unknown key (expected name, url, apiKey, tools)");
-		}
-	}
-	const char *missing = !s->name ? "name" : !s->url ? "url" : !have_tools ? "tools" : NULL;
-	if (missing) {
-		snprintf(ekp, sizeof(ekp), "%s.%s", kp, missing);
-		return fail(v, ekp, "is required");
-	}
-	return true;
-}
+static const struct rts_jspec mcp_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,
+		 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, name)},
+		{.key = "url", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
+		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, url)},
+		{.key = "apiKey", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &key_source_spec,
+		 .store = RTS_JS_OBJECT, .at = offsetof(struct rts_mcp_server, api_key),
+		 .present_at = offsetof(struct rts_mcp_server, has_api_key), .what = KEY_SOURCE_WHAT},
+		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT, .min = 1,
+		 .max = RTS_MAX_MCP_TOOLS, .unique = "name", .items = "tools",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &mcp_tool_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = offsetof(struct rts_mcp_server, tools),
+		 .count_at = offsetof(struct rts_mcp_server, n_tools), .elem_size = sizeof(struct rts_mcp_tool)},
+		{0},
+	},
+};
 
-static bool get_limits(struct vctx *v, json_object *o, struct rts_limits *l)
-{
-	if (!json_object_is_type(o, json_type_object))
-		return fail(v, "limits", "must be an object, not %s", type_name(o));
-	int64_t x;
-	json_object_object_foreach(o, key, val)
-	{
-		if (strcmp(key, "memoryMb") == 0) {
-			if (!get_int(v, val, "limits.memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, &x))
-				return false;
-			l->memory_mb = (uint32_t)x;
-		} else if (strcmp(key, "pids") == 0) {
-			if (!get_int(v, val, "limits.pids", RTS_PIDS_MIN, RTS_PIDS_MAX, &x))
-				return false;
-			l->pids = (uint32_t)x;
-		} else if (strcmp(key, "cpus") == 0) {
-			if (!json_object_is_type(val, json_type_int) && !json_object_is_type(val, json_type_double))
-				return fail(v, "limits.cpus", "must be a number from %g to %g, not %s", RTS_CPUS_MIN,
-					    RTS_CPUS_MAX, type_name(val));
-			double d = json_object_get_double(val);
-			if (!isfinite(d) || d < RTS_CPUS_MIN || d > RTS_CPUS_MAX)
-				return fail(v, "limits.cpus", "must be a number from %g to %g", RTS_CPUS_MIN, RTS_CPUS_MAX);
-			l->cpus = d;
-		} else {
-			char ekp[128];
-			snprintf(ekp, sizeof(ekp), "limits.%s", key);
-			return fail(v, ekp, "unknown key (expected memoryMb, cpus, pids)");
-		}
-	}
-	return true;
-}
-
-static bool time_zone_ok(const char *tz)
-{
-	if (!*tz || tz[0] == '/' || strstr(tz, ".."))
-		return false;
-	for (const char *p = tz; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '/' ||
-		      *p == '_' || *p == '-' || *p == '+'))
-			return false;
-	return true;
-}
-
-static bool image_ok(const char *s)
-{
-	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		      *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@'))
-			return false;
-	return true;
-}
-
-/* Add one public tool to *used, the tool list's cost so far; false (naming kp) once the
- * list no longer fits what the worker gives configured tools. */
-static bool tool_fits(struct vctx *v, size_t *used, const char *kp, const char *public_name, const char *name,
+/* Add one public tool to *used, the tool list's cost so far; false (naming the tool) once
+ * the list no longer fits what the worker gives configured tools. */
+static bool tool_fits(struct rts_jctx *ctx, size_t *used, const char *at, const char *public_name, const char *name,
 		      const char *description, json_object *parameters)
 {
 	cleanup_json json_object *spec = rts_tool_spec_new(public_name, description, parameters);
 	*used += rts_tool_spec_cost(spec, public_name);
 	if (*used <= RTS_PUBLIC_TOOLS_BUDGET)
 		return true;
-	return fail(v, kp,
-		    "tool \"%s\" does not fit: the tools offered to the model may take %u bytes in all (names, "
-		    "descriptions and parameters as JSON), and the tools up to this one take %zu; shorten "
-		    "descriptions or parameters, or offer fewer tools",
-		    name, RTS_PUBLIC_TOOLS_BUDGET, *used);
+	return rts_jfail_at(ctx, at,
+			    "tool \"%s\" does not fit: the tools offered to the model may take %u bytes in all (names, "
+			    "descriptions and parameters as JSON), and the tools up to this one take %zu; shorten "
+			    "descriptions or parameters, or offer fewer tools",
+			    name, RTS_PUBLIC_TOOLS_BUDGET, *used);
 }
 
-/* The worker offers the model the tools in rts_config_public_tools() order while they fit
- * RTS_TOOLS_BUDGET (seed: "bounded tool descriptions ... cannot grow a later turn past the
- * broker's body limit"). Rather than have it leave a tool out at every turn, the first
- * tool that would not fit is refused here, counted the way the worker counts. */
-static bool check_tool_budget(struct vctx *v, const struct rts_config *c)
+/* ---- the whole file ---- */
+
+static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
+
+#define CONF(m) offsetof(struct rts_config, m)
+#define LIMITS(m) offsetof(struct rts_limits, m)
+#define PATH_FIELD(k, m)                                                                                               \
+	{.key = (k), .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check, .store = RTS_JS_STRDUP,       \
+	 .at = CONF(m)}
+#define UINT_FIELD(k, lo, hi, off)                                                                                     \
+	{.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
+
+static const struct rts_jspec limits_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,
+		 .store = RTS_JS_DOUBLE,
+		 .at = LIMITS(cpus)},
+		UINT_FIELD("pids", RTS_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
+		{0},
+	},
+};
+
+_Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "uid and gid store as uint32");
+
+static const struct rts_jspec config_spec = {
+	.fields = (const struct rts_jfield[]){
+		{.key = "image", .types = RTS_JT_STRING, .min = 1, .max = RTS_IMAGE_MAX, .check = image_check,
+		 .store = RTS_JS_STRDUP, .at = CONF(image)},
+		PATH_FIELD("runRoot", run_root),
+		PATH_FIELD("workspaceRoot", workspace_root),
+		PATH_FIELD("stateFile", state_file),
+		/* A root service account is refused (seed: "root workers are refused"). */
+		{.key = "uid", .types = RTS_JT_INT, .flags = RTS_JF_PRESENT, .min = 1, .max = 4294967294LL,
+		 .store = RTS_JS_UINT32, .at = CONF(uid), .present_at = CONF(has_uid)},
+		{.key = "gid", .types = RTS_JT_INT, .flags = RTS_JF_PRESENT, .min = 1, .max = 4294967294LL,
+		 .store = RTS_JS_UINT32, .at = CONF(gid), .present_at = CONF(has_gid)},
+		{.key = "provider", .types = RTS_JT_STRING, .one_of = (const char *const[]){"openai", NULL},
+		 .store = RTS_JS_STRDUP, .at = CONF(provider),
+		 .what = "\"openai\" (an OpenAI-compatible Chat Completions endpoint)"},
+		{.key = "model", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 256,
+		 .store = RTS_JS_STRDUP, .at = CONF(model),
+		 	.missing = "is required (the model name the endpoint serves)"},
+		{.key = "modelUrl", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
+		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = CONF(model_url),
+		 .missing = "is required (the https:// Chat Completions URL)"},
+		{.key = "apiKey", .types = RTS_JT_OBJECT, .object = &key_source_spec, .store = RTS_JS_OBJECT,
+		 .at = CONF(api_key), .what = KEY_SOURCE_WHAT},
+		UINT_FIELD("maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX,
+			   CONF(max_output_tokens)),
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		 .at = CONF(limits)},
+		UINT_FIELD("turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, CONF(turn_timeout_ms)),
+		{.key = "systemPrompt", .types = RTS_JT_STRING, .flags = RTS_JF_ENCODED, .max = RTS_SYSTEM_PROMPT_MAX,
+		 .store = RTS_JS_STRDUP, .at = CONF(system_prompt)},
+		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX,
+		 .check = time_zone_check,
+		 .store = RTS_JS_STRDUP, .at = CONF(time_zone)},
+		PATH_FIELD("caFile", ca_file),
+		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_TOOLS, .unique = "name",
+		 .items = "tools",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = CONF(tools), .count_at = CONF(n_tools),
+		 	.elem_size = sizeof(struct rts_tool)},
+		{.key = "mcp", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_MCP_SERVERS,
+		 .unique = "name",
+		 .items = "servers",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &mcp_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = CONF(mcp), .count_at = CONF(n_mcp),
+		 	.elem_size = sizeof(struct rts_mcp_server)},
+		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX,
+		 .items = "channel keys",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX,
+						    .store = RTS_JS_STRDUP},
+		 .store = RTS_JS_ARRAY, .at = CONF(initial_channels), .elem_size = sizeof(char *)},
+		{0},
+	},
+	.check = config_check,
+};
+static const struct rts_jfield config_root = RTS_JSPEC_ROOT(&config_spec);
+
+/* Rules between keys, once each key is valid on its own. */
+static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 {
+	struct rts_config *c = base;
+	if (strcmp(c->state_file, "/") == 0)
+		return rts_jfail_at(ctx, "stateFile", "must name a file");
+	/* The worker offers the model the tools in rts_config_public_tools() order while they
+	 * fit RTS_TOOLS_BUDGET (seed: "bounded tool descriptions ... cannot grow a later turn
+	 * past the broker's body limit"). Rather than have it leave a tool out at every turn,
+	 * the first tool that would not fit is refused here, counted the way the worker
+	 * counts. */
 	size_t used = 0;
-	char kp[64];
+	char at[64];
 	for (size_t i = 0; i < c->n_tools; i++) {
 		const struct rts_tool *t = &c->tools[i];
 		cleanup_free char *pub = rts_xasprintf("host_%s", t->name);
-		snprintf(kp, sizeof(kp), "tools[%zu]", i);
-		if (!tool_fits(v, &used, kp, pub, t->name, t->description, t->parameters))
+		snprintf(at, sizeof(at), "tools[%zu]", i);
+		if (!tool_fits(ctx, &used, at, pub, t->name, t->description, t->parameters))
 			return false;
 	}
 	for (size_t i = 0; i < c->n_mcp; i++)
 		for (size_t j = 0; j < c->mcp[i].n_tools; j++) {
 			const struct rts_mcp_tool *t = &c->mcp[i].tools[j];
 			cleanup_free char *pub = rts_xasprintf("mcp_%zu_%s", i, t->name);
-			snprintf(kp, sizeof(kp), "mcp[%zu].tools[%zu]", i, j);
-			if (!tool_fits(v, &used, kp, pub, t->name, t->description, t->parameters))
+			snprintf(at, sizeof(at), "mcp[%zu].tools[%zu]", i, j);
+			if (!tool_fits(ctx, &used, at, pub, t->name, t->description, t->parameters))
 				return false;
 		}
 	return true;
@@ -521,127 +418,21 @@ static void set_defaults(struct rts_config *c)
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");
-	c->initial_channels = rts_xcalloc(1, sizeof(char *));
 }
 
 struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen)
 {
-	struct vctx v = {.file = path, .err = err, .errlen = errlen};
-	if (!json_object_is_type(root, json_type_object)) {
-		fail(&v, "(top level)", "must be a JSON object, not %s", type_name(root));
-		return NULL;
-	}
 	struct rts_config *c = rts_xcalloc(1, sizeof(*c));
 	c->path = rts_xstrdup(path);
 	set_defaults(c);
-	int64_t x;
-	bool ok = true;
-	json_object_object_foreach(root, key, val)
-	{
-		if (!ok)
-			break;
-		if (strcmp(key, "image") == 0) {
-			ok = get_string(&v, val, key, RTS_IMAGE_MAX, true, &c->image) &&
-			     (image_ok(c->image) || fail(&v, key, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)"));
-		} else if (strcmp(key, "runRoot") == 0) {
-			ok = get_path(&v, val, key, &c->run_root);
-		} else if (strcmp(key, "workspaceRoot") == 0) {
-			ok = get_path(&v, val, key, &c->workspace_root);
-		} else if (strcmp(key, "stateFile") == 0) {
-			ok = get_path(&v, val, key, &c->state_file);
-		} else if (strcmp(key, "uid") == 0) {
-			/* A root service account is refused (seed: "root workers are refused"). */
-			ok = get_int(&v, val, key, 1, 4294967294LL, &x);
-			c->uid = (uid_t)x;
-			c->has_uid = true;
-		} else if (strcmp(key, "gid") == 0) {
-			ok = get_int(&v, val, key, 1, 4294967294LL, &x);
-			c->gid = (gid_t)x;
-			c->has_gid = true;
-		} else if (strcmp(key, "provider") == 0) {
-			ok = get_string(&v, val, key, 64, true, &c->provider) &&
-			     (strcmp(c->provider, "openai") == 0 ||
-			      fail(&v, key, "must be \"openai\" (an OpenAI-compatible Chat Completions endpoint)"));
-		} else if (strcmp(key, "model") == 0) {
-			ok = get_string(&v, val, key, 256, true, &c->model);
-		} else if (strcmp(key, "modelUrl") == 0) {
-			ok = get_string(&v, val, key, 2048, true, &c->model_url) &&
-			     (https_url_ok(c->model_url) ||
-			      fail(&v, key, "must be an https:// URL without spaces or control characters"));
-		} else if (strcmp(key, "apiKey") == 0) {
-			ok = get_key_source(&v, val, key, &c->api_key);
-		} else if (strcmp(key, "maxOutputTokens") == 0) {
-			ok = get_int(&v, val, key, RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX, &x);
-			c->max_output_tokens = (uint32_t)x;
-		} else if (strcmp(key, "limits") == 0) {
-			ok = get_limits(&v, val, &c->limits);
-		} else if (strcmp(key, "turnTimeoutMs") == 0) {
-			ok = get_int(&v, val, key, RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, &x);
-			c->turn_timeout_ms = (uint32_t)x;
-		} else if (strcmp(key, "systemPrompt") == 0) {
-			ok = get_encoded_string(&v, val, key, RTS_SYSTEM_PROMPT_MAX, &c->system_prompt);
-		} else if (strcmp(key, "timeZone") == 0) {
-			ok = get_string(&v, val, key, RTS_TIME_ZONE_MAX, true, &c->time_zone) &&
-			     (time_zone_ok(c->time_zone) ||
-			      fail(&v, key, "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\""));
-		} else if (strcmp(key, "caFile") == 0) {
-			ok = get_path(&v, val, key, &c->ca_file);
-		} else if (strcmp(key, "tools") == 0) {
-			size_t n;
-			if (!(ok = get_list(&v, val, key, RTS_MAX_TOOLS, "tools", &n)))
-				break;
-			c->tools = rts_xcalloc(n, sizeof(*c->tools));
-			c->n_tools = n;
-			for (size_t i = 0; ok && i < n; i++) {
-				char kp[64];
-				snprintf(kp, sizeof(kp), "tools[%zu]", i);
-				ok = get_tool(&v, json_object_array_get_idx(val, i), kp, &c->tools[i]);
-				for (size_t j = 0; ok && j < i; j++)
-					if (strcmp(c->tools[j].name, c->tools[i].name) == 0)
-						ok = fail(&v, kp, "duplicate tool name \"%s\"", c->tools[i].name);
-			}
-		} else if (strcmp(key, "mcp") == 0) {
-			size_t n;
-			if (!(ok = get_list(&v, val, key, RTS_MAX_MCP_SERVERS, "servers", &n)))
-				break;
-			c->mcp = rts_xcalloc(n, sizeof(*c->mcp));
-			c->n_mcp = n;
-			for (size_t i = 0; ok && i < n; i++) {
-				char kp[64];
-				snprintf(kp, sizeof(kp), "mcp[%zu]", i);
-				ok = get_mcp(&v, json_object_array_get_idx(val, i), kp, &c->mcp[i]);
-				for (size_t j = 0; ok && j < i; j++)
-					if (strcmp(c->mcp[j].name, c->mcp[i].name) == 0)
-						ok = fail(&v, kp, "duplicate server name \"%s\"", c->mcp[i].name);
-			}
-		} else if (strcmp(key, "initialChannels") == 0) {
-			size_t n;
-			if (!(ok = get_list(&v, val, key, RTS_INITIAL_CHANNELS_MAX, "channel keys", &n)))
-				break;
-			rts_strv_free(c->initial_channels);
-			c->initial_channels = rts_xcalloc(n + 1, sizeof(char *));
-			for (size_t i = 0; ok && i < n; i++) {
-				char kp[64];
-				snprintf(kp, sizeof(kp), "initialChannels[%zu]", i);
-				ok = get_string(&v, json_object_array_get_idx(val, i), kp, RTS_CHANNEL_MAX, true,
-						&c->initial_channels[i]);
-			}
-		} else {
-			ok = fail(&v, key, "unknown key");
-		}
-	}
-	if (ok && !c->model)
-		ok = fail(&v, "model", "is required (the model name the endpoint serves)");
-	if (ok && !c->model_url)
-		ok = fail(&v, "modelUrl", "is required (the https:// Chat Completions URL)");
-	if (ok && strcmp(c->state_file, "/") == 0)
-		ok = fail(&v, "stateFile", "must name a file");
-	if (ok)
-		ok = check_tool_budget(&v, c);
-	if (!ok) {
+	struct rts_jerr e;
+	if (rts_jspec_validate(root, &config_root, c, RTS_JV_OPERATOR, &e) < 0) {
+		snprintf(err, errlen, "%s: %s: %s", path, e.path[0] ? e.path : "(top level)", e.text);
 		rts_config_free(c);
 		return NULL;
 	}
+	if (!c->initial_channels)
+		c->initial_channels = rts_xcalloc(1, sizeof(char *));
 	rts_installation_id(c->state_file, c->installation_id);
 	return c;
 }

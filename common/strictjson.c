@@ -9,6 +9,8 @@
 
 void rts_json_strict_init(void)
 {
+	/* Also links json_strict.c, and with it the start-up check of the link order. */
+	rts_json_link_check();
 	json_object_seed(0);
 }
 

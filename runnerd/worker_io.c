@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/proto.h"
 #include "common/util.h"
 #include "runnerd/worker_io.h"
@@ -71,8 +72,29 @@ int runnerd_worker_input(const struct rts_config *cfg, json_object *public_tools
 	return 0;
 }
 
-static bool code_ok(const char *s, size_t n)
+/* The worker's answer: {"v":1} and exactly one of reply and error. A reply is refused if
+ * it holds a NUL (the daemon link cannot carry one) or is not UTF-8; one longer than
+ * RTS_REPLY_MAX is refused whole, never cut (a truncated answer could change its meaning). */
+struct worker_output {
+	const char *reply, *error;
+};
+static const struct rts_jspec output_spec = {
+	.fields = (const struct rts_jfield[]){
+		/* An integer 1, not 1.0 or "1": the version check is exact. */
+		{.key = "v", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = 1, .max = 1},
+		{.key = "reply", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE | RTS_JF_UTF8,
+		 .max = RTS_REPLY_MAX,
+		 .store = RTS_JS_STR, .at = offsetof(struct worker_output, reply)},
+		{.key = "error", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .store = RTS_JS_STR,
+		 .at = offsetof(struct worker_output, error)},
+		{0},
+	},
+};
+static const struct rts_jfield output_root = RTS_JSPEC_ROOT(&output_spec);
+
+static bool code_ok(const char *s)
 {
+	size_t n = strlen(s);
 	if (n == 0 || n > RTS_WORKER_ERROR_CODE_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
@@ -90,35 +112,17 @@ enum runnerd_worker_result runnerd_worker_output_parse(const char *buf, size_t l
 	code[0] = '\0';
 	if (len == 0 || len > RTS_WORKER_OUTPUT_MAX || rts_json_parse_strict(buf, len, 4, &o, &why) < 0)
 		return RUNNERD_WORKER_MALFORMED;
-	if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) != 2)
-		return RUNNERD_WORKER_MALFORMED;
-	json_object *v = rts_json_get(o, "v");
-	/* An integer 1, not 1.0 or "1": the version check is exact. */
-	if (!v || !json_object_is_type(v, json_type_int) || json_object_get_int64(v) != 1)
-		return RUNNERD_WORKER_MALFORMED;
-
-	json_object *r = rts_json_get(o, "reply");
-	if (r) {
-		if (!json_object_is_type(r, json_type_string))
-			return RUNNERD_WORKER_MALFORMED;
-		size_t n = (size_t)json_object_get_string_len(r);
-		const char *s = json_object_get_string(r);
-		/* "\u0000" decodes to a NUL the daemon link cannot carry. */
-		if (memchr(s, '\0', n) || !rts_utf8_valid(s, n))
-			return RUNNERD_WORKER_MALFORMED;
-		if (n > RTS_REPLY_MAX)
-			return RUNNERD_WORKER_TOO_LONG;
-		*reply = rts_xstrndup(s, n);
+	struct worker_output out = {0};
+	struct rts_jerr e;
+	if (rts_jspec_validate(o, &output_root, &out, 0, &e) < 0) {
+		bool too_long = e.problem == RTS_JP_RANGE && e.field == &output_spec.fields[1];
+		return too_long ? RUNNERD_WORKER_TOO_LONG : RUNNERD_WORKER_MALFORMED;
+	}
+	if (out.reply) {
+		*reply = rts_xstrdup(out.reply);
 		return RUNNERD_WORKER_REPLY;
 	}
-	json_object *e = rts_json_get(o, "error");
-	if (!e || !json_object_is_type(e, json_type_string))
-		return RUNNERD_WORKER_MALFORMED;
-	size_t n = (size_t)json_object_get_string_len(e);
-	const char *s = json_object_get_string(e);
-	if (code_ok(s, n)) {
-		memcpy(code, s, n);
-		code[n] = '\0';
-	}
+	if (code_ok(out.error))
+		snprintf(code, RTS_WORKER_ERROR_CODE_MAX + 1, "%s", out.error);
 	return RUNNERD_WORKER_GAVE_UP;
 }

@@ -284,8 +284,6 @@ static json_object *error_detail(json_object *id, const char *code, const char *
 
 /* ---- operations ---- */
 
-typedef json_object *statd_op_fn(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req);
-
 /* A message: its answer always carries a route (request.h), decided before anything can
  * refuse it. Invalid requests queue and run nothing. */
 static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *req)
@@ -304,62 +302,6 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 	return statd_queue_message(c->d, c, seq, &m);
 }
 
-static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
-{
-	const char *channel, *mode_s;
-	enum statd_mode mode;
-	if (!statd_req_channel(req, &channel))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	if (statd_req_str(req, "mode", 1, 8, false, &mode_s) != 1 || statd_mode_parse(mode_s, &mode) < 0)
-		return error_detail(id, STATD_E_INVALID_REQUEST, "mode must be \"on\" or \"off\"");
-	return statd_queue_mode(c->d, c, seq, id, channel, mode);
-}
-
-static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
-{
-	const char *channel = NULL;
-	if (rts_json_get(req, "channel") && !statd_req_channel(req, &channel))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_status(c->d, id, channel);
-}
-
-static json_object *op_fresh(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
-{
-	const char *channel;
-	if (!statd_req_channel(req, &channel))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_fresh(c->d, c, seq, id, channel);
-}
-
-static json_object *op_channels(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
-{
-	return statd_queue_channels(c->d, id);
-}
-
-static json_object *op_cancel(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
-{
-	const char *channel;
-	if (!statd_req_channel(req, &channel))
-		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_cancel(c->d, id, channel);
-}
-
-/* The operations besides message (DESIGN.md section 5). A request naming anything else,
- * or carrying a field its operation does not define, is refused: a typo must not silently
- * change what a request means. */
-static const struct statd_op {
-	const char *name;
-	statd_op_fn *fn;
-	const char *const fields[8]; /* allowed members, NULL-terminated */
-} statd_ops[] = {
-	{"mode", op_mode, {"op", "id", "channel", "mode", NULL}},
-	{"status", op_status, {"op", "id", "channel", NULL}},
-	{"fresh", op_fresh, {"op", "id", "channel", NULL}},
-	{"channels", op_channels, {"op", "id", NULL}},
-	{"cancel", op_cancel, {"op", "id", "channel", NULL}},
-	{NULL, NULL, {NULL}},
-};
-
 /* The answer to a line that may have been a message but cannot be read as one (not JSON,
  * too long, no op or an unknown one): routing fails closed, so it says "drop" too. */
 static json_object *refuse_unread(json_object *id, const char *code, const char *detail)
@@ -367,7 +309,8 @@ static json_object *refuse_unread(json_object *id, const char *code, const char 
 	return statd_message_answer(id, STATD_ROUTE_DROP, code, detail);
 }
 
-/* One request line. Returns the answer, or NULL when a queue item answers later. */
+/* One request line. Returns the answer, or NULL when a queue item answers later. Every
+ * field of every operation is validated by request.c; the queue sees clean values. */
 static json_object *request_handle(struct statd_conn *c, uint64_t seq, const char *line, size_t len)
 {
 	cleanup_json json_object *req = NULL;
@@ -376,26 +319,31 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return refuse_unread(NULL, STATD_E_INVALID_JSON, why);
 	if (!json_object_is_type(req, json_type_object))
 		return refuse_unread(NULL, STATD_E_INVALID_JSON, "a request must be a JSON object");
-	json_object *id = rts_json_get(req, "id");
-	json_object *echo = id && statd_req_id_valid(id) ? id : NULL;
-	const char *op = NULL;
-	if (statd_req_str(req, "op", 1, STATD_OP_MAX, false, &op) != 1)
-		return refuse_unread(echo, STATD_E_INVALID_REQUEST, "op must be a string of 1 to 32 bytes");
-	if (strcmp(op, "message") == 0)
+	struct statd_head h;
+	const char *detail = NULL;
+	if (statd_head_parse(req, &h, &detail) < 0)
+		return refuse_unread(h.id, STATD_E_INVALID_REQUEST, detail);
+	if (strcmp(h.op, "message") == 0)
 		return op_message(c, seq, req);
-	for (const struct statd_op *o = statd_ops; o->name; o++) {
-		if (strcmp(o->name, op) != 0)
-			continue;
-		if (!id)
-			return error_detail(NULL, STATD_E_INVALID_REQUEST, "id is required");
-		if (!echo)
-			return error_detail(NULL, STATD_E_INVALID_REQUEST,
-					    "id must be a string of at most 256 bytes or an integer of magnitude below 2^53");
-		if (!statd_req_only_fields(req, o->fields))
-			return error_detail(id, STATD_E_INVALID_REQUEST, "unknown field for this op");
-		return o->fn(c, seq, id, req);
+	enum statd_op op;
+	if (statd_op_lookup(h.op, &op) < 0)
+		return refuse_unread(h.id, STATD_E_UNKNOWN_OP, NULL);
+	struct statd_request r;
+	if (statd_request_parse(req, op, &r, &detail) < 0)
+		return error_detail(r.id, STATD_E_INVALID_REQUEST, detail);
+	switch (op) {
+	case STATD_OP_MODE:
+		return statd_queue_mode(c->d, c, seq, r.id, r.channel, r.mode);
+	case STATD_OP_STATUS:
+		return statd_queue_status(c->d, r.id, r.channel);
+	case STATD_OP_FRESH:
+		return statd_queue_fresh(c->d, c, seq, r.id, r.channel);
+	case STATD_OP_CHANNELS:
+		return statd_queue_channels(c->d, r.id);
+	case STATD_OP_CANCEL:
+		return statd_queue_cancel(c->d, r.id, r.channel);
 	}
-	return refuse_unread(echo, STATD_E_UNKNOWN_OP, NULL);
+	abort();
 }
 
 static void conn_line(struct statd_conn *c, const char *line, size_t len)
@@ -411,7 +359,9 @@ static void conn_line(struct statd_conn *c, const char *line, size_t len)
 static void conn_too_long(struct statd_conn *c)
 {
 	uint64_t seq = slot_push(c);
-	statd_conn_answer(c, seq, refuse_unread(NULL, STATD_E_LINE_TOO_LONG, "a request line is at most 262144 bytes"));
+	char detail[64];
+	snprintf(detail, sizeof(detail), "a request line is at most %u bytes", RTS_CONTROL_LINE_MAX);
+	statd_conn_answer(c, seq, refuse_unread(NULL, STATD_E_LINE_TOO_LONG, detail));
 }
 
 /* Split input into lines. Stops early when the connection is dropped meanwhile. */

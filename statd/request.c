@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/jspec.h"
+#include "common/util.h"
 #include "common/proto.h"
 #include "statd/request.h"
 
@@ -22,158 +24,194 @@ const char *statd_route_name(enum statd_route r)
 	}
 }
 
-int statd_req_str(json_object *o, const char *key, size_t min, size_t max, bool allow_null, const char **out)
-{
-	json_object *v = NULL;
-	*out = NULL;
-	if (!json_object_object_get_ex(o, key, &v))
-		return 0;
-	if (!v)
-		return allow_null ? 0 : -1;
-	if (!json_object_is_type(v, json_type_string))
-		return -1;
-	size_t n = (size_t)json_object_get_string_len(v);
-	const char *s = json_object_get_string(v);
-	/* "\u0000" survives json-c's parser; it would cut the string short later on. */
-	if (n < min || n > max || strlen(s) != n)
-		return -1;
-	*out = s;
-	return 1;
-}
+#define ID_WHAT "a string of at most 256 bytes or an integer of magnitude below 2^53"
 
-/* A required boolean member. */
-static bool req_bool(json_object *o, const char *key, bool *out)
+/* Integers are bounded by the field's range; strings here. */
+static bool id_check(struct rts_jctx *ctx, json_object *id, void *base)
 {
-	json_object *v = rts_json_get(o, key);
-	if (!v || !json_object_is_type(v, json_type_boolean))
-		return false;
-	*out = json_object_get_boolean(v);
+	if (json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > (int)STATD_ID_MAX)
+		return rts_jfail(ctx, "must be " ID_WHAT);
 	return true;
 }
 
-bool statd_req_channel(json_object *req, const char **channel)
-{
-	return statd_req_str(req, "channel", 1, RTS_CHANNEL_MAX, false, channel) == 1;
-}
+/* An id is a string of at most STATD_ID_MAX bytes without NUL, or an integer of magnitude
+ * at most STATD_ID_INT_MAX (beyond 2^53 most clients lose precision). */
+#define ID_FIELD(off)                                                                                                  \
+	{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = -STATD_ID_INT_MAX,         \
+	 .max = STATD_ID_INT_MAX, .check = id_check, .store = RTS_JS_JSON, .at = (off), .what = ID_WHAT}
+#define OP_FIELD(store_, off)                                                                                          \
+	{.key = "op", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = STATD_OP_MAX,                 \
+	 .store = (store_), .at = (off)}
+#define CHANNEL_FIELD(flags_, off)                                                                                     \
+	{.key = "channel", .types = RTS_JT_STRING, .flags = (flags_), .min = 1, .max = RTS_CHANNEL_MAX,                \
+	 .store = RTS_JS_STR, .at = (off)}
+/* Speaker fields: their bound, and a tier or principal may be null or absent. */
+#define SPEAKER_FIELD(k, flags_, lo, off)                                                                              \
+	{.key = (k), .types = RTS_JT_STRING | ((flags_) & RTS_JF_REQUIRED ? 0 : RTS_JT_NULL), .flags = (flags_),       \
+	 .min = (lo), .max = RTS_SPEAKER_FIELD_MAX, .store = RTS_JS_STR, .at = (off)}
 
-bool statd_req_only_fields(json_object *o, const char *const *fields)
+#define MSG(m) offsetof(struct statd_message, m)
+
+static bool tier_check(struct rts_jctx *ctx, json_object *tier, void *base)
 {
-	json_object_object_foreach(o, key, val)
-	{
-		(void)val;
-		bool known = false;
-		for (const char *const *f = fields; *f && !known; f++)
-			known = strcmp(key, *f) == 0;
-		if (!known)
-			return false;
-	}
+	struct statd_message *m = base;
+	if (m)
+		m->has_tier = tier && json_object_get_string_len(tier) > 0; /* an empty tier is no tier */
 	return true;
 }
 
-bool statd_req_id_valid(json_object *id)
+static const struct rts_jspec author_spec = {
+	.fields = (const struct rts_jfield[]){
+		SPEAKER_FIELD("id", RTS_JF_REQUIRED, 1, MSG(author_id)),
+		/* Not empty: the worker's input contract wants a speaker name (worker/input.c). */
+		SPEAKER_FIELD("name", RTS_JF_REQUIRED, 1, MSG(author_name)),
+		SPEAKER_FIELD("principalId", 0, 0, MSG(principal_id)),
+		{.key = "tier", .types = RTS_JT_STRING | RTS_JT_NULL, .max = RTS_SPEAKER_FIELD_MAX,
+		 .check = tier_check},
+		{.key = "bot", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL, .at = MSG(bot)},
+		{.key = "integration", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = MSG(integration)},
+		{0},
+	},
+	.unknown = "has an unknown field",
+};
+
+static bool text_check(struct rts_jctx *ctx, json_object *text, void *base)
 {
-	if (json_object_is_type(id, json_type_string)) {
-		size_t n = (size_t)json_object_get_string_len(id);
-		return n <= STATD_ID_MAX && strlen(json_object_get_string(id)) == n;
-	}
-	if (json_object_is_type(id, json_type_int)) {
-		int64_t v = json_object_get_int64(id);
-		return v >= -STATD_ID_INT_MAX && v <= STATD_ID_INT_MAX;
-	}
-	return false;
+	if (json_object_get_string_len(text) > (int)RTS_TEXT_MAX)
+		return rts_jfail_code(ctx, STATD_E_TEXT_TOO_LONG, "is longer than %u bytes", RTS_TEXT_MAX);
+	return true;
 }
 
-static int refuse(const char **code, const char **detail, const char *c, const char *d)
+/* In the order statd reports problems: the id and channel decide the route of whatever
+ * answer the request gets, so they come first. */
+static const struct rts_jfield id_field = ID_FIELD(MSG(id));
+static const struct rts_jfield channel_field = CHANNEL_FIELD(RTS_JF_REQUIRED, MSG(channel));
+static const struct rts_jspec message_spec = {
+	.fields = (const struct rts_jfield[]){
+		/* The caller dispatched on it (statd_head_parse()). */
+		{.key = "op", .types = RTS_JT_STRING, .max = STATD_OP_MAX},
+		ID_FIELD(MSG(id)),
+		CHANNEL_FIELD(RTS_JF_REQUIRED, MSG(channel)),
+		{.key = "guild", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = MSG(guild)},
+		{.key = "addressed", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = MSG(addressed)},
+		{.key = "author", .types = RTS_JT_OBJECT | RTS_JT_NULL, .flags = RTS_JF_REQUIRED | RTS_JF_PRESENT,
+		 .object = &author_spec, .store = RTS_JS_OBJECT, .present_at = MSG(has_author),
+		 .missing = "is required (an object or null)"},
+		{.key = "text", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .check = text_check,
+		 .store = RTS_JS_STR,
+		 .at = MSG(text), .missing = "must be a string"},
+		/* Optional; null counts as absent. */
+		{.key = "attachments", .types = RTS_JT_INT, .flags = RTS_JF_NULL_ABSENT, .min = 0, .max = UINT32_MAX,
+		 .store = RTS_JS_UINT32, .at = MSG(attachments)},
+		{0},
+	},
+	/* A typo must not silently change what a request means. */
+	.unknown = "unknown field for this op",
+};
+static const struct rts_jfield message_root = RTS_JSPEC_ROOT(&message_spec);
+
+/* *code and *detail for the refusal e; detail is written to buf. */
+static int refuse(const struct rts_jerr *e, char *buf, const char **code, const char **detail)
 {
-	*code = c;
-	*detail = d;
+	rts_jerr_join(e, " ", buf, STATD_DETAIL_MAX);
+	if (code)
+		*code = e->code ? e->code : STATD_E_INVALID_REQUEST;
+	*detail = buf;
 	return -EINVAL;
-}
-
-#define INVALID(d) refuse(code, detail, STATD_E_INVALID_REQUEST, d)
-
-static int parse_author(json_object *author, struct statd_message *m, const char **code, const char **detail)
-{
-	static const char *const author_fields[] = {"id", "name", "principalId", "tier", "bot", "integration", NULL};
-	if (!json_object_is_type(author, json_type_object))
-		return INVALID("author must be an object or null");
-	if (!statd_req_only_fields(author, author_fields))
-		return INVALID("author has an unknown field");
-	if (statd_req_str(author, "id", 1, RTS_SPEAKER_FIELD_MAX, false, &m->author_id) != 1)
-		return INVALID("author.id must be a string of 1 to 256 bytes");
-	/* Not empty: the worker's input contract wants a speaker name (worker/input.c). */
-	if (statd_req_str(author, "name", 1, RTS_SPEAKER_FIELD_MAX, false, &m->author_name) != 1)
-		return INVALID("author.name must be a string of 1 to 256 bytes");
-	if (statd_req_str(author, "principalId", 0, RTS_SPEAKER_FIELD_MAX, true, &m->principal_id) < 0)
-		return INVALID("author.principalId must be a string of at most 256 bytes or null");
-	const char *tier = NULL;
-	int r = statd_req_str(author, "tier", 0, RTS_SPEAKER_FIELD_MAX, true, &tier);
-	if (r < 0)
-		return INVALID("author.tier must be a string of at most 256 bytes or null");
-	m->has_tier = r == 1 && tier[0]; /* an empty tier is no tier */
-	if (!req_bool(author, "bot", &m->bot))
-		return INVALID("author.bot must be a boolean");
-	if (!req_bool(author, "integration", &m->integration))
-		return INVALID("author.integration must be a boolean");
-	m->has_author = true;
-	return 0;
 }
 
 int statd_message_parse(json_object *req, struct statd_message *m, const char **code, const char **detail)
 {
-	static const char *const fields[] = {"op",	 "id",	 "channel",	"guild",
-					     "author", "addressed", "text", "attachments", NULL};
 	*m = (struct statd_message){0};
 	*code = *detail = NULL;
 	/* The id and the channel first, each on its own: they decide the route of whatever
 	 * answer this request gets. */
-	json_object *id = rts_json_get(req, "id");
-	if (id && statd_req_id_valid(id))
-		m->id = id;
-	bool channel_ok = statd_req_channel(req, &m->channel);
-
-	if (!id)
-		return INVALID("id is required");
-	if (!m->id)
-		return INVALID("id must be a string of at most 256 bytes or an integer of magnitude below 2^53");
+	struct rts_jerr id_err, channel_err, e;
+	bool id_ok = rts_jspec_member(req, &id_field, m, 0, &id_err) == 0;
+	bool channel_ok = rts_jspec_member(req, &channel_field, m, 0, &channel_err) == 0;
+	if (!id_ok)
+		m->id = NULL;
 	if (!channel_ok)
-		return INVALID("channel must be a string of 1 to 512 bytes");
-	/* A typo must not silently change what a request means. */
-	if (!statd_req_only_fields(req, fields))
-		return INVALID("unknown field for this op");
-	if (!req_bool(req, "guild", &m->guild))
-		return INVALID("guild must be a boolean");
-	if (!req_bool(req, "addressed", &m->addressed))
-		return INVALID("addressed must be a boolean");
+		m->channel = NULL;
+	if (!id_ok)
+		return refuse(&id_err, m->detail, code, detail);
+	if (!channel_ok)
+		return refuse(&channel_err, m->detail, code, detail);
+	if (rts_jspec_validate(req, &message_root, m, 0, &e) < 0)
+		return refuse(&e, m->detail, code, detail);
+	return 0;
+}
 
-	json_object *author = NULL;
-	if (!json_object_object_get_ex(req, "author", &author))
-		return INVALID("author is required (an object or null)");
-	if (author) {
-		int r = parse_author(author, m, code, detail);
-		if (r < 0)
-			return r;
+/* ---- the other operations ---- */
+
+#define HEAD(m) offsetof(struct statd_head, m)
+#define REQ(m) offsetof(struct statd_request, m)
+
+static const struct rts_jfield head_id_field = ID_FIELD(HEAD(id));
+static const struct rts_jfield head_op_field = OP_FIELD(RTS_JS_STR, HEAD(op));
+
+int statd_head_parse(json_object *req, struct statd_head *h, const char **detail)
+{
+	*h = (struct statd_head){0};
+	struct rts_jerr e;
+	if (rts_jspec_member(req, &head_id_field, h, 0, NULL) < 0)
+		h->id = NULL;
+	if (rts_jspec_member(req, &head_op_field, h, 0, &e) < 0) {
+		h->op = NULL;
+		return refuse(&e, h->detail, NULL, detail);
 	}
+	return 0;
+}
 
-	json_object *text = rts_json_get(req, "text");
-	if (!text || !json_object_is_type(text, json_type_string))
-		return INVALID("text must be a string");
-	size_t tlen = (size_t)json_object_get_string_len(text);
-	if (tlen > RTS_TEXT_MAX)
-		return refuse(code, detail, STATD_E_TEXT_TOO_LONG, "text is longer than 65536 bytes");
-	m->text = json_object_get_string(text);
-	if (strlen(m->text) != tlen)
-		return INVALID("text must not contain NUL characters");
+static const struct rts_jfield request_id_field = ID_FIELD(REQ(id));
 
-	json_object *att = rts_json_get(req, "attachments"); /* optional; null is absent */
-	if (att) {
-		if (!json_object_is_type(att, json_type_int))
-			return INVALID("attachments must be an integer");
-		int64_t n = json_object_get_int64(att);
-		if (n < 0 || n > UINT32_MAX)
-			return INVALID("attachments must be from 0 to 4294967295");
-		m->attachments = (uint32_t)n;
+/* The members each operation defines, in the order problems are reported. */
+#define REQUEST_SPEC(...)                                                                                              \
+	{                                                                                                              \
+		.fields = (const struct rts_jfield[]){OP_FIELD(RTS_JS_STR, REQ(op)), ID_FIELD(REQ(id)),                \
+						      __VA_ARGS__{0}},                                                 \
+		.unknown = "unknown field for this op",                                                                \
 	}
+static const char *const mode_names[] = STATD_MODE_NAMES;
+#define MODE_FIELD                                                                                                     \
+	{.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = mode_names,                        \
+	 .store = RTS_JS_INDEX, .at = REQ(mode), .what = "\"on\" or \"off\""}
+static const struct {
+	const char *name;
+	struct rts_jspec spec;
+} ops[] = {
+	[STATD_OP_MODE] = {"mode", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), MODE_FIELD, )},
+	[STATD_OP_STATUS] = {"status", REQUEST_SPEC(CHANNEL_FIELD(0, REQ(channel)), )},
+	[STATD_OP_FRESH] = {"fresh", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
+	[STATD_OP_CHANNELS] = {"channels", REQUEST_SPEC()},
+	[STATD_OP_CANCEL] = {"cancel", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
+};
+
+int statd_op_lookup(const char *op, enum statd_op *out)
+{
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(ops); i++)
+		if (strcmp(ops[i].name, op) == 0) {
+			*out = (enum statd_op)i;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int statd_request_parse(json_object *req, enum statd_op op, struct statd_request *r, const char **detail)
+{
+	*r = (struct statd_request){0};
+	struct rts_jerr e;
+	/* Without a valid id the answer cannot be matched, whatever else is wrong. */
+	if (rts_jspec_member(req, &request_id_field, r, 0, &e) < 0) {
+		r->id = NULL;
+		return refuse(&e, r->detail, NULL, detail);
+	}
+	const struct rts_jfield root = RTS_JSPEC_ROOT(&ops[op].spec);
+	if (rts_jspec_validate(req, &root, r, 0, &e) < 0)
+		return refuse(&e, r->detail, NULL, detail);
 	return 0;
 }
 

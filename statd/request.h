@@ -9,8 +9,9 @@
  * (a missing or invalid key or id, a line it cannot parse) answers "drop".
  *
  * Pure functions on parsed JSON: no daemon state and no logging, so the Check suite
- * (tests/unit/check_statd_request.c) drives them directly. Every detail text they return
- * is a static string, never client data. */
+ * (tests/unit/check_statd_request.c) drives them directly. The members of each request are
+ * tables of common/jspec.h; every detail text is generated from those tables (key paths
+ * and bounds), never from client data. */
 #ifndef STATD_REQUEST_H
 #define STATD_REQUEST_H
 
@@ -52,6 +53,10 @@ enum statd_route {
 /* "drop", "pass", "sandbox" (anything else: "drop"). */
 const char *statd_route_name(enum statd_route r);
 
+/* A refusal's detail: the key path and what it must be ("author.id must be a string of 1
+ * to 256 bytes"), generated from the request tables, never from the request. */
+#define STATD_DETAIL_MAX 160u
+
 /* A "message" request as far as statd_message_parse() could read it. Strings and id are
  * borrowed from the request's JSON. */
 struct statd_message {
@@ -68,29 +73,52 @@ struct statd_message {
 	bool integration;
 	const char *text;
 	uint32_t attachments;
+	char detail[STATD_DETAIL_MAX]; /* statd_message_parse()'s *detail */
 };
-
-/* String member key of o: at most max bytes (min at least), no NUL. Returns 1 with *out
- * (borrowed) when present and valid, 0 when absent (or null and allow_null), -1 when
- * invalid (wrong type, length, an embedded NUL, or null without allow_null). */
-int statd_req_str(json_object *o, const char *key, size_t min, size_t max, bool allow_null, const char **out);
-
-/* "channel": a string of 1 to RTS_CHANNEL_MAX bytes without NUL. */
-bool statd_req_channel(json_object *req, const char **channel);
-
-/* True when every member of o is named in fields (NULL-terminated). */
-bool statd_req_only_fields(json_object *o, const char *const *fields);
-
-/* An id is a string of at most STATD_ID_MAX bytes without NUL, or an integer of magnitude
- * at most STATD_ID_INT_MAX (beyond 2^53 most clients lose precision). */
-bool statd_req_id_valid(json_object *id);
 
 /* Read a request whose op is "message" into *m (zeroed first). m->id and m->channel are set
  * whenever they are valid, whatever else is wrong, so the caller can still route it.
  * Returns 0 when every field is valid; -EINVAL with *code (STATD_E_INVALID_REQUEST, or
- * STATD_E_TEXT_TOO_LONG for text over RTS_TEXT_MAX bytes) and *detail (static text naming
- * the first problem: id, channel, unknown member, then the other fields in order). */
+ * STATD_E_TEXT_TOO_LONG for text over RTS_TEXT_MAX bytes) and *detail (pointing into m,
+ * naming the first problem: id, channel, unknown member, then the other fields in order). */
 int statd_message_parse(json_object *req, struct statd_message *m, const char **code, const char **detail);
+
+/* The operations besides message (DESIGN.md section 5). */
+enum statd_op {
+	STATD_OP_MODE,
+	STATD_OP_STATUS,
+	STATD_OP_FRESH,
+	STATD_OP_CHANNELS,
+	STATD_OP_CANCEL,
+};
+
+/* A request's id and op, read before anything else. */
+struct statd_head {
+	json_object *id; /* the id when valid (to echo), else NULL */
+	const char *op;	 /* NULL when missing or invalid */
+	char detail[STATD_DETAIL_MAX];
+};
+
+/* Read req's id and op. Returns 0 with h->op set, or -EINVAL with *detail (into h) when the
+ * op is not a string of 1 to STATD_OP_MAX bytes; h->id is set whenever the id is valid. */
+int statd_head_parse(json_object *req, struct statd_head *h, const char **detail);
+
+/* The operation named op besides message; -ENOENT when there is none. */
+int statd_op_lookup(const char *op, enum statd_op *out);
+
+/* A request other than message, as statd_request_parse() read it (borrowed strings). */
+struct statd_request {
+	json_object *id;     /* set when valid */
+	const char *op;
+	const char *channel; /* NULL when absent (status without a channel) */
+	enum statd_mode mode;
+	char detail[STATD_DETAIL_MAX];
+};
+
+/* Validate req as operation op: a valid id first, then no member the operation does not
+ * define (a typo must not silently change what a request means), then its members.
+ * Returns 0, or -EINVAL with *detail (into r) naming the first problem. */
+int statd_request_parse(json_object *req, enum statd_op op, struct statd_request *r, const char **detail);
 
 /* Whether m is eligible for a turn (DESIGN.md section 3): a guild message, addressed, by
  * a resolved author who is neither a bot nor an integration and has a tier and a

@@ -7,6 +7,7 @@
 
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/util.h"
@@ -146,6 +147,48 @@ static int cmp_entry(const void *a, const void *b)
 /* The document is tiny in depth: top object, channels, entry, mode. */
 #define STATE_JSON_DEPTH 8
 
+/* A channel key: 1 to RTS_CHANNEL_MAX bytes, named in messages only by its hash prefix
+ * (channel keys are the bot's routing data, not something for an error line). */
+static bool state_key_check(struct rts_jctx *ctx, const char *key, void *entry)
+{
+	char hash[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash(key, hash);
+	rts_jctx_rename(ctx, "channel %.12s", hash);
+	size_t len = strlen(key);
+	if (len == 0 || len > RTS_CHANNEL_MAX)
+		return rts_jfail(ctx, "channel key must be 1 to %u bytes", RTS_CHANNEL_MAX);
+	if (entry)
+		((struct statd_state_entry *)entry)->key = rts_xstrdup(key);
+	return true;
+}
+
+static const char *const mode_names[] = STATD_MODE_NAMES;
+
+static const struct rts_jspec entry_spec = {
+	.fields = (const struct rts_jfield[]){
+		{.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = mode_names,
+		 .store = RTS_JS_INDEX, .at = offsetof(struct statd_state_entry, mode)},
+		{0},
+	},
+};
+
+static const struct rts_jspec state_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "version", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = STATD_STATE_VERSION,
+		 .max = STATD_STATE_VERSION},
+		{.key = "channels", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT,
+		 .max = STATD_STATE_MAX_CHANNELS, .items = "channels", .key_check = state_key_check,
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &entry_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = offsetof(struct statd_state, v),
+		 	.count_at = offsetof(struct statd_state, n),
+		 .elem_size = sizeof(struct statd_state_entry)},
+		{0},
+	},
+};
+static const struct rts_jfield state_root = RTS_JSPEC_ROOT(&state_spec);
+
 int statd_state_load(const char *path, struct statd_state **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -159,63 +202,14 @@ int statd_state_load(const char *path, struct statd_state **out, char *err, size
 	}
 	if (r < 0)
 		return r;
-	if (!json_object_is_type(root, json_type_object)) {
-		snprintf(err, errlen, "%s: not a JSON object", path);
-		return -EINVAL;
-	}
-	json_object *version = NULL, *channels = NULL;
-	json_object_object_foreach(root, top, val)
-	{
-		if (strcmp(top, "version") == 0)
-			version = val;
-		else if (strcmp(top, "channels") == 0)
-			channels = val;
-		else {
-			snprintf(err, errlen, "%s: unknown top-level key (expected version and channels)", path);
-			return -EINVAL;
-		}
-	}
-	if (!version || !json_object_is_type(version, json_type_int) ||
-	    json_object_get_int64(version) != STATD_STATE_VERSION) {
-		snprintf(err, errlen, "%s: version: must be %d", path, STATD_STATE_VERSION);
-		return -EINVAL;
-	}
-	if (!channels || !json_object_is_type(channels, json_type_object)) {
-		snprintf(err, errlen, "%s: channels: must be an object", path);
-		return -EINVAL;
-	}
-	size_t n = (size_t)json_object_object_length(channels);
-	if (n > STATD_STATE_MAX_CHANNELS) {
-		snprintf(err, errlen, "%s: channels: more than %u channels", path, STATD_STATE_MAX_CHANNELS);
-		return -EFBIG;
-	}
 	struct statd_state *s = statd_state_new();
-	s->cap = n ? n : 1;
-	s->v = rts_xcalloc(s->cap, sizeof(*s->v));
-	json_object_object_foreach(channels, key, entry)
-	{
-		char hash[RTS_HASH_HEX_LEN + 1];
-		rts_channel_hash(key, hash);
-		size_t klen = strlen(key);
-		const char *why = NULL;
-		json_object *mode = NULL;
-		enum statd_mode m = STATD_MODE_OFF;
-		if (klen == 0 || klen > RTS_CHANNEL_MAX)
-			why = "channel key must be 1 to 512 bytes";
-		else if (!json_object_is_type(entry, json_type_object) || json_object_object_length(entry) != 1 ||
-			 !(mode = rts_json_get(entry, "mode")))
-			why = "must be an object with exactly the key \"mode\"";
-		else if (!json_object_is_type(mode, json_type_string) ||
-			 (size_t)json_object_get_string_len(mode) != strlen(json_object_get_string(mode)) ||
-			 statd_mode_parse(json_object_get_string(mode), &m) < 0)
-			why = "mode must be \"on\" or \"off\"";
-		if (why) {
-			snprintf(err, errlen, "%s: channels: entry for channel %.12s: %s", path, hash, why);
-			statd_state_free(s);
-			return -EINVAL;
-		}
-		s->v[s->n++] = (struct statd_state_entry){.key = rts_xstrdup(key), .mode = m};
+	struct rts_jerr e;
+	if (rts_jspec_validate(root, &state_root, s, RTS_JV_OPERATOR, &e) < 0) {
+		snprintf(err, errlen, "%s: %s: %s", path, e.path[0] ? e.path : "(top level)", e.text);
+		statd_state_free(s);
+		return e.problem == RTS_JP_COUNT ? -EFBIG : -EINVAL;
 	}
+	s->cap = s->n;
 	qsort(s->v, s->n, sizeof(*s->v), cmp_entry);
 	*out = s;
 	return 0;

@@ -28,6 +28,11 @@ enum statd_mode {
 
 struct statd_state;
 
+/* The names of the modes by value, as a NULL-terminated initialiser: a table's one_of
+ * (common/jspec.h), which stores a mode as its index. */
+#define STATD_MODE_NAMES {[STATD_MODE_OFF] = "off", [STATD_MODE_ON] = "on", NULL}
+_Static_assert(sizeof(enum statd_mode) == sizeof(int), "a mode stores as an int index");
+
 /* "on" / "off". */
 const char *statd_mode_name(enum statd_mode m);
 /* Parse "on" / "off" into *m. Returns 0 or -EINVAL. */

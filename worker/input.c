@@ -2,184 +2,164 @@
 #include "config.h"
 
 #include "common/json.h"
+#include "common/jspec.h"
 #include "common/limits.h"
 #include "common/tools.h"
 #include "common/util.h"
 #include "worker/input.h"
 #include "worker/worker.h"
 
-/* A string member of 1..max bytes (0..max when may_be_empty). */
-static const char *get_str(json_object *o, const char *key, size_t max, bool may_be_empty)
-{
-	json_object *v = rts_json_get(o, key);
-	if (!v || !json_object_is_type(v, json_type_string))
-		return NULL;
-	size_t n = (size_t)json_object_get_string_len(v);
-	const char *s = json_object_get_string(v);
-	/* A "\u0000" escape would make the C string shorter than the JSON one. */
-	if (n > max || (n == 0 && !may_be_empty) || strlen(s) != n)
-		return NULL;
-	return s;
-}
-
-static bool get_int(json_object *o, const char *key, int64_t min, int64_t max, int64_t *out)
-{
-	json_object *v = rts_json_get(o, key);
-	if (!v || !json_object_is_type(v, json_type_int))
-		return false;
-	errno = 0;
-	int64_t x = json_object_get_int64(v);
-	if (errno != 0 || x < min || x > max)
-		return false;
-	*out = x;
-	return true;
-}
-
 /* route is /tools/<name> or /mcp/<name>; names are checked so that nothing but those two
  * shapes can reach a request line. */
-static bool route_valid(const char *route, bool *mcp)
+static bool route_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (strncmp(route, "/tools/", 7) == 0) {
-		*mcp = false;
-		return rts_name_valid(route + 7, RTS_NAME_MAX);
-	}
-	if (strncmp(route, "/mcp/", 5) == 0) {
-		*mcp = true;
-		return rts_name_valid(route + 5, RTS_NAME_MAX);
-	}
-	return false;
+	const char *route = json_object_get_string(v);
+	bool ok = (strncmp(route, "/tools/", 7) == 0 && rts_name_valid(route + 7, RTS_NAME_MAX)) ||
+		  (strncmp(route, "/mcp/", 5) == 0 && rts_name_valid(route + 5, RTS_NAME_MAX));
+	return ok || rts_jfail(ctx, "must be /tools/<name> or /mcp/<name>");
 }
 
-static bool hex_id(const char *s, size_t len)
+static bool tool_name_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (strlen(s) != len)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
+	const char *name = json_object_get_string(v);
+	if (!rts_name_valid(name, RTS_FUNCTION_NAME_MAX))
+		return rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,63}");
+	/* The memory tools are the worker's own; a public tool must not shadow them. */
+	if (strncmp(name, "memory_", 7) == 0)
+		return rts_jfail(ctx, "is reserved for the worker's own tools");
 	return true;
 }
 
-static int parse_tools(struct worker_input *in, json_object *a, const char **why)
+static bool mcp_tool_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!a || !json_object_is_type(a, json_type_array)) {
-		*why = "tools must be an array";
-		return -EINVAL;
-	}
-	size_t n = json_object_array_length(a);
-	if (n > RTS_PUBLIC_TOOLS_MAX) {
-		*why = "too many tools";
-		return -EINVAL;
-	}
-	in->tools = rts_xcalloc(n, sizeof(*in->tools));
-	for (size_t i = 0; i < n; i++) {
-		json_object *e = json_object_array_get_idx(a, i);
-		struct worker_tool *t = &in->tools[i];
-		bool mcp = false;
-		t->name = get_str(e, "name", RTS_FUNCTION_NAME_MAX, false);
-		t->description = get_str(e, "description", RTS_DESCRIPTION_MAX, true);
-		t->parameters = rts_json_get(e, "parameters");
-		t->route = get_str(e, "route", 7 + RTS_NAME_MAX, false);
-		if (!t->name || !rts_name_valid(t->name, RTS_FUNCTION_NAME_MAX) || !t->description ||
-		    !t->parameters || !json_object_is_type(t->parameters, json_type_object) || !t->route ||
-		    !route_valid(t->route, &mcp)) {
-			*why = "a tool entry is malformed";
-			return -EINVAL;
-		}
-		/* The memory tools are the worker's own; a public tool must not shadow them. */
-		if (strncmp(t->name, "memory_", 7) == 0 || worker_input_tool(in, t->name)) {
-			*why = "a tool name is reserved or repeated";
-			return -EINVAL;
-		}
-		if (mcp) {
-			t->mcp_tool = get_str(e, "mcpTool", RTS_NAME_MAX, false);
-			if (!t->mcp_tool || !rts_name_valid(t->mcp_tool, RTS_NAME_MAX)) {
-				*why = "an MCP tool entry lacks a valid mcpTool";
-				return -EINVAL;
-			}
-		}
-		in->n_tools = i + 1;
-	}
-	return 0;
+	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) ||
+	       rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
 }
 
-int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why)
+/* An MCP route needs the server's own tool name; any other route has none. */
+static bool tool_check(struct rts_jctx *ctx, json_object *o, void *base)
+{
+	struct worker_tool *t = base;
+	if (strncmp(json_object_get_string(rts_json_get(o, "route")), "/mcp/", 5) != 0) {
+		if (t)
+			t->mcp_tool = NULL;
+		return true;
+	}
+	return rts_json_get(o, "mcpTool") || rts_jfail_at(ctx, "mcpTool", "is required for an /mcp/ route");
+}
+
+#define TOOL(m) offsetof(struct worker_tool, m)
+static const struct rts_jspec tool_spec = {
+	.flags = RTS_JO_OPEN,
+	.fields = (const struct rts_jfield[]){
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1,
+		 .max = RTS_FUNCTION_NAME_MAX,
+		 .check = tool_name_check, .store = RTS_JS_STR, .at = TOOL(name)},
+		{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .max = RTS_DESCRIPTION_MAX,
+		 .store = RTS_JS_STR, .at = TOOL(description)},
+		{.key = "parameters", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .store = RTS_JS_JSON,
+		 .at = TOOL(parameters)},
+		{.key = "route", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 7 + RTS_NAME_MAX,
+		 .check = route_check, .store = RTS_JS_STR, .at = TOOL(route)},
+		{.key = "mcpTool", .types = RTS_JT_STRING, .min = 1, .max = RTS_NAME_MAX, .check = mcp_tool_check,
+		 .store = RTS_JS_STR, .at = TOOL(mcp_tool)},
+		{0},
+	},
+	.check = tool_check,
+};
+
+static bool turn_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	for (const char *p = json_object_get_string(v); *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return rts_jfail(ctx, "must be %u lowercase hex digits", RTS_TURN_ID_LEN);
+	return true;
+}
+
+#define IN(m) offsetof(struct worker_input, m)
+#define STRING_FIELD(k, lo, hi, m)                                                                                     \
+	{.key = (k), .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = (lo), .max = (hi),                       \
+	 .store = RTS_JS_STR, .at = IN(m)}
+#define UINT_FIELD(k, flags_, lo, hi, m)                                                                               \
+	{.key = (k), .types = RTS_JT_INT, .flags = (flags_), .min = (lo), .max = (hi), .store = RTS_JS_UINT32,         \
+	 .at = IN(m)}
+
+_Static_assert(sizeof(unsigned) == sizeof(uint32_t), "the limits store as uint32");
+
+/* Every field of HACKING.md's example; unknown keys are ignored (RTS_JO_OPEN) so the host
+ * can add fields without breaking older images. The limits may lower the seed's 12 model
+ * calls and 8 tool calls per response, never raise them. */
+static const struct rts_jspec input_spec = {
+	.flags = RTS_JO_OPEN,
+	.fields = (const struct rts_jfield[]){
+		/* First: another version may mean another shape. */
+		{.key = "v", .types = RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = 1, .max = 1},
+		{.key = "turn", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = RTS_TURN_ID_LEN,
+		 .max = RTS_TURN_ID_LEN, .check = turn_check, .store = RTS_JS_STR, .at = IN(turn)},
+		{.key = "speaker", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .store = RTS_JS_OBJECT,
+		 .object = &(const struct rts_jspec){
+			 .flags = RTS_JO_OPEN,
+			 .fields = (const struct rts_jfield[]){
+				 STRING_FIELD("id", 1, RTS_SPEAKER_FIELD_MAX, speaker_id),
+				 STRING_FIELD("name", 1, RTS_SPEAKER_FIELD_MAX, speaker_name),
+				 {0},
+			 },
+		 }},
+		STRING_FIELD("text", 0, RTS_TEXT_MAX, text),
+		UINT_FIELD("attachments", RTS_JF_REQUIRED, 0, UINT32_MAX, attachments),
+		STRING_FIELD("systemPrompt", 0, RTS_SYSTEM_PROMPT_MAX, system_prompt),
+		STRING_FIELD("timeZone", 1, RTS_TIME_ZONE_MAX, time_zone),
+		STRING_FIELD("now", 1, RTS_WORKER_NOW_MAX, now),
+		{.key = "startFresh", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = IN(start_fresh)},
+		{.key = "limits", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .store = RTS_JS_OBJECT,
+		 .object = &(const struct rts_jspec){
+			 .flags = RTS_JO_OPEN,
+			 .fields = (const struct rts_jfield[]){
+				 UINT_FIELD("modelCalls", RTS_JF_REQUIRED, 1, RTS_MODEL_CALLS_PER_TURN, model_calls),
+				 UINT_FIELD("toolCallsPerResponse", RTS_JF_REQUIRED, 1, RTS_TOOL_CALLS_PER_RESPONSE,
+					    tool_calls_per_response),
+				 UINT_FIELD("maxOutputTokens", RTS_JF_REQUIRED, RTS_MAX_OUTPUT_TOKENS_MIN,
+					    RTS_MAX_OUTPUT_TOKENS_MAX, max_output_tokens),
+				 /* Optional (0: not given). */
+				 UINT_FIELD("turnTimeoutMs", 0, RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX,
+					    turn_timeout_ms),
+				 {0},
+			 },
+		 }},
+		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT,
+		 .max = RTS_PUBLIC_TOOLS_MAX, .unique = "name", .items = "tools",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &tool_spec,
+		 	.store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = IN(tools), .count_at = IN(n_tools),
+		 	.elem_size = sizeof(struct worker_tool)},
+		{0},
+	},
+};
+static const struct rts_jfield input_root = RTS_JSPEC_ROOT(&input_spec);
+
+int worker_input_parse(const char *buf, size_t len, struct worker_input **out, char *why, size_t whylen)
 {
 	*out = NULL;
 	if (len > RTS_WORKER_INPUT_MAX) {
-		*why = "input too large";
+		snprintf(why, whylen, "input too large");
 		return -EINVAL;
 	}
 	struct worker_input *in = rts_xcalloc(1, sizeof(*in));
-	int64_t x;
-	int r = rts_json_parse(buf, len, RTS_JSON_DEPTH_MAX, &in->root, why);
-	if (r < 0)
-		goto fail;
-	r = -EINVAL;
-	json_object *root = in->root;
-	if (!json_object_is_type(root, json_type_object)) {
-		*why = "input is not a JSON object";
-		goto fail;
+	const char *parse_why = NULL;
+	if (rts_json_parse(buf, len, RTS_JSON_DEPTH_MAX, &in->root, &parse_why) < 0) {
+		snprintf(why, whylen, "%s", parse_why);
+		worker_input_free(in);
+		return -EINVAL;
 	}
-	if (!get_int(root, "v", 1, 1, &x)) {
-		*why = "unsupported input version";
-		goto fail;
+	struct rts_jerr e;
+	if (rts_jspec_validate(in->root, &input_root, in, 0, &e) < 0) {
+		rts_jerr_join(&e, ": ", why, whylen);
+		worker_input_free(in);
+		return -EINVAL;
 	}
-	json_object *speaker = rts_json_get(root, "speaker");
-	json_object *limits = rts_json_get(root, "limits");
-	json_object *fresh = rts_json_get(root, "startFresh");
-	in->turn = get_str(root, "turn", RTS_TURN_ID_LEN, false);
-	in->speaker_id = get_str(speaker, "id", RTS_SPEAKER_FIELD_MAX, false);
-	in->speaker_name = get_str(speaker, "name", RTS_SPEAKER_FIELD_MAX, false);
-	in->text = get_str(root, "text", RTS_TEXT_MAX, true);
-	in->system_prompt = get_str(root, "systemPrompt", RTS_SYSTEM_PROMPT_MAX, true);
-	in->time_zone = get_str(root, "timeZone", RTS_TIME_ZONE_MAX, false);
-	in->now = get_str(root, "now", RTS_WORKER_NOW_MAX, false);
-	if (!in->turn || !hex_id(in->turn, RTS_TURN_ID_LEN) || !in->speaker_id || !in->speaker_name ||
-	    !in->text || !in->system_prompt || !in->time_zone || !in->now) {
-		*why = "a required string field is missing or out of range";
-		goto fail;
-	}
-	if (!get_int(root, "attachments", 0, UINT32_MAX, &x)) {
-		*why = "attachments must be a non-negative 32-bit integer";
-		goto fail;
-	}
-	in->attachments = (uint32_t)x;
-	if (!fresh || !json_object_is_type(fresh, json_type_boolean)) {
-		*why = "startFresh must be a boolean";
-		goto fail;
-	}
-	in->start_fresh = json_object_get_boolean(fresh);
-	if (!get_int(limits, "modelCalls", 1, RTS_MODEL_CALLS_PER_TURN, &x)) {
-		*why = "limits.modelCalls is missing or out of range";
-		goto fail;
-	}
-	in->model_calls = (unsigned)x;
-	if (!get_int(limits, "toolCallsPerResponse", 1, RTS_TOOL_CALLS_PER_RESPONSE, &x)) {
-		*why = "limits.toolCallsPerResponse is missing or out of range";
-		goto fail;
-	}
-	in->tool_calls_per_response = (unsigned)x;
-	if (!get_int(limits, "maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX, &x)) {
-		*why = "limits.maxOutputTokens is missing or out of range";
-		goto fail;
-	}
-	in->max_output_tokens = (unsigned)x;
-	if (rts_json_get(limits, "turnTimeoutMs")) {
-		if (!get_int(limits, "turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, &x)) {
-			*why = "limits.turnTimeoutMs is out of range";
-			goto fail;
-		}
-		in->turn_timeout_ms = (uint32_t)x;
-	}
-	r = parse_tools(in, rts_json_get(root, "tools"), why);
-	if (r < 0)
-		goto fail;
 	*out = in;
 	return 0;
-fail:
-	worker_input_free(in);
-	return -EINVAL;
 }
 
 void worker_input_free(struct worker_input *in)

@@ -40,10 +40,11 @@ struct worker_input {
 /* Parse and validate the len bytes at buf (at most RTS_WORKER_INPUT_MAX). Every field of
  * HACKING.md's example is required and type- and range-checked against common/limits.h,
  * the same bounds the config loader and runnerd use (the limits may lower the seed's 12
- * model calls and 8 tool calls per response, never raise them); unknown keys are ignored so the host can add
- * fields without breaking older images. Returns 0 with *out (free with
- * worker_input_free()), or -EINVAL with *why set to a short static reason for stderr. */
-int worker_input_parse(const char *buf, size_t len, struct worker_input **out, const char **why);
+ * model calls and 8 tool calls per response, never raise them); unknown keys are ignored
+ * so the host can add fields without breaking older images. Returns 0 with *out (free with
+ * worker_input_free()), or -EINVAL with a one-line reason for stderr in why (the key path
+ * and the rule, never input text). */
+int worker_input_parse(const char *buf, size_t len, struct worker_input **out, char *why, size_t whylen);
 
 void worker_input_free(struct worker_input *in);
 

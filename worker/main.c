@@ -115,10 +115,10 @@ int main(int argc, char **argv)
 	cleanup_free char *buf = rts_xmalloc(RTS_WORKER_INPUT_MAX + 1);
 	ssize_t len = read_input(buf, RTS_WORKER_INPUT_MAX);
 	struct worker_input *in = NULL;
-	const char *why = NULL;
+	char why[256];
 	if (len < 0) {
 		fprintf(stderr, "worker: reading the input failed: %s\n", strerror((int)-len));
-	} else if (worker_input_parse(buf, (size_t)len, &in, &why) < 0) {
+	} else if (worker_input_parse(buf, (size_t)len, &in, why, sizeof(why)) < 0) {
 		fprintf(stderr, "worker: bad input: %s\n", why);
 	}
 	if (!in) {

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_bounded(m.text, 0, RTS_TEXT_MAX);
 	}
 
-	/* The detail is one of request.c's fixed texts, never something of the request. */
+	/* The detail comes from request.c's tables (key paths, bounds), never from the request. */
 	if (detail)
 		FUZZ_ASSERT(strlen(detail) < 100);
 	json_object *a = statd_message_answer(m.id, on, code, detail);
