@@ -18,7 +18,6 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
-#include "common/strictjson.h"
 #include "brokerd/turn.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
@@ -328,7 +327,6 @@ int main(int argc, char **argv)
 	unsetenv("SSLKEYLOGFILE");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
-	rts_json_strict_init();
 
 	struct brokerd d = {.cfg = cfg, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);

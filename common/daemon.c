@@ -11,6 +11,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "common/daemon.h"
+#include "common/strictjson.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -117,6 +118,8 @@ void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *pr
 		exit(2);
 	}
 	rts_log_init(program);
+	/* jansson's hash seed, before any thread and before the seccomp filter (strictjson.h). */
+	rts_json_strict_init();
 	d->cfg = rts_daemon_load_config(&d->opts);
 	int r = rts_sandbox_init();
 	if (r < 0) {
