@@ -114,9 +114,9 @@ def test_guest_changed_workspace_mode_is_restored(suite):
 
 
 def test_full_control_socket_logs_refusals_once_and_recovers(statd_suite):
-    suite = statd_suite
     """A client that fills every connection slot cannot flood the log: refusals are
     counted and reported at most once per 10 s. Freeing the slots restores service."""
+    suite = statd_suite
     path = os.path.join(suite.dirs["rt"], "control.sock")
     idle = []
     try:
