@@ -12,8 +12,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define KEYRING_MAX 8u
-
 bool brokerd_key_valid(const char *key, size_t len)
 {
 	if (!key || len == 0 || len > BROKERD_KEY_MAX)

@@ -76,15 +76,6 @@ size_t rts_strv_len(char *const *v)
 	return n;
 }
 
-char **rts_strv_dup(char *const *v)
-{
-	size_t n = rts_strv_len(v);
-	char **out = rts_xcalloc(n + 1, sizeof(char *));
-	for (size_t i = 0; i < n; i++)
-		out[i] = rts_xstrdup(v[i]);
-	return out;
-}
-
 void rts_strv_free(char **v)
 {
 	rts_strvfreep(&v);
@@ -110,13 +101,6 @@ uint64_t rts_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t rts_realtime_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 

@@ -62,7 +62,6 @@ char *rts_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* strv: NULL-terminated arrays of heap strings. */
 size_t rts_strv_len(char *const *v);
-char **rts_strv_dup(char *const *v);
 void rts_strv_free(char **v);
 
 /* Write all of buf to fd, retrying on EINTR and short writes. Returns 0 or -errno. */
@@ -70,8 +69,6 @@ int rts_write_all(int fd, const void *buf, size_t len);
 
 /* Monotonic clock in milliseconds. */
 uint64_t rts_now_ms(void);
-/* Wall clock (CLOCK_REALTIME) in milliseconds since the epoch. */
-uint64_t rts_realtime_ms(void);
 
 /* Fill out[0..2*n] with n random bytes as lowercase hex plus a NUL. Uses getrandom(2).
  * Returns 0 or -errno. */

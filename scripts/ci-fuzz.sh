@@ -31,16 +31,18 @@ fi
 
 # The brokerd and common libraries, instrumented for coverage and the sanitizers. The
 # flags go to make, not configure: configure links a static worker test program, which
-# the sanitizers cannot be part of.
+# the sanitizers cannot be part of. No hardening: the sanitizers check what
+# _FORTIFY_SOURCE would (HARDEN_CPPFLAGS= also for a directory configured before
+# --disable-hardening existed), and fuzzers are never shipped.
 mkdir -p "$builddir"
 cd "$builddir"
 # Configure here, never through make's automatic re-check: that would run configure with the
 # sanitizer CFLAGS below, and the static worker link test cannot pass with them.
 if [ ! -f Makefile ] || [ "$srcdir/configure" -nt config.status ]; then
-	"$srcdir/configure" -q CC="$clang"
+	"$srcdir/configure" -q CC="$clang" --disable-hardening
 fi
-make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" brokerd/libbrokerd.a statd/libstatd.a \
-	common/libfetch.a common/libcommon.a
+make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" HARDEN_CPPFLAGS= brokerd/libbrokerd.a \
+	statd/libstatd.a common/libfetch.a common/libcommon.a
 
 if [ $# -eq 0 ]; then
 	set -- $(cd "$srcdir/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')

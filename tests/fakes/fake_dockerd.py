@@ -20,8 +20,6 @@ import json
 import os
 import socketserver
 import sys
-import threading
-import time
 from http.server import BaseHTTPRequestHandler
 
 API_VERSION = "1.41"
@@ -97,10 +95,8 @@ def main():
     if a.owner is not None:
         os.chown(a.socket, a.owner, -1)
     print("READY", flush=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        while True:
-            time.sleep(3600)
+        srv.serve_forever()
     except KeyboardInterrupt:
         pass
 

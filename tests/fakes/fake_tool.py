@@ -99,7 +99,7 @@ def main():
         child = subprocess.Popen(["/bin/sleep", "300"])
         record(outdir, tag + ".pids", f"{os.getpid()} {child.pid}\n", "w")
         while True:
-            time.sleep(1)
+            signal.pause()  # SIGTERM runs on_term and is otherwise ignored
     out.flush()
     return 0
 

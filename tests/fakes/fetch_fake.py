@@ -43,6 +43,7 @@ import argparse
 import gzip
 import json
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -284,7 +285,7 @@ def main():
     print(json.dumps(ports), flush=True)
     try:
         while True:
-            time.sleep(3600)
+            signal.pause()  # the accept loops serve; this thread only waits to be ended
     except KeyboardInterrupt:
         pass
     return 0

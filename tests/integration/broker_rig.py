@@ -6,9 +6,10 @@ brokerd runs as the service account exactly as in a suite (harness.Suite: direct
 config, test CA, the scripted HTTPS model endpoint), plus a scripted HTTPS MCP server
 (tests/fakes/fake_mcp.py) and a real host tool command (tests/fakes/fake_tool.py). No
 runnerd, statd or Docker: this process stands in for runnerd on brokerd.sock (HELLO, then
-BROKER_BIND with a listening Unix socket it creates, BROKER_CLOSE), using rtsproto.py.
+BROKER_BIND with a listening Unix socket it creates, BROKER_CLOSE), using rtsproto.py. It
+runs on a host without a Docker daemon.
 
-    env = Environment.prepare(build_image=False)
+    env = Environment.prepare(docker=False)
     with BrokerRig(env) as rig:
         with rig.turn() as turn:                 # a fresh binding: fresh budget and socket
             a = turn.post("/model", {"messages": [...]})
@@ -32,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import rtsproto
-from harness import SRCDIR, HarnessError, Suite
+from harness import QUIET_FORWARD_S, SRCDIR, FakeModel, HarnessError, Suite, assert_quiet, wait_past
 
 DUMMY_AUTH = "Bearer " + rtsproto.DUMMY_KEY
 MCP_TOOLS = ("echo", "whoami", "reflect", "say", "mask", "session", "sse", "html", "redirect", "status", "rpcerror",
@@ -84,8 +85,8 @@ def parse_answer(data):
 
 
 def exchange(path, chunks, timeout=15.0, pause=0.0, read=True):
-    """Connect to path, send each chunk (pause seconds apart), read until the broker closes
-    or timeout passes; returns an Answer."""
+    """Connect to path, send each chunk (pause seconds apart: the test's pacing, not a wait
+    for the broker), read until the broker closes or timeout passes; returns an Answer."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(path)
@@ -94,7 +95,7 @@ def exchange(path, chunks, timeout=15.0, pause=0.0, read=True):
     try:
         for i, c in enumerate(chunks):
             if i and pause:
-                time.sleep(pause)
+                wait_past(time.monotonic() + pause)
             try:
                 s.sendall(c)
             except (BrokenPipeError, ConnectionResetError):
@@ -301,7 +302,7 @@ class BrokerRig(Suite):
         self.mcp_key = mcp_key or "mcp-secret-" + secrets.token_hex(16)
         self.extra_env = extra_env
         self.rig_config = config or {}
-        super().__init__(env, config=None, api_key=api_key, start=True)
+        super().__init__(env, config=None, api_key=api_key, start=True, daemons=("brokerd",))
 
     def start(self):
         uid, gid = self.env.uid, self.env.gid
@@ -316,7 +317,6 @@ class BrokerRig(Suite):
                        capture_output=True)
         for name in ("fake-model", "fake-mcp"):
             self._logfiles.append(open(self.log_path(name), "ab"))
-        from harness import FakeModel
         self.fake = FakeModel(self.dirs["ca"], os.path.join(self.dirs["logs"], "model.jsonl"), self._logfiles[0])
         self.mcp = FakeMcp(self.dirs["ca"], os.path.join(self.dirs["logs"], "mcp.jsonl"), self._logfiles[1])
         # The tool and the key files live where the service account can read them.
@@ -387,12 +387,13 @@ class BrokerRig(Suite):
     @contextmanager
     def nothing_forwarded(self):
         """Asserts that no request reached the model endpoint, the MCP server or the tool
-        while the block ran (a refused call must not be forwarded)."""
+        while the block ran, nor within QUIET_FORWARD_S after it (a refused call must not
+        be forwarded, not even late)."""
         before = self.upstream_counts()
         yield
-        time.sleep(0.05)  # a forwarded request would have been recorded by now
         after = self.upstream_counts()
         assert after == before, f"forwarded: model/mcp/tool records went from {before} to {after}"
+        assert_quiet(self.upstream_counts, QUIET_FORWARD_S, "forwarded after the answer: model/mcp/tool records")
 
     def broker_log(self):
         return self.log_tail("brokerd", limit=1 << 20)

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """pytest fixtures for the integration tests (see harness.py for what a suite is).
 
-    rts_env      session: root and Docker checked, service account, programs, and the worker
-                 image under a tag of this session's own (removed at the end, with the
-                 probe image's if a test asked for it)
+    host_env     session: root checked, service account, programs; no Docker (brokerd and
+                 statd alone run on it: broker_rig.BrokerRig, Suite(daemons=("statd",)))
+    rts_env      session: host_env with Docker checked and the worker image built under a
+                 tag of this session's own (removed at the end, with the probe image's if
+                 a test asked for it). Without Docker, every test using it fails (an
+                 error at set-up, never a skip); the Docker-free ones still run.
     suite        module: one running installation shared by a module's tests
     make_suite   function: make_suite(config={...}) starts a private installation with
                  config overrides; stopped when the test ends
@@ -19,14 +22,26 @@ from harness import Environment, HarnessError, Suite
 
 
 @pytest.fixture(scope="session")
-def rts_env():
+def host_env():
     try:
-        env = Environment.prepare()
+        env = Environment.prepare(docker=False)
     except HarnessError as e:
         pytest.exit(f"integration tests cannot run: {e}", returncode=1)
     yield env
     for problem in env.cleanup():
         print(f"integration tests: {problem}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def rts_env(host_env):
+    # pytest keeps a session fixture's failure: each later test asking for Docker fails
+    # with it too, without asking Docker again.
+    try:
+        host_env.require_docker()
+        return host_env
+    except HarnessError as e:
+        why = str(e)
+    pytest.fail(f"this test needs Docker: {why}", pytrace=False)
 
 
 def _start(env, **kw):
@@ -73,6 +88,17 @@ def make_suite(rts_env):
     errors = factory.stop_all()
     if errors:
         pytest.fail("; ".join(errors), pytrace=False)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "docker: needs a Docker daemon (given to every test that uses rts_env; "
+                            "`-m 'not docker'` runs the others, on a host without Docker)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "rts_env" in item.fixturenames:
+            item.add_marker(pytest.mark.docker)
 
 
 @pytest.hookimpl(hookwrapper=True)

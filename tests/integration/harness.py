@@ -6,6 +6,8 @@ Usable without pytest (tests/bench uses it): errors are HarnessError; conftest.p
 into pytest outcomes.
 
     env = Environment.prepare()          # root + docker check, account, binaries, image
+    env = Environment.prepare(docker=False)  # the same without Docker (brokerd, statd alone)
+    env.require_docker()                 # later: Docker checked, the image built (once)
     ...
     env.cleanup()                        # removes the copied binaries and our image tags
     with Suite(env, config={...}) as s:  # dirs, config, fake model, daemons
@@ -21,6 +23,17 @@ within the 100-character socket path limit):
     ROOT/ws/         0700 svc (workspaceRoot)  ROOT/ca/  test CA (ca.pem 0644)
     ROOT/state/      0700 svc (stateFile's dir) ROOT/logs/ 0700 root: daemon stderr, model.jsonl
     ROOT/rt/         0750 svc (runtime dir: control.sock, runnerd.sock, brokerd.sock)
+
+Docker is needed only by what starts runnerd (a Suite) or builds an image: brokerd on its
+own (broker_rig.BrokerRig) and statd on its own (Suite(daemons=("statd",))) run on a host
+with no Docker daemon, and a Suite that needs Docker raises HarnessError there (a failed
+test, never a skipped one).
+
+Waiting: tests wait on conditions, never for a fixed time. wait_until(predicate, timeout,
+what) polls until the condition holds; assert_quiet(probe, within, what) is the one way to
+check that something does NOT happen, over a window sized from measurement (QUIET_*_S);
+wait_past(instant) waits for the clock itself, where the condition is time passing (a
+deadline expiring, bytes paced on purpose).
 
 The daemons run as the service account the way roundtable-sandbox(7) tells an operator to
 start them by hand: runnerd with `runuser -u ACCOUNT -g GROUP -G docker`, statd and brokerd
@@ -63,10 +76,73 @@ SOCKETS = {"statd": "control.sock", "runnerd": "runnerd.sock", "brokerd": "broke
 START_TIMEOUT_S = 15
 STOP_GRACE_S = 10
 ANSWER_MAX = 1024 * 1024
+DAEMONS = ("brokerd", "runnerd", "statd")  # in start order
+
+# Polling period of wait_until() and assert_quiet(): short against every window below, and
+# long enough that a poll (a file read, a `docker ps`) does not load the machine.
+POLL_S = 0.02
+
+# Negative-check windows. A window must outlast the thing it looks for when that thing does
+# happen, by a wide margin, or "nothing happened" means nothing. Measured on the 2-core CI
+# machine with both cores saturated by busy loops (idle figures in brackets):
+# - a request brokerd forwards reaches the fake's record within 17 ms for the model and
+#   the MCP server [5 ms] and 52 ms for a host tool, which is a python3 start [23 ms]:
+#   QUIET_FORWARD_S is ten times the slowest.
+# - an addressed message reaches the model (statd, runnerd, docker run, the worker,
+#   brokerd) within 616 ms [408 ms], its container shows in `docker ps` within 531 ms:
+#   QUIET_TURN_S is about five times that.
+QUIET_FORWARD_S = 0.5
+QUIET_TURN_S = 3.0
 
 
 class HarnessError(Exception):
     """The environment cannot run integration tests, or the suite failed to start/stop."""
+
+
+def wait_until(predicate, timeout, what, step=POLL_S):
+    """Call predicate() every step seconds until it returns a true value, and return that
+    value. Fails with an AssertionError naming what (the condition waited for) when timeout
+    seconds pass first; predicate gets one last try at the deadline, so a slow poll cannot
+    turn a late success into a failure. Exceptions from predicate propagate (a daemon that
+    died while waited for is reported as such, not as a timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(min(step, left))
+
+
+def assert_quiet(probe, within, what, step=POLL_S):
+    """The negative check: probe() (a count or a state of what must not happen) keeps its
+    first value for within seconds, or the test fails as soon as it changes, naming what.
+    within is one of the QUIET_*_S windows (or a documented bound of the daemon under
+    test); returns the value."""
+    first = probe()
+    deadline = time.monotonic() + within
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(step, left))
+        now = probe()
+        if now != first:
+            raise AssertionError(f"{what}: went from {first!r} to {now!r} within {within:g} s")
+    now = probe()
+    if now != first:
+        raise AssertionError(f"{what}: went from {first!r} to {now!r} within {within:g} s")
+    return first
+
+
+def wait_past(instant):
+    """Wait until time.monotonic() passes instant: for tests whose condition is time itself
+    (a deadline that must have expired, bytes sent late on purpose), never to let the
+    system catch up (use wait_until for that)."""
+    while (left := instant - time.monotonic()) > 0:
+        time.sleep(left)
 
 
 def docker_bin():
@@ -135,9 +211,11 @@ def _chown(path, uid, gid, mode):
 
 class Environment:
     """What every suite of a session shares: the service account, a copy of the built
-    programs readable by it, and the worker image built under a tag of this run's own."""
+    programs readable by it, and the worker image built under a tag of this run's own.
+    Docker is checked, and the image built, only when something asks for it
+    (require_docker)."""
 
-    def __init__(self, builddir, bindir, uid, gid, group, image):
+    def __init__(self, builddir, bindir, uid, gid, group, image, build_image=False, parent=None):
         self.builddir = builddir
         self.bindir = bindir
         self.uid = uid
@@ -146,20 +224,31 @@ class Environment:
         self.image = image
         self._built_tags = []  # removed by cleanup()
         self._probe_tag = None
+        self._image_pending = build_image  # build self.image at the first require_docker()
+        self._parent = parent  # an Environment whose image this one uses (testbuild.py)
+        self._docker = None  # None: not asked yet; True; or the HarnessError it raised
 
     @staticmethod
-    def check_host():
+    def check_root():
         if os.geteuid() != 0:
             raise HarnessError("integration tests run as root (they create the service account and "
                                "start the daemons as it with runuser)")
+
+    @staticmethod
+    def check_docker():
+        """A Docker daemon answers, and the docker group exists (runnerd gets it)."""
         try:
-            p = subprocess.run([docker_bin(), "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+            p = subprocess.run([docker_bin(), "version", "--format", "{{.Server.Version}}"], capture_output=True,
                                text=True, timeout=30, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise HarnessError(f"docker does not answer: {e}") from e
         if p.returncode != 0 or not p.stdout.strip():
             raise HarnessError("no Docker daemon answers (start dockerd, e.g. with scripts/setup-debian.sh): "
                                + p.stderr.strip())
+        try:
+            grp.getgrnam(DOCKER_GROUP)
+        except KeyError as e:
+            raise HarnessError("there is no docker group: is docker.io installed?") from e
 
     @staticmethod
     def ensure_account():
@@ -167,10 +256,6 @@ class Environment:
         a system account with its own group, not in the docker group (runnerd alone gets
         that group, from runuser -G here and SupplementaryGroups= under systemd). An
         existing account is left as it is. Returns (uid, gid, primary group name)."""
-        try:
-            grp.getgrnam(DOCKER_GROUP)
-        except KeyError as e:
-            raise HarnessError("there is no docker group: is docker.io installed?") from e
         try:
             pw = pwd.getpwnam(SERVICE_USER)
         except KeyError:
@@ -184,12 +269,14 @@ class Environment:
         return pw.pw_uid, pw.pw_gid, group
 
     @classmethod
-    def prepare(cls, builddir=None, build_image=True, image=None):
+    def prepare(cls, builddir=None, build_image=True, image=None, docker=True, parent=None):
         """builddir: RTS_BUILDDIR, else the source tree when built in place, else its
         build-default (scripts/build.sh's default). image: the worker image's tag, by
-        default a new unique_tag("test"); with build_image it is built now and removed by
-        cleanup()."""
-        cls.check_host()
+        default a new unique_tag("test"); with build_image it is built (by
+        require_docker()) and removed by cleanup(). docker: require Docker now (the
+        default); with docker=False, nothing here touches Docker. parent: an Environment
+        whose image this one uses and whose require_docker() it calls first."""
+        cls.check_root()
         if not builddir:
             builddir = os.environ.get("RTS_BUILDDIR")
         if not builddir:
@@ -209,14 +296,36 @@ class Environment:
             dst = os.path.join(bindir, os.path.basename(rel))
             shutil.copy2(found[name], dst)
             os.chmod(dst, 0o755)
-        env = cls(builddir, bindir, uid, gid, group, image or unique_tag("test"))
-        if build_image:
+        if parent is not None:
+            image = parent.image
+        env = cls(builddir, bindir, uid, gid, group, image or unique_tag("test"), build_image=build_image,
+                  parent=parent)
+        if docker:
             try:
-                env.build_image()
+                env.require_docker()
             except BaseException:
                 env.cleanup()
                 raise
         return env
+
+    def require_docker(self):
+        """Check that Docker answers and build this Environment's image if it is to build
+        one; once: later calls return at once, or raise the same HarnessError again."""
+        if isinstance(self._docker, HarnessError):
+            raise self._docker
+        if self._docker:
+            return
+        try:
+            if self._parent is not None:
+                self._parent.require_docker()
+            self.check_docker()
+            if self._image_pending:
+                self._image_pending = False
+                self.build_image()
+        except HarnessError as e:
+            self._docker = e
+            raise
+        self._docker = True
 
     def program(self, name):
         return os.path.join(self.bindir, os.path.basename(PROGRAMS[name]))
@@ -236,6 +345,7 @@ class Environment:
         reports what a turn container gets (tests/images/probe.c); returns its tag."""
         if self._probe_tag:
             return self._probe_tag
+        self.require_docker()
         probe = os.path.join(self.builddir, "tests", "images", "probe")
         if not os.access(probe, os.X_OK):
             p = subprocess.run(["make", "-C", self.builddir, "tests/images/probe"], capture_output=True, text=True,
@@ -345,11 +455,15 @@ class ControlConnection:
 class Suite:
     """One installation: its directories, config, fake model endpoint and three daemons."""
 
-    def __init__(self, env, config=None, api_key=None, start=True, fake_model=True):
+    def __init__(self, env, config=None, api_key=None, start=True, fake_model=True, daemons=DAEMONS):
         """config: keys merged over the defaults (a None value removes a key). With
         fake_model=False no local endpoint is started and config must name the real one
-        (model, modelUrl); api_key is then the real key, written for brokerd as usual."""
+        (model, modelUrl); api_key is then the real key, written for brokerd as usual.
+        daemons: which of the three start() starts; with runnerd among them the suite
+        needs Docker (env.require_docker(), HarnessError without it), without runnerd it
+        never touches Docker (statd's control socket alone, for instance)."""
         self.env = env
+        self.daemons = tuple(d for d in DAEMONS if d in daemons)
         self.root = tempfile.mkdtemp(prefix="rts-", dir="/tmp")
         os.chmod(self.root, 0o755)
         self.dirs = {k: os.path.join(self.root, k) for k in ("run", "ws", "state", "rt", "etc", "ca", "logs")}
@@ -439,33 +553,40 @@ class Suite:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
 
     def _wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT_S
-        pending = set(self.procs)
-        while pending:
-            for name in list(pending):
-                if self.procs[name].poll() is not None:
-                    raise HarnessError(f"{name} exited with {self.procs[name].returncode} at start:\n"
-                                       + self.log_tail(name))
-                path = os.path.join(self.dirs["rt"], SOCKETS[name])
+        def ready(name):
+            if self.procs[name].poll() is not None:
+                raise HarnessError(f"{name} exited with {self.procs[name].returncode} at start:\n"
+                                   + self.log_tail(name))
+            path = os.path.join(self.dirs["rt"], SOCKETS[name])
+            try:
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    return False
+            except FileNotFoundError:
+                return False
+            # Only control.sock takes a connection from root; the daemon links would
+            # (rightly) refuse a peer that is not the service account.
+            if name == "statd":
                 try:
-                    if not stat.S_ISSOCK(os.lstat(path).st_mode):
-                        continue
-                except FileNotFoundError:
-                    continue
-                # Only control.sock takes a connection from root; the daemon links would
-                # (rightly) refuse a peer that is not the service account.
-                if name == "statd":
-                    try:
-                        self.control({"op": "status"}, timeout=5)
-                    except (OSError, EOFError):
-                        continue
-                pending.discard(name)
-            if pending and time.monotonic() > deadline:
-                raise HarnessError(f"not ready after {START_TIMEOUT_S} s: {', '.join(sorted(pending))}\n"
-                                   + self.logs())
-            time.sleep(0.05)
+                    self.control({"op": "status"}, timeout=5)
+                except (OSError, EOFError):
+                    return False
+            return True
+
+        pending = set(self.procs)
+
+        def all_ready():
+            pending.difference_update([n for n in sorted(pending) if ready(n)])
+            return not pending
+
+        try:
+            wait_until(all_ready, START_TIMEOUT_S, "the daemons to serve", step=0.05)
+        except AssertionError:
+            raise HarnessError(f"not ready after {START_TIMEOUT_S} s: {', '.join(sorted(pending))}\n"
+                               + self.logs()) from None
 
     def start(self):
+        if "runnerd" in self.daemons:
+            self.env.require_docker()
         self._make_dirs()
         if self.use_fake_model:
             subprocess.run([os.path.join(SRCDIR, "tests", "fakes", "make-ca.sh"), self.dirs["ca"]], check=True,
@@ -474,7 +595,7 @@ class Suite:
             self._logfiles.append(model_log)
             self.fake = FakeModel(self.dirs["ca"], os.path.join(self.dirs["logs"], "model.jsonl"), model_log)
         self._write_config()
-        for name in ("brokerd", "runnerd", "statd"):
+        for name in self.daemons:
             self.start_daemon(name)
         self._wait_ready()
 
@@ -505,6 +626,15 @@ class Suite:
                     return out
         finally:
             c.close()
+
+    def assert_no_turn(self, requests_before, what, containers=True):
+        """The negative check for messages that must not run a turn: no model request past
+        the first requests_before, and (containers) no container of this installation,
+        now and for QUIET_TURN_S. what names the messages, for the failure."""
+        def probe():
+            return (len(self.fake.requests()) - requests_before, self.containers() if containers else [])
+        assert probe() == (0, []), f"{what}: (model requests, containers) {probe()}"
+        assert_quiet(probe, QUIET_TURN_S, f"{what}: (model requests, containers)", step=0.1)
 
     def workspace(self, channel):
         return os.path.join(self.dirs["ws"], hashlib.sha256(channel.encode()).hexdigest())
@@ -582,7 +712,8 @@ class Suite:
         if self.fake:
             self.fake.stop()
         leftovers = []
-        if hasattr(self, "installation"):
+        # Only runnerd starts containers: without it, Docker is not asked (nor needed).
+        if hasattr(self, "installation") and "runnerd" in self.procs:
             try:
                 leftovers = self.containers()
                 for n in leftovers:

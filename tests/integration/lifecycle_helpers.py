@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from harness import SRCDIR, SOCKETS, docker
+from harness import SRCDIR, SOCKETS, docker, wait_until
 
 DOCKER_CONFIG_DIR = ".docker-config-none"  # runnerd/main.c make_child_env()
 CONTEXT = "rts-test"
@@ -44,14 +44,8 @@ def say(suite, channel, text, author_id="1001", name="Alice", timeout=180):
 
 
 def wait_for(pred, timeout=30, step=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(step)
+    """harness.wait_until with this module's argument order and defaults."""
+    return wait_until(pred, timeout, what, step=step)
 
 
 def wait_for_container(suite, timeout=60):

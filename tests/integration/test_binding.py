@@ -233,9 +233,9 @@ def post_mcp(turn, rid):
     return a
 
 
-def test_mcp_key_is_read_at_every_call(rts_env):
+def test_mcp_key_is_read_at_every_call(host_env):
     try:
-        rig = BrokerRig(rts_env)
+        rig = BrokerRig(host_env)
     except HarnessError as e:
         pytest.fail(f"brokerd did not start: {e}", pytrace=False)
     try:
@@ -263,7 +263,7 @@ def test_mcp_key_is_read_at_every_call(rts_env):
             tmp = key_file + ".new"
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(third + "\n")
-            os.chown(tmp, rts_env.uid, rts_env.gid)
+            os.chown(tmp, host_env.uid, host_env.gid)
             os.chmod(tmp, 0o400)
             os.rename(tmp, key_file)
             assert call(3) == "Bearer " + third
@@ -280,7 +280,7 @@ def test_mcp_key_is_read_at_every_call(rts_env):
             fourth = "mcp-restored-" + secrets.token_hex(12)
             with open(key_file, "w", encoding="utf-8") as f:
                 f.write(fourth + "\n")
-            os.chown(key_file, rts_env.uid, rts_env.gid)
+            os.chown(key_file, host_env.uid, host_env.gid)
             assert call(5) == "Bearer " + fourth
     finally:
         rig.stop()

@@ -23,7 +23,7 @@ import urllib.parse
 import pytest
 
 from broker_rig import BrokerRig, DUMMY_AUTH, ToolRecorder, request_bytes
-from harness import Environment, HarnessError
+from harness import QUIET_FORWARD_S, HarnessError, assert_quiet, wait_past, wait_until
 
 BODY_MAX = 256 * 1024
 GOOD_MODEL = {"messages": [{"role": "user", "content": "hello"}]}
@@ -31,13 +31,9 @@ MARKER = "PAYLOAD-MARKER-7f3a"  # never in a log line
 
 
 @pytest.fixture(scope="module")
-def broker_env():
-    try:
-        env = Environment.prepare(build_image=False)
-    except HarnessError as e:
-        pytest.exit(f"integration tests cannot run: {e}", returncode=1)
-    yield env
-    env.cleanup()
+def broker_env(host_env):
+    """brokerd needs no Docker: the session's Environment, Docker never asked."""
+    return host_env
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +215,7 @@ def test_pipelined_second_request_is_never_read(rig):
         assert a.json()["choices"][0]["message"]["content"] == "echo: first"
         after = rig.upstream_counts()
         assert after[0] == before[0] + 1 and after[1:] == before[1:]
+        assert_quiet(rig.upstream_counts, QUIET_FORWARD_S, "a pipelined request forwarded late")
     finally:
         assert t.close() == 1
 
@@ -749,9 +746,11 @@ def test_one_call_in_flight(rig):
     t = rig.turn()
     try:
         out = {}
+        n = len(rig.model_requests())
         slow = threading.Thread(target=lambda: out.setdefault("slow", t.post("/model", model_req("#sleep 1500"))))
         slow.start()
-        time.sleep(0.4)
+        # The fake records a request before it sleeps: from then on the call is in flight.
+        wait_until(lambda: len(rig.model_requests()) > n, 10, "the slow call to reach the model")
         with rig.nothing_forwarded():
             t0 = time.monotonic()
             second = t.post("/tools/echo", {"mode": "echo"})
@@ -770,7 +769,8 @@ def test_sixteen_connections_per_listener(rig):
     try:
         for _ in range(16):
             idle.append(t.connect())
-        time.sleep(0.3)
+        # No wait for brokerd to accept them: a listener accepts in connection order, so
+        # the 17th comes after the 16 whenever brokerd gets to it.
         extra = t.connect()
         extra.settimeout(3)
         try:
@@ -781,8 +781,13 @@ def test_sixteen_connections_per_listener(rig):
         extra.close()
         assert got == b"", "a 17th connection was served"
         idle.pop().close()
-        time.sleep(0.3)
-        assert_answer(t.post("/model", GOOD_MODEL), 200)
+
+        # Until brokerd has seen that close, a new connection is closed unanswered (and
+        # forwards nothing); the first one answered must be served.
+        def answered():
+            a = t.post("/model", GOOD_MODEL)
+            return a if a.status is not None else None
+        assert_answer(wait_until(answered, 10, "a connection slot to be free again"), 200)
     finally:
         for s in idle:
             s.close()
@@ -796,13 +801,14 @@ def test_deadlines(rig):
     t2 = rig.turn(deadline_ms=4000)
     try:
         # 1. The head never completes.
+        opened = time.monotonic()
         slow_head = t.connect()
         slow_head.sendall(b"POST /model HTTP/1.1\r\nHost: br")
         # 2. The head completes, the body trickles in far too slowly.
         slow_body = t.connect()
         slow_body.sendall(head(cl=False) + f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY[:1])
         # 3. A turn whose deadline passes: new requests are refused.
-        time.sleep(4.5)
+        wait_past(opened + 4.5)
         with rig.nothing_forwarded():
             a = t2.post("/model", GOOD_MODEL, timeout=5)
         assert a.status in (None, 503) and a.closed
@@ -812,7 +818,7 @@ def test_deadlines(rig):
             assert slow_head.recv(100) == b"", "no answer, just closed"
         except ConnectionResetError:
             pass
-        head_closed = time.monotonic() - t0 + 4.5
+        head_closed = time.monotonic() - opened
         assert 9.0 < head_closed < 12.5, head_closed
         slow_body.settimeout(2)
         sent = 1
@@ -821,13 +827,13 @@ def test_deadlines(rig):
             try:
                 d = slow_body.recv(100)
                 if d == b"":
-                    closed_at = time.monotonic() - t0 + 4.5
+                    closed_at = time.monotonic() - opened
                     break
                 raise AssertionError(f"answered: {d!r}")
             except socket.timeout:
                 pass
             except ConnectionResetError:
-                closed_at = time.monotonic() - t0 + 4.5
+                closed_at = time.monotonic() - opened
                 break
             if sent < len(BODY) - 1:
                 try:
@@ -957,7 +963,7 @@ def test_tool_stderr_goes_to_the_host_log_only(rig, turn):
     a = turn.post("/tools/echo", {"mode": "stderr", "text": secret + "\x1b[31m"})
     assert_answer(a, 200)
     assert a.json() == {"result": "ok"} and secret.encode() not in a.raw
-    time.sleep(0.1)
+    wait_until(lambda: secret in rig.broker_log(), 10, "the tool's stderr in brokerd's log")
     log = rig.broker_log()
     assert secret + "?[31m" in log and "\x1b" not in log
 
@@ -970,13 +976,17 @@ def pid_alive(pid):
         return False
 
 
+# After brokerd's SIGKILL of a tool's process group, how long the processes may take to be
+# gone (the kernel ends a killed process within milliseconds; a loaded machine, longer).
+KILLED_GONE_S = 2.0
+
+
 def wait_file(path, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} did not appear")
+    wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0, timeout, f"{path} to be written")
+
+
+def wait_gone(pids, what):
+    wait_until(lambda: not any(pid_alive(p) for p in pids), KILLED_GONE_S, what)
 
 
 def test_tool_deadline_sigterm_then_sigkill(rig, turn):
@@ -989,8 +999,7 @@ def test_tool_deadline_sigterm_then_sigkill(rig, turn):
     out = rig.dirs["toolout"]
     assert open(os.path.join(out, tag + ".term")).read() == "TERM\n"
     pids = [int(p) for p in open(os.path.join(out, tag + ".pids")).read().split()]
-    time.sleep(0.2)
-    assert not any(pid_alive(p) for p in pids), "the tool's process group outlived the call"
+    wait_gone(pids, "the tool's process group to end with the call")
 
 
 def test_turn_close_stops_a_running_tool(rig):
@@ -1009,8 +1018,7 @@ def test_turn_close_stops_a_running_tool(rig):
     assert a.status in (None, 503) and a.closed
     assert open(os.path.join(rig.dirs["toolout"], tag + ".term")).read() == "TERM\n"
     pids = [int(p) for p in open(os.path.join(rig.dirs["toolout"], tag + ".pids")).read().split()]
-    time.sleep(0.2)
-    assert not any(pid_alive(p) for p in pids)
+    wait_gone(pids, "the tool's process group to end with the turn")
 
 
 def test_worker_hang_up_stops_its_tool_and_frees_the_slot(rig):
@@ -1026,20 +1034,16 @@ def test_worker_hang_up_stops_its_tool_and_frees_the_slot(rig):
     s.close()
     # The trapping tool ignores SIGTERM, so only SIGKILL ends it: the slot is free once it
     # is gone, 2 s after the SIGTERM, long before its 20 s timeout.
-    deadline = time.monotonic() + 10
-    while True:
+    def not_busy():
         a = t.post("/tools/echo", {"mode": "echo"})
-        if a.status != 429:
-            break
-        assert time.monotonic() < deadline, "the slot stayed busy after the worker hung up"
-        time.sleep(0.2)
+        return a if a.status != 429 else None
+    a = wait_until(not_busy, 10, "the call slot to be free after the worker hung up", step=0.2)
     took = time.monotonic() - t0
     assert a.status == 200, (a.status, a.body)
     assert took < 8, took
     assert open(os.path.join(rig.dirs["toolout"], tag + ".term")).read() == "TERM\n"
     pids = [int(p) for p in open(os.path.join(rig.dirs["toolout"], tag + ".pids")).read().split()]
-    time.sleep(0.2)
-    assert not any(pid_alive(p) for p in pids), "the tool outlived the caller's hang-up"
+    wait_gone(pids, "the tool to end after the caller's hang-up")
     t.close()
 
 

@@ -8,11 +8,9 @@ each call (time, pid, arguments, when the process was gone) and execs the real d
 against the real dockerd. Turn containers run the probe image; "#hang" makes its PID 1
 ignore SIGTERM and never exit, "#fail" makes it exit with status 3 at once.
 """
-import time
-
 import pytest
 
-from harness import Suite, docker
+from harness import Suite, assert_quiet, docker
 from lifecycle_helpers import container_exists, message, recv_until, say, turn_dirs, wait_for_container, \
     wait_runnerd_ready
 from testbuild import calls, calls_for, control, tb_env, wait_ended  # noqa: F401 (tb_env: a fixture)
@@ -23,7 +21,10 @@ SECOND_DELAY_S = 1.0  # RUNNERD_RM_SECOND_DELAY_MS
 # The wrapper notices a process is gone by polling every 20 ms and then runs date(1): its
 # "end" times are late by that much, never early.
 END_LAG_S = 0.15
-QUIET_S = 2.5         # longer than the delay before a second removal, with slack
+# The negative window after the last expected call: a further removal would come
+# SECOND_DELAY_S after the previous one ended, and the wrapper logs its start within tens of
+# milliseconds of that; 2.5 times the delay.
+QUIET_S = 2.5
 
 
 def start(env, timeout_ms):
@@ -33,7 +34,7 @@ def start(env, timeout_ms):
 
 
 @pytest.fixture(scope="module")
-def short_suite(tb_env):  # noqa: F811
+def short_suite(tb_env, rts_env):  # noqa: F811
     """Turns end at a 3 s deadline."""
     s = start(tb_env, DEADLINE_MS)
     yield s
@@ -41,7 +42,7 @@ def short_suite(tb_env):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def long_suite(tb_env):  # noqa: F811
+def long_suite(tb_env, rts_env):  # noqa: F811
     """Turns end only when they finish or are cancelled."""
     s = start(tb_env, 120000)
     yield s
@@ -76,8 +77,8 @@ def assert_killed(s, run, name):
 def assert_quiet_after(s, name, n):
     """No further docker call names the container: a later removal would have come within
     QUIET_S."""
-    time.sleep(QUIET_S)
     assert len(calls_for(s, name)) == n, calls_for(s, name)
+    assert_quiet(lambda: len(calls_for(s, name)), QUIET_S, f"docker calls naming {name}")
 
 
 def assert_kill_then_two_removals(s, name, ended_by_deadline):

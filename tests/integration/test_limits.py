@@ -20,14 +20,13 @@ import os
 import re
 import subprocess
 import threading
-import time
 
 import pytest
 
 import harness
 import rtsproto
 from broker_rig import BrokerRig, FakeMcp
-from harness import SRCDIR, Environment, HarnessError, Suite
+from harness import SRCDIR, HarnessError, Suite, wait_until
 
 # common/limits.h (a test of its own below checks these against the header).
 LIMITS = {
@@ -83,17 +82,19 @@ def inspect_while_running(s, run, timeout=60):
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("r", run()))
     t.start()
-    info = None
-    deadline = time.monotonic() + timeout
-    while info is None and time.monotonic() < deadline and t.is_alive():
+
+    def inspected():
         for name in s.containers():
             info = s.docker_inspect(name)
             if info:
-                break
-        else:
-            time.sleep(0.05)
-    t.join(180)
-    assert info is not None, "the turn's container was never seen running"
+                return info
+        if not t.is_alive():
+            raise AssertionError("the turn ended before its container was seen running")
+        return None
+    try:
+        info = wait_until(inspected, timeout, "the turn's container to be running", step=0.05)
+    finally:
+        t.join(180)
     return info, result["r"]
 
 
@@ -433,16 +434,18 @@ OUTSIDE = {
 
 
 @pytest.mark.parametrize("case", sorted(OUTSIDE))
-def test_one_step_outside_a_range_is_refused_at_start(rts_env, case):
+def test_one_step_outside_a_range_is_refused_at_start(host_env, case):
     overrides, key = OUTSIDE[case]
-    path, log = start_refused(rts_env, overrides)
+    path, log = start_refused(host_env, overrides)
     assert f"{path}: {key}: " in log, log
 
 
-@pytest.mark.parametrize("daemon", ["statd", "runnerd", "brokerd"])
-def test_every_daemon_refuses_the_worker_s_out_of_range_value(rts_env, daemon):
-    """The value that used to pass the config and fail every turn in the worker."""
-    path, log = start_refused(rts_env, {"maxOutputTokens": LIMITS["RTS_MAX_OUTPUT_TOKENS_MAX"] + 1}, daemon)
+@pytest.mark.parametrize("daemon", ["statd", pytest.param("runnerd", marks=pytest.mark.docker), "brokerd"])
+def test_every_daemon_refuses_the_worker_s_out_of_range_value(host_env, request, daemon):
+    """The value that used to pass the config and fail every turn in the worker. (runnerd
+    is started as in production, with the docker group: it asks for Docker.)"""
+    env = request.getfixturevalue("rts_env") if daemon == "runnerd" else host_env
+    path, log = start_refused(env, {"maxOutputTokens": LIMITS["RTS_MAX_OUTPUT_TOKENS_MAX"] + 1}, daemon)
     assert f"{path}: maxOutputTokens: must be an integer from 1 to 1048576" in log, log
 
 
@@ -464,25 +467,25 @@ NAME_PLACES = {
 
 
 @pytest.mark.parametrize("place", sorted(NAME_PLACES))
-def test_bad_names_are_refused_at_start(rts_env, place):
+def test_bad_names_are_refused_at_start(host_env, place):
     """Seed: names match [a-z][a-z0-9_]{0,47}. Each bad name stops brokerd naming its key."""
     make, key = NAME_PLACES[place]
     for what, name in BAD_NAMES.items():
-        path, log = start_refused(rts_env, make(name))
+        path, log = start_refused(host_env, make(name))
         assert f"{path}: {key}: must " in log, (what, log)
 
 
-def test_tool_list_over_the_budget_is_refused_at_start_naming_the_tool(rts_env):
+def test_tool_list_over_the_budget_is_refused_at_start_naming_the_tool(host_env):
     """Tools whose descriptions do not all fit the worker's tool budget stop the start, and
     the message names the first tool that does not fit (the worker used to leave it out
     at every turn without a word to the operator)."""
     big = encoded_text(LIMITS["RTS_DESCRIPTION_MAX"], 0)
     tools = [tool(f"t{i}", description=big) for i in range(LIMITS["RTS_MAX_TOOLS"])]
-    path, log = start_refused(rts_env, {"tools": tools})
+    path, log = start_refused(host_env, {"tools": tools})
     assert f"{path}: tools[14]: tool \"t14\" does not fit" in log, log
     # An MCP tool is named by its server and place.
     servers = [mcp_server("docs", [{"name": f"t{i}", "description": big, "parameters": {}} for i in range(15)])]
-    path, log = start_refused(rts_env, {"mcp": servers})
+    path, log = start_refused(host_env, {"mcp": servers})
     assert f"{path}: mcp[0].tools[14]: tool \"t14\" does not fit" in log, log
 
 
@@ -502,21 +505,13 @@ class NamesRig(BrokerRig):
 
 
 @pytest.fixture(scope="module")
-def names_rig():
+def names_rig(host_env):
     try:
-        env = Environment.prepare(build_image=False)
+        rig = NamesRig(host_env, extra_env={"RTS_LOG_LEVEL": "debug"})
     except HarnessError as e:
-        pytest.exit(f"integration tests cannot run: {e}", returncode=1)
-    try:
-        rig = NamesRig(env, extra_env={"RTS_LOG_LEVEL": "debug"})
-    except HarnessError as e:
-        env.cleanup()
         pytest.fail(f"brokerd did not start: {e}", pytrace=False)
     yield rig
-    try:
-        rig.stop()
-    finally:
-        env.cleanup()
+    rig.stop()
 
 
 def mcp_call(name):

@@ -24,12 +24,11 @@ import secrets
 import shutil
 import sys
 import tempfile
-import time
 
 import pytest
 
 from broker_rig import BrokerRig, ToolRecorder, read_jsonl
-from harness import SRCDIR, Environment, HarnessError
+from harness import SRCDIR, HarnessError, wait_until
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
 import keyforms  # noqa: E402  (tests/fakes is not a package)
@@ -43,13 +42,9 @@ GENERIC = b'{"error":"upstream_error"}'
 
 
 @pytest.fixture(scope="module")
-def broker_env():
-    try:
-        env = Environment.prepare(build_image=False)
-    except HarnessError as e:
-        pytest.exit(f"integration tests cannot run: {e}", returncode=1)
-    yield env
-    env.cleanup()
+def broker_env(host_env):
+    """brokerd needs no Docker: the session's Environment, Docker never asked."""
+    return host_env
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +86,12 @@ def assert_refused(a, *keys):
 
 def wait_log(rig, turn, line, timeout=10):
     """The broker's log line for this turn: the rule that refused."""
-    deadline = time.monotonic() + timeout
-    while True:
-        log = rig.broker_log()
-        if any(line in entry and f"turn={turn.id}" in entry for entry in log.splitlines()):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no log line {line!r} for turn {turn.id}:\n{log[-3000:]}")
-        time.sleep(0.05)
+    def logged():
+        return any(line in entry and f"turn={turn.id}" in entry for entry in rig.broker_log().splitlines())
+    try:
+        wait_until(logged, timeout, f"the log line {line!r} for turn {turn.id}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}:\n{rig.broker_log()[-3000:]}") from None
 
 
 def no_log(rig, turn, line):
@@ -431,11 +424,7 @@ def say(s, channel, text):
 
 
 def broker_line(s, line, timeout=10):
-    deadline = time.monotonic() + timeout
-    while line not in s.log_tail("brokerd", limit=1 << 20):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no brokerd log line {line!r}")
-        time.sleep(0.05)
+    wait_until(lambda: line in s.log_tail("brokerd", limit=1 << 20), timeout, f"the brokerd log line {line!r}")
 
 
 def test_real_turn_tool_leaking_the_key_never_reaches_the_worker(turn_suite):

@@ -5,9 +5,8 @@ import grp
 import os
 import subprocess
 import threading
-import time
 
-from harness import SERVICE_USER
+from harness import SERVICE_USER, wait_until
 from lifecycle_helpers import rewrite_config, start_expect_exit
 
 
@@ -34,11 +33,8 @@ def test_a_second_runnerd_or_statd_refuses_and_the_first_keeps_its_turn(make_sui
     t = threading.Thread(target=lambda: result.setdefault(
         "p", s.cli("say", channel, "--author", "1", "--name", "A", "#sleep 4000 still here")))
     t.start()
-    deadline = time.monotonic() + 60
-    while not s.containers() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(s.containers, 60, "the turn's container")
     running = s.containers()
-    assert running, "the turn's container never appeared"
 
     # Without the lock, a second runnerd would remove the live turn as "stale".
     status, out = second_instance(s, "runnerd")

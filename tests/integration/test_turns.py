@@ -9,6 +9,7 @@ import time
 import pytest
 
 from harness import LABEL_INSTALLATION, docker
+from lifecycle_helpers import wait_for_container
 
 
 def say(suite, channel, text, author="1001", name="Alice"):
@@ -21,16 +22,6 @@ def started_containers(suite, since):
                  "--filter", f"label={LABEL_INSTALLATION}={suite.installation}", "--filter", "event=start",
                  "--format", "{{.Actor.Attributes.name}}", timeout=60)
     return [line for line in out.stdout.split() if line]
-
-
-def wait_for_container(suite, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        names = suite.containers()
-        if names:
-            return names[0]
-        time.sleep(0.05)
-    raise AssertionError("no turn container appeared")
 
 
 def test_second_turn_in_new_container_recalls_memory(suite):
@@ -206,8 +197,7 @@ def test_routes_pass_and_drop(suite):
                    {"author": dict(author, tier=None)}):
         answers = suite.control(dict(msg, **change))
         assert answers == [{"id": answers[0]["id"], "route": "drop"}], change
-    assert len(suite.fake.requests()) == before  # nothing reached the model
-    assert suite.containers() == []
+    suite.assert_no_turn(before, "passed and dropped messages")  # nothing reached the model
 
     # An eligible one runs in the sandbox.
     answers = suite.control(msg)

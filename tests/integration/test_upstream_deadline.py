@@ -16,7 +16,7 @@ import time
 import pytest
 
 from broker_rig import BrokerRig
-from harness import Suite
+from harness import Suite, wait_past
 from lifecycle_helpers import message, recv_until
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
@@ -48,13 +48,6 @@ def assert_generic(a, status, code):
     assert a.closed and a.rest == b""
 
 
-def wait_past(t):
-    """Sleep until monotonic time t: the slow upstream has sent its late answer by then."""
-    left = t - time.monotonic()
-    if left > 0:
-        time.sleep(left)
-
-
 def test_slow_model_upstream_ends_at_the_upstream_deadline(rig):
     deadline = upstream_deadline_s(rig.broker_log())
     assert deadline < 10 and deadline * 1000 < SLOW_MS
@@ -76,8 +69,8 @@ def test_slow_model_upstream_ends_at_the_upstream_deadline(rig):
         assert [r["body"]["messages"][-1]["content"] for r in rig.model_requests()[before:]] == \
             [f"#sleep {SLOW_MS} too slow"]
 
-        # Once the upstream has sent its late answer, the turn's next call gets its own
-        # answer: the late one went nowhere.
+        # Once the upstream has sent its late answer (it sleeps SLOW_MS after receiving the
+        # request, t0), the turn's next call gets its own answer: the late one went nowhere.
         wait_past(t0 + SLOW_MS / 1000 + 0.5)
         a = post_model(turn, "next question")
         assert a.status == 200
@@ -108,10 +101,10 @@ def test_the_turn_deadline_is_named_when_it_comes_first(rig):
     assert "model upstream timed out: turn deadline" in rig.broker_log()
 
 
-def test_the_production_brokerd_waits_for_the_same_upstream(rts_env):
+def test_the_production_brokerd_waits_for_the_same_upstream(host_env):
     """The production build, same slow upstream: answered after SLOW_MS, so the 504 above
     came from the test build's one difference, its upstream deadline."""
-    with BrokerRig(rts_env) as r:
+    with BrokerRig(host_env) as r:
         assert not BANNER.search(r.broker_log())
         with r.turn(deadline_ms=TURN_DEADLINE_MS) as turn:
             t0 = time.monotonic()
@@ -121,7 +114,7 @@ def test_the_production_brokerd_waits_for_the_same_upstream(rts_env):
         assert "upstream timed out" not in r.broker_log()
 
 
-def test_a_real_turn_fails_generically_at_the_upstream_deadline(tb_env):  # noqa: F811
+def test_a_real_turn_fails_generically_at_the_upstream_deadline(tb_env, rts_env):  # noqa: F811
     """Worker -> brokerd -> a slow model: the worker gets the 504, gives up, and the guest
     gets the generic turn_failed well before the turn deadline; the late answer never shows
     up, not in this turn and not in the next one."""

@@ -8,19 +8,19 @@ HACKING.md "Test builds"), for rules a production binary gives no handle on:
              CLI; it runs from the path configure chose (--with-test-docker-wrapper, by
              default /run/rts-testbuild-N/docker-calls), where this module installs it.
 
-testbuild_environment(rts_env) (fixture tb_env) is an Environment whose bindir holds these
+testbuild_environment(host_env) (fixture tb_env) is an Environment whose bindir holds these
 two in place of the production ones (statd and the CLI are the production programs),
-sharing the session's worker image. Suites started from it run exactly like any other.
+sharing the session's worker image. Suites started from it run exactly like any other; like
+the session's, it needs Docker only for them (a test starting one asks for rts_env too).
 """
 import os
 import shutil
 import stat
 import subprocess
-import time
 
 import pytest
 
-from harness import SERVICE_USER, Environment, HarnessError
+from harness import SERVICE_USER, Environment, HarnessError, wait_until
 
 PROGRAMS = {"brokerd": "tests/testbuild/roundtable-sandbox-brokerd",
             "runnerd": "tests/testbuild/roundtable-sandbox-runnerd"}
@@ -73,7 +73,7 @@ def testbuild_environment(session_env):
     p = subprocess.run(["runuser", "-u", SERVICE_USER, "--", "test", "-x", wrapper], stdin=subprocess.DEVNULL)
     if p.returncode != 0:
         raise HarnessError(f"{SERVICE_USER} cannot execute {wrapper}")
-    env = Environment.prepare(builddir=session_env.builddir, build_image=False, image=session_env.image)
+    env = Environment.prepare(builddir=session_env.builddir, build_image=False, docker=False, parent=session_env)
     for name, rel in PROGRAMS.items():
         shutil.copy2(os.path.join(session_env.builddir, rel), env.program(name))
         os.chmod(env.program(name), 0o755)
@@ -82,9 +82,9 @@ def testbuild_environment(session_env):
 
 
 @pytest.fixture(scope="module")
-def tb_env(rts_env):
+def tb_env(host_env):
     try:
-        env = testbuild_environment(rts_env)
+        env = testbuild_environment(host_env)
     except HarnessError as e:
         pytest.fail(f"the test builds are not usable: {e}", pytrace=False)
     yield env
@@ -142,14 +142,13 @@ def calls_for(suite, name):
 
 def wait_ended(suite, name, n, timeout=30):
     """Wait until n calls naming container name were logged and all of them ended."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def ended():
         cs = calls_for(suite, name)
-        if len(cs) >= n and all(c.end is not None for c in cs):
-            return cs
-        if time.monotonic() > deadline:
-            raise AssertionError(f"expected {n} ended docker calls for {name}, have {cs}")
-        time.sleep(0.05)
+        return cs if len(cs) >= n and all(c.end is not None for c in cs) else None
+    try:
+        return wait_until(ended, timeout, f"{n} ended docker calls for {name}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; have {calls_for(suite, name)}") from None
 
 
 def control(suite, *lines):

@@ -155,12 +155,18 @@ END_TEST
 
 static atomic_bool closing;
 static int wake_fd = -1;
+static char *started_path; /* the command creates it once it runs */
 
-static void *close_soon(void *arg)
+/* Close the turn once the command runs (or after 10 s, and the test then fails on its
+ * own: the command would not have been cancelled while running). */
+static void *close_when_started(void *arg)
 {
 	(void)arg;
-	struct timespec ts = {.tv_nsec = 200 * 1000 * 1000};
-	nanosleep(&ts, NULL);
+	uint64_t deadline = rts_now_ms() + 10000;
+	while (access(started_path, F_OK) != 0 && rts_now_ms() < deadline) {
+		struct timespec ts = {.tv_nsec = 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
 	atomic_store(&closing, true);
 	uint64_t one = 1;
 	ck_assert_int_eq(write(wake_fd, &one, sizeof(one)), 8);
@@ -170,18 +176,21 @@ static void *close_soon(void *arg)
 START_TEST(test_turn_closing_cancels)
 {
 	atomic_store(&closing, false);
+	started_path = rts_xasprintf("%s/started", tmpdir);
 	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ck_assert_int_ge(wake_fd, 0);
 	pthread_t th;
-	ck_assert_int_eq(pthread_create(&th, NULL, close_soon, NULL), 0);
-	char *const argv[] = {"/bin/sleep", "30", NULL};
+	ck_assert_int_eq(pthread_create(&th, NULL, close_when_started, NULL), 0);
+	char *const argv[] = {"/bin/sh", "-c", ": >\"$0\"; exec /bin/sleep 30", started_path, NULL};
 	struct brokerd_exec_result r;
 	struct brokerd_cancel c = {.wake_fd = wake_fd, .closing = &closing, .deadline_ms = rts_now_ms() + 30000};
 	uint64_t t0 = rts_now_ms();
 	ck_assert_int_eq(run(argv, NULL, 4096, c, &r), -ECANCELED);
 	ck_assert_uint_lt(rts_now_ms() - t0, 1500);
 	pthread_join(th, NULL);
+	ck_assert_int_eq(access(started_path, F_OK), 0);
 	close(wake_fd);
+	free(started_path);
 }
 END_TEST
 

@@ -44,11 +44,6 @@ static void die(const char *what)
 	abort();
 }
 
-const char *rig_dir(void)
-{
-	return dir;
-}
-
 void rig_resolve_clear(void)
 {
 	memset(names, 0, sizeof(names));

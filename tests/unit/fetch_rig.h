@@ -32,8 +32,6 @@ extern struct rig_ports rig_ports;
 void rig_start(const char *srcdir);
 /* Stop the fake and remove the directory. */
 void rig_stop(void);
-/* The directory rig_start() made (ca.pem, record.jsonl). */
-const char *rig_dir(void);
 
 /* Install the seams (resolver, dialer, ca_file) for ports and CA file; rig_start() does
  * this itself. */
