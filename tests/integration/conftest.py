@@ -91,13 +91,17 @@ def make_suite(rts_env):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "docker: needs a Docker daemon (given to every test that uses rts_env; "
+    config.addinivalue_line("markers", "docker: needs a Docker daemon (given to every test that uses a fixture in DOCKER_FIXTURES; "
                             "`-m 'not docker'` runs the others, on a host without Docker)")
+
+
+# Fixtures that need a Docker daemon: a test using any of them is marked `docker`.
+DOCKER_FIXTURES = {"rts_env", "precheck_image"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "rts_env" in item.fixturenames:
+        if DOCKER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.docker)
 
 

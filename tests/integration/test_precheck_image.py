@@ -28,7 +28,7 @@ ERROR_MAX = 2048
 @pytest.fixture(scope="module")
 def account():
     try:
-        Environment.check_host()
+        Environment.check_root()
         uid, gid, _ = Environment.ensure_account()
     except HarnessError as e:
         pytest.fail(f"integration tests cannot run: {e}", pytrace=False)
@@ -36,8 +36,9 @@ def account():
 
 
 @pytest.fixture(scope="module")
-def image(account):
+def precheck_image(account):
     try:
+        Environment.check_docker()
         img = PrecheckImage.build()
     except HarnessError as e:
         pytest.fail(str(e), pytrace=False)
@@ -73,8 +74,8 @@ class Rig:
 
 
 @pytest.fixture
-def rig(image, account):
-    r = Rig(image, *account)
+def rig(precheck_image, account):
+    r = Rig(precheck_image, *account)
     yield r
     r.close()
 
@@ -114,7 +115,8 @@ def image_files(tag):
     return files
 
 
-def test_image_holds_node_its_closure_and_the_harness_only(image):
+def test_image_holds_node_its_closure_and_the_harness_only(precheck_image):
+    image = precheck_image
     """FROM scratch: the image's layers hold node, exactly ldd's closure (with the loader),
     the JavaScript builtins a distribution's node loads from disk (none for a node that
     embeds them) and the harness; no shell, nothing in /etc."""
@@ -547,7 +549,8 @@ def test_a_script_over_its_memory_is_killed_without_an_answer(rig):
     assert docker("inspect", r.name, check=False).returncode != 0
 
 
-def test_the_default_user_is_not_root(image, account):
+def test_the_default_user_is_not_root(precheck_image, account):
+    image = precheck_image
     """A bare run of the image (no --user) is nobody, not root."""
     p = subprocess.run([docker_bin(), "run", "--rm", "--network", "none", "--entrypoint", "/usr/bin/node", image.tag,
                         "-e", "console.log(process.getuid() + ':' + process.getgid())"],
