@@ -129,9 +129,9 @@ void runnerd_turns_cancel_all(struct runnerd *rd);
 /* Called whenever a turn is freed: exits the loop when shutting down and none remain. */
 void runnerd_maybe_exit(struct runnerd *rd);
 
-/* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
- * A turn's docker run may carry text from the container, so this is treated as untrusted:
- * cut short and defanged. */
+/* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
+ * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
+ * container, so this is treated as untrusted: cut short and defanged. */
 void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 /* statd.c */
