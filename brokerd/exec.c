@@ -55,14 +55,15 @@ int brokerd_exec_run(const struct brokerd_exec *e, struct brokerd_exec_result *r
 		.input_len = e->input_len,
 		.out = RTS_STDIO_PIPE,
 		.out_max = e->max_output,
-		/* Without a label nothing may see it: a credential helper's diagnostics may
-		 * quote the credential. */
-		.err = e->stderr_label ? RTS_STDIO_PIPE : RTS_STDIO_NULL,
-		.err_max = STDERR_KEEP,
+		/* Read and dropped without a label: a credential helper's diagnostics may quote
+		 * the credential. (Not /dev/null: brokerd's filter lets nobody open a file for
+		 * writing, the child before its exec included.) */
+		.err = RTS_STDIO_PIPE,
+		.err_max = e->stderr_label ? STDERR_KEEP : 0,
 	};
 	struct rts_spawn_result res;
 	int ret = rts_spawn_run(&s, &cancel, BROKERD_KILL_GRACE_MS, &res);
-	if (res.err)
+	if (e->stderr_label && res.err)
 		log_stderr(e, res.err, res.err_len, ret == 0 && res.exited ? res.status : -1);
 	if (ret == 0) {
 		r->exit_status = res.exited ? res.status : -1;

@@ -35,7 +35,9 @@
 
 /* What one of the child's stdin, stdout and stderr is. */
 enum rts_spawn_stdio {
-	RTS_STDIO_NULL,	   /* /dev/null */
+	RTS_STDIO_NULL,	   /* /dev/null (opened for writing for stdout and stderr, which brokerd's
+			    * filter refuses: its children read stdin from a pipe or /dev/null, and
+			    * their stdout and stderr are pipes) */
 	RTS_STDIO_INHERIT, /* the same descriptor as ours */
 	RTS_STDIO_PIPE,	   /* stdin: input is written, then closed; stdout, stderr: captured */
 };

@@ -526,12 +526,21 @@ static int run_confined(enum rts_sandbox_profile profile)
 	    strcmp(r.err, "err\n") != 0)
 		return 11;
 	rts_spawn_result_release(&r);
+	/* stdin from /dev/null (opened for reading), stderr read and dropped entirely. */
+	char *const quiet[] = {"/bin/sh", "-c", "echo out; echo err >&2", NULL};
+	s = piped(quiet);
+	s.err_max = 0;
+	c = within(10000);
+	if (rts_spawn_run(&s, &c, 0, &r) != 0 || !r.exited || r.status != 0 || strcmp(r.out, "out\n") != 0 ||
+	    strcmp(r.err, "") != 0)
+		return 12;
+	rts_spawn_result_release(&r);
 	char *const sleeper[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30", NULL};
 	s = piped(sleeper);
 	s.new_session = true;
 	c = within(100);
 	if (rts_spawn_run(&s, &c, 100, &r) != -ETIMEDOUT || r.exited || r.status != SIGKILL)
-		return 12;
+		return 13;
 	rts_spawn_result_release(&r);
 	return 0;
 }
