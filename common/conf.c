@@ -452,17 +452,6 @@ static bool time_zone_ok(const char *tz)
 	return true;
 }
 
-static bool image_ok(const char *s)
-{
-	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		      *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@'))
-			return false;
-	return true;
-}
-
 /* Add one public tool to *used, the tool list's cost so far; false (naming kp) once the
  * list no longer fits what the worker gives configured tools. */
 static bool tool_fits(struct vctx *v, size_t *used, const char *kp, const char *public_name, const char *name,
@@ -542,7 +531,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 			break;
 		if (strcmp(key, "image") == 0) {
 			ok = get_string(&v, val, key, RTS_IMAGE_MAX, true, &c->image) &&
-			     (image_ok(c->image) || fail(&v, key, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)"));
+			     (rts_image_ref_ok(c->image) || fail(&v, key, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)"));
 		} else if (strcmp(key, "runRoot") == 0) {
 			ok = get_path(&v, val, key, &c->run_root);
 		} else if (strcmp(key, "workspaceRoot") == 0) {
@@ -649,7 +638,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 {
 	cleanup_json json_object *root = NULL;
-	if (rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, &root, err, errlen) < 0)
+	if (rts_config_read_json(path, &root, err, errlen) < 0)
 		return NULL;
 	return rts_config_from_json(root, path, err, errlen);
 }

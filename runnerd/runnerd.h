@@ -21,6 +21,7 @@
 
 #include "common/conf.h"
 #include "common/msg.h"
+#include "common/paths.h"
 #include "common/proto.h"
 #include "runnerd/link.h"
 #include "runnerd/proc.h"
@@ -53,7 +54,7 @@
 /* First line of a failed docker CLI's stderr that is logged. */
 #define RUNNERD_STDERR_LOG_MAX 200u
 /* The longest broker socket path is RTS_BROKER_SOCK_PATH_MAX (common/limits.h). */
-#define RUNNERD_BROKER_SOCK "broker.sock"
+#define RUNNERD_BROKER_SOCK RTS_BROKER_SOCK_NAME
 
 struct runnerd;
 struct runnerd_turn;
