@@ -133,7 +133,8 @@ static void stdio_action(posix_spawn_file_actions_t *fa, int target, enum rts_sp
 {
 	switch (mode) {
 	case RTS_STDIO_NULL:
-		posix_spawn_file_actions_addopen(fa, target, "/dev/null", target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
+		posix_spawn_file_actions_addopen(fa, target, "/dev/null", target == STDIN_FILENO ? O_RDONLY : O_WRONLY,
+						 0);
 		break;
 	case RTS_STDIO_PIPE:
 		posix_spawn_file_actions_adddup2(fa, child_end, target);
