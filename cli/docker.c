@@ -197,7 +197,7 @@ int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv)
 	s.out_max = CLI_DOCKER_PS_MAX;
 	struct rts_cancel c = RTS_CANCEL_NONE;
 	c.deadline_ms = rts_now_ms() + CLI_DOCKER_PS_TIMEOUT_MS;
-	struct rts_spawn_result listing;
+	struct rts_spawn_result listing = {0};
 	int r = ps ? rts_spawn_run(&s, &c, 0, &listing) : -EINVAL;
 	if (r < 0 || !listing.exited || listing.status != 0) {
 		char why[256];
@@ -213,10 +213,11 @@ int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv)
 	for (char *line = strtok_r(listing.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		struct runnerd_stale stale;
 		if (runnerd_parse_stale_line(cfg->installation_id, line, &stale) < 0) {
-			/* Our label on a container we did not name: leave it to the operator. */
+			/* Our label on a container runnerd did not name: leave it to the operator. */
 			char name[128];
 			rts_spawn_first_line(line, strcspn(line, "\t"), name, sizeof(name));
-			log_warning("skipping %s: it has this installation's label but not its name prefix", name);
+			log_warning("skipping %s: it has this installation's label but not the name of one of its turns",
+				    name);
 			continue;
 		}
 		if (gc_remove(stale.name))

@@ -62,8 +62,8 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
 	    !s->turn_id || !rts_turn_id_valid(s->turn_id) || !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) ||
 	    s->uid == 0 || s->gid == 0 || !mount_path_ok(s->workspace) || !mount_path_ok(s->run_dir) ||
-	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
-	    s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
+	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN ||
+	    s->limits.memory_mb > RTS_MEMORY_MB_MAX || s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
 	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0)
 		return NULL;
 
