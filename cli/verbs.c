@@ -9,16 +9,28 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* on CHANNEL, off CHANNEL */
-int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv)
+/* VERB CHANNEL: the request {"op": op, "channel": CHANNEL} in *req (caller owns it), or
+ * a usage error. */
+static int channel_request(int argc, char **argv, const char *op, json_object **req)
 {
+	*req = NULL;
 	if (argc != 2)
 		return cli_usage_error("%s takes exactly one CHANNEL", argv[0]);
 	int ex = cli_check_channel(argv[1]);
 	if (ex != CLI_EXIT_OK)
 		return ex;
-	cleanup_json json_object *req = cli_new_request("mode");
-	json_object_object_add(req, "channel", json_object_new_string(argv[1]));
+	*req = cli_new_request(op);
+	json_object_object_add(*req, "channel", json_object_new_string(argv[1]));
+	return CLI_EXIT_OK;
+}
+
+/* on CHANNEL, off CHANNEL */
+int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv)
+{
+	cleanup_json json_object *req = NULL;
+	int ex = channel_request(argc, argv, "mode", &req);
+	if (ex != CLI_EXIT_OK)
+		return ex;
 	json_object_object_add(req, "mode", json_object_new_string(argv[0]));
 	cleanup_json json_object *answer = NULL;
 	ex = cli_control_request(o, req, NULL, NULL, &answer);
@@ -102,14 +114,11 @@ int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
 /* fresh CHANNEL, cancel CHANNEL */
 int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv)
 {
-	if (argc != 2)
-		return cli_usage_error("%s takes exactly one CHANNEL", argv[0]);
-	int ex = cli_check_channel(argv[1]);
+	cleanup_json json_object *req = NULL;
+	int ex = channel_request(argc, argv, argv[0], &req);
 	if (ex != CLI_EXIT_OK)
 		return ex;
 	bool cancel = strcmp(argv[0], "cancel") == 0;
-	cleanup_json json_object *req = cli_new_request(argv[0]);
-	json_object_object_add(req, "channel", json_object_new_string(argv[1]));
 	cleanup_json json_object *answer = NULL;
 	ex = cli_control_request(o, req, NULL, NULL, &answer);
 	if (ex != CLI_EXIT_OK)
