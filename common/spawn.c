@@ -278,10 +278,15 @@ static int pump(struct rts_child *c, const struct rts_cancel *cancel, uint64_t d
 		}
 		if (i_err >= 0 && p[i_err].revents && rts_capture_read(&c->err, c->err_fd) == RTS_IO_DONE)
 			close_fd(&c->err_fd);
-		/* Exited: everything it wrote is in the pipes now. A process it left holding a
-		 * pipe only gives EAGAIN, never a wait. */
-		if (p[i_pid].revents)
+		/* Exited: everything it wrote is in the pipes now. What it left running in its
+		 * group goes first (it is not reaped, so the group id is still ours), so the
+		 * drain is bounded by what the pipes hold; a process outside the group that
+		 * holds a pipe only gives EAGAIN, never a wait. */
+		if (p[i_pid].revents) {
+			if (c->group)
+				(void)rts_child_signal(c, SIGKILL);
 			return drain(c);
+		}
 		if (rts_cancel_polled(p + n, k))
 			return -ECANCELED;
 	}
@@ -325,10 +330,6 @@ int rts_spawn_run(const struct rts_spawn *s, const struct rts_cancel *cancel, un
 	ret = pump(&c, cancel, deadline);
 	if (ret < 0)
 		stop(&c, kill_grace_ms);
-	else if (c.group)
-		/* The leader exited; what it left running in its group goes too, before the
-		 * leader is reaped (which is what keeps the group id ours). */
-		(void)rts_child_signal(&c, SIGKILL);
 	int st = 0;
 	while (waitpid(c.pid, &st, 0) < 0) {
 		if (errno != EINTR) {

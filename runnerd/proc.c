@@ -110,6 +110,10 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 static int on_exit_child(sd_event_source *s, const siginfo_t *si, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
+	/* What the leader left running in its group goes with it (it is not reaped yet), so
+	 * the drain below is bounded by what the pipes hold. */
+	if (p->c.group)
+		(void)rts_child_signal(&p->c, SIGKILL);
 	/* The child is gone, so what it wrote is in the pipes now: drain it. A process it
 	 * left holding a pipe only gives EAGAIN, never a wait. */
 	while (p->c.out_fd >= 0 && rts_capture_read(&p->c.out, p->c.out_fd) == RTS_IO_MORE)
@@ -120,9 +124,6 @@ static int on_exit_child(sd_event_source *s, const siginfo_t *si, void *userdata
 	close_stream(&p->out_src, &p->c.out_fd);
 	close_stream(&p->err_src, &p->c.err_fd);
 	p->timer = sd_event_source_disable_unref(p->timer);
-	/* What the leader left running in its group goes with it; it is not reaped yet. */
-	if (p->c.group)
-		(void)rts_child_signal(&p->c, SIGKILL);
 
 	struct runnerd_proc_result r = {
 		.exited = si->si_code == CLD_EXITED,

@@ -287,6 +287,18 @@ START_TEST(test_process_group_is_killed)
 	ck_assert(r.exited);
 	rts_spawn_result_release(&r);
 	ck_assert_msg(process_gone(read_pid(pidfile)), "a background process outlived its leader");
+
+	/* One that keeps writing to a captured pipe ends with its leader too, and the run
+	 * does not wait for it. */
+	unlink(pidfile);
+	cleanup_free char *flood = rts_xasprintf("yes flood >&2 & echo $! > '%s'; sleep 0.2", pidfile);
+	char *const flooding[] = {"/bin/sh", "-c", flood, NULL};
+	s.argv = flooding;
+	c = within(10000);
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 1000, &r), 0);
+	ck_assert(r.exited);
+	rts_spawn_result_release(&r);
+	ck_assert_msg(process_gone(read_pid(pidfile)), "a process writing to the pipes outlived its leader");
 }
 END_TEST
 
