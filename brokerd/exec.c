@@ -50,6 +50,7 @@ int brokerd_exec_run(const struct brokerd_exec *e, struct brokerd_exec_result *r
 		.envp = exec_env,
 		.cwd = "/",
 		.new_session = true,
+		.kill_group = true,
 		.in = RTS_STDIO_PIPE,
 		.input = e->input,
 		.input_len = e->input_len,

@@ -149,7 +149,7 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 	*c = (struct rts_child){
 		.pid = -1,
 		.pidfd = -1,
-		.group = s->new_session,
+		.group = s->kill_group,
 		.in_fd = -1,
 		.out_fd = -1,
 		.err_fd = -1,
@@ -158,7 +158,8 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 		.out = {.max = s->out_max},
 		.err = {.max = s->err_max < RTS_SPAWN_ERR_MAX ? s->err_max : RTS_SPAWN_ERR_MAX, .keep_head = true},
 	};
-	if (!s->argv || !s->argv[0] || s->argv[0][0] != '/' || !s->envp)
+	/* Without a session of its own, its group id would not be its pid. */
+	if (!s->argv || !s->argv[0] || s->argv[0][0] != '/' || !s->envp || (s->kill_group && !s->new_session))
 		return -EINVAL;
 	const enum rts_spawn_stdio mode[3] = {s->in, s->out, s->err};
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};

@@ -9,9 +9,9 @@
  * (closefrom in the child, on top of O_CLOEXEC everywhere: a descriptor a library left
  * inheritable stays here too). A pidfd names it from the start, and it is reaped only
  * once nothing will signal it any more, so no signal can reach a recycled pid. In a
- * session of its own (new_session) the whole process group is signalled, and whatever the
- * leader leaves running in it is killed when the leader exits: no process outlives its
- * run.
+ * session of its own (new_session) with kill_group, the whole process group is
+ * signalled, and whatever the leader leaves running in it is killed when the leader
+ * exits: no process outlives its run.
  *
  * Output is read into bounded buffers (struct rts_capture): stdout up to a maximum, where
  * one more byte stops the child; the first bytes of stderr, for one sanitised log line,
@@ -49,6 +49,8 @@ struct rts_spawn {
 	char *const *envp;	/* NULL-terminated: the child's whole environment */
 	const char *cwd;	/* working directory, or NULL to keep ours */
 	bool new_session;	/* setsid(): a session and process group of its own */
+	bool kill_group;	/* with new_session: signals go to the whole group, and what the
+				 * leader leaves in it is killed when the leader exits */
 	enum rts_spawn_stdio in, out, err;
 	const char *input;	/* in == RTS_STDIO_PIPE: input_len bytes for stdin (may be 0) */
 	size_t input_len;
@@ -77,7 +79,7 @@ enum rts_io {
 struct rts_child {
 	pid_t pid;
 	int pidfd;		   /* -1 once an event loop owns it (runnerd/proc.c) */
-	bool group;		   /* a session of its own: signals go to its process group */
+	bool group;		   /* kill_group: signals go to its process group */
 	int in_fd, out_fd, err_fd; /* our non-blocking pipe ends; -1 when not a pipe, or closed */
 	const char *input;	   /* what is left to write is input + input_pos .. input_len */
 	size_t input_len, input_pos;
@@ -85,8 +87,8 @@ struct rts_child {
 };
 
 /* Start s's child. Returns 0 with *c filled in (release it with rts_child_release() after
- * reaping it), or -errno with nothing left behind: -EINVAL for a relative argv[0] or a
- * missing envp, posix_spawn's error (-ENOENT, -EACCES, -ENOEXEC, ...) when the program
+ * reaping it), or -errno with nothing left behind: -EINVAL for a relative argv[0], a
+ * missing envp or kill_group without new_session, posix_spawn's error (-ENOENT, -EACCES, -ENOEXEC, ...) when the program
  * could not be executed, or the error of pipe2()/pidfd_open(). An empty input closes
  * stdin at once. */
 int rts_child_start(const struct rts_spawn *s, struct rts_child *c);
@@ -101,7 +103,7 @@ enum rts_io rts_child_write_input(struct rts_child *c);
  * set): close fd then. */
 enum rts_io rts_capture_read(struct rts_capture *cap, int fd);
 
-/* Send sig to c's process group (new_session) or, through the pidfd, to c itself.
+/* Send sig to c's process group (kill_group) or, through the pidfd, to c itself.
  * Only before c is reaped. Returns 0 or -errno (-ESRCH: already gone). */
 int rts_child_signal(const struct rts_child *c, int sig);
 
@@ -127,7 +129,7 @@ struct rts_spawn_result {
  * be NULL) bounds the run: its deadline, wake fd, hang-up fd and predicate stop the child
  * as described below. The child is stopped when it runs past the deadline, when cancel
  * fires, or when stdout goes past out_max: its pipes are closed, it (its group, with
- * new_session) gets SIGTERM and, kill_grace_ms later, SIGKILL (at once when kill_grace_ms
+ * kill_group) gets SIGTERM and, kill_grace_ms later, SIGKILL (at once when kill_grace_ms
  * is 0); then it is reaped. Blocks until the child is reaped.
  * Returns 0 when the child ended by itself (see r->exited and r->status), -ETIMEDOUT,
  * -ECANCELED, -EFBIG (stdout overflow), or -errno when it could not be started

@@ -57,8 +57,8 @@ void runnerd_proc_kill(struct runnerd_proc *p)
 	if (p->killed || !p->child)
 		return;
 	p->killed = true;
-	/* To the group, or through the pidfd sd-event holds: either way the pid cannot have
-	 * been reused, the child is not reaped before its source fires. */
+	/* Through the pidfd sd-event holds (or to the group): the pid cannot have been
+	 * reused, the child is not reaped before its source fires. */
 	int r = p->c.group ? rts_child_signal(&p->c, SIGKILL)
 			   : sd_event_source_send_child_signal(p->child, SIGKILL, NULL, 0);
 	if (r < 0 && r != -ESRCH)
@@ -110,8 +110,8 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 static int on_exit_child(sd_event_source *s, const siginfo_t *si, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	/* What the leader left running in its group goes with it (it is not reaped yet), so
-	 * the drain below is bounded by what the pipes hold. */
+	/* With kill_group, what the leader left running in its group goes with it (it is
+	 * not reaped yet), so the drain below is bounded by what the pipes hold. */
 	if (p->c.group)
 		(void)rts_child_signal(&p->c, SIGKILL);
 	/* The child is gone, so what it wrote is in the pipes now: drain it. A process it
@@ -152,7 +152,7 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		.argv = argv,
 		.envp = envp,
 		/* A session of its own: a terminal's ^C reaches runnerd, which decides what to
-		 * kill. */
+		 * kill: the CLI itself (it starts no processes of its own). */
 		.new_session = true,
 		.in = input ? RTS_STDIO_PIPE : RTS_STDIO_NULL,
 		.input = input,

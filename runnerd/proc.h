@@ -34,8 +34,8 @@ struct runnerd_proc_result {
 typedef void (*runnerd_proc_done_t)(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata);
 
 /* Spawn argv[0] (an absolute path) with exactly the environment envp, in a new session,
- * all signals unblocked and default, no fds but the three pipes (rts_child_start()); when
- * it exits, what it left running in its session is killed. input (heap, taken over
+ * all signals unblocked and default, no fds but the three pipes (rts_child_start()).
+ * input (heap, taken over
  * and freed; may be NULL for /dev/null) is written to stdin, which is then closed. Up to
  * out_max bytes of stdout are kept; one more byte kills the child. timeout_ms > 0 kills the
  * child when it runs longer. Returns 0 with *ret (owned by the event loop until done is
@@ -45,8 +45,7 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		       size_t out_max, uint64_t timeout_ms, runnerd_proc_done_t done, void *userdata,
 		       struct runnerd_proc **ret);
 
-/* SIGKILL the child's process group (before it is reaped, so a recycled pid is never
- * hit). Idempotent. */
+/* SIGKILL the child (through its pidfd, so a recycled pid is never hit). Idempotent. */
 void runnerd_proc_kill(struct runnerd_proc *p);
 
 /* The owner goes away: the callback will not be called; the proc still reaps the child

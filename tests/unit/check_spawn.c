@@ -252,6 +252,7 @@ START_TEST(test_sigterm_first_then_sigkill)
 	char *const deaf[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30", NULL};
 	s = piped(deaf);
 	s.new_session = true;
+	s.kill_group = true;
 	/* Long enough for the shell to have set its trap on a busy machine. */
 	c = within(1000);
 	uint64_t t0 = rts_now_ms();
@@ -272,6 +273,7 @@ START_TEST(test_process_group_is_killed)
 	char *const argv[] = {"/bin/sh", "-c", script, NULL};
 	struct rts_spawn s = piped(argv);
 	s.new_session = true;
+	s.kill_group = true;
 	struct rts_cancel c = within(1000);
 	struct rts_spawn_result r;
 	ck_assert_int_eq(rts_spawn_run(&s, &c, 1000, &r), -ETIMEDOUT);
@@ -299,6 +301,23 @@ START_TEST(test_process_group_is_killed)
 	ck_assert(r.exited);
 	rts_spawn_result_release(&r);
 	ck_assert_msg(process_gone(read_pid(pidfile)), "a process writing to the pipes outlived its leader");
+
+	/* Without kill_group (runnerd's docker CLI, which starts nothing of its own) only the
+	 * leader is signalled and what it started is left alone. */
+	unlink(pidfile);
+	s.argv = argv;
+	s.kill_group = false;
+	c = within(1000);
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 1000, &r), -ETIMEDOUT);
+	rts_spawn_result_release(&r);
+	pid_t left_alone = read_pid(pidfile);
+	ck_assert_int_eq(kill(left_alone, 0), 0);
+	kill(left_alone, SIGKILL);
+	/* A group of one's own needs a session of one's own. */
+	s.new_session = false;
+	s.kill_group = true;
+	c = within(10000);
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EINVAL);
 }
 END_TEST
 
@@ -534,6 +553,7 @@ static int run_confined(enum rts_sandbox_profile profile)
 	s.input = "in\n";
 	s.input_len = 3;
 	s.new_session = true;
+	s.kill_group = true;
 	s.cwd = "/";
 	struct rts_cancel c = within(10000);
 	struct rts_spawn_result r;
@@ -553,6 +573,7 @@ static int run_confined(enum rts_sandbox_profile profile)
 	char *const sleeper[] = {"/bin/sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30", NULL};
 	s = piped(sleeper);
 	s.new_session = true;
+	s.kill_group = true;
 	c = within(1000); /* time to set the trap */
 	if (rts_spawn_run(&s, &c, 100, &r) != -ETIMEDOUT || r.exited || r.status != SIGKILL)
 		return 13;
