@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Running host commands (tools, apiKey commands) for a turn.
  *
- * Each run gets a fresh session and process group (setsid), the working directory /, the
- * environment PATH=/usr/bin:/bin and nothing else, default signal dispositions and an
- * empty signal mask, and no file descriptor beyond its stdin/stdout/stderr pipes. When the
- * deadline passes or the turn closes, the whole process group gets SIGTERM and, after
- * BROKERD_KILL_GRACE_MS, SIGKILL (seed: host tools obey cancellation; DESIGN.md section 5:
- * "SIGTERM then SIGKILL on cancel"). Whatever the group left running when its leader
- * exits is killed too, so no process outlives its call. */
+ * Each run (common/spawn.h) gets a fresh session and process group (setsid), the working
+ * directory /, the environment PATH=/usr/bin:/bin and nothing else, default signal
+ * dispositions and an empty signal mask, and no file descriptor beyond its stdin, stdout
+ * and stderr. When the deadline passes or the turn closes, the whole process group gets
+ * SIGTERM and, after BROKERD_KILL_GRACE_MS, SIGKILL (seed: host tools obey cancellation;
+ * DESIGN.md section 5: "SIGTERM then SIGKILL on cancel"). Whatever the group left running
+ * when its leader exits is killed too, so no process outlives its call. */
 #ifndef BROKERD_EXEC_H
 #define BROKERD_EXEC_H
 

@@ -56,12 +56,8 @@ static bool time_zone_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool image_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	const char *s = json_object_get_string(v);
-	bool ok = (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9');
-	for (const char *p = s; ok && *p; p++)
-		ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		     *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@';
-	return ok || rts_jfail(ctx, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)");
+	return rts_image_ref_ok(json_object_get_string(v)) ||
+	       rts_jfail(ctx, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)");
 }
 
 static bool https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
@@ -440,7 +436,7 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 {
 	cleanup_json json_object *root = NULL;
-	if (rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, &root, err, errlen) < 0)
+	if (rts_config_read_json(path, &root, err, errlen) < 0)
 		return NULL;
 	return rts_config_from_json(root, path, err, errlen);
 }

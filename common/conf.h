@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "common/ids.h"
+#include "common/json.h"
 #include "common/limits.h"
 
 #ifndef RTS_SYSCONFDIR
@@ -97,6 +98,15 @@ struct rts_config {
  * rts_config_free), or NULL with a one-line message in err that names the file and the key
  * path and says what is expected. */
 struct rts_config *rts_config_load(const char *path, char *err, size_t errlen);
+
+/* Read the config file at path as rts_config_load() does, without judging what it says:
+ * strict JSON (HACKING.md "JSON strictness"), at most RTS_CONFIG_MAX_BYTES, nested at most
+ * RTS_JSON_DEPTH_MAX. doctor uses it to tell a syntax error from a broken rule. Returns
+ * what rts_json_read_file_strict() returns. */
+static inline int rts_config_read_json(const char *path, json_object **out, char *err, size_t errlen)
+{
+	return rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, out, err, errlen);
+}
 
 /* Validate an already parsed document (used by rts_config_load and the unit tests). The
  * file name is only used in messages. Same result convention as rts_config_load. */

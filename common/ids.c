@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include "common/ids.h"
+#include "common/limits.h"
 #include "common/util.h"
 
 void rts_sha256_hex(const void *data, size_t len, char out[RTS_HASH_HEX_LEN + 1])
@@ -50,4 +51,15 @@ bool rts_turn_id_valid(const char *s)
 char *rts_container_name(const char *installation_id, const char *turn_id)
 {
 	return rts_xasprintf(RTS_CONTAINER_PREFIX "%s-%s", installation_id, turn_id);
+}
+
+bool rts_image_ref_ok(const char *s)
+{
+	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')) || strlen(s) > RTS_IMAGE_MAX)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+		      *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@'))
+			return false;
+	return true;
 }

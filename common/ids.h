@@ -31,6 +31,11 @@ bool rts_turn_id_valid(const char *s);
  * allocated). */
 char *rts_container_name(const char *installation_id, const char *turn_id);
 
+/* A Docker image reference as the config's "image" accepts it: [a-z0-9][A-Za-z0-9._/:@-]*,
+ * at most RTS_IMAGE_MAX bytes, so it never reads as an option to docker. The config
+ * loader, runnerd's docker arguments and the CLI's image build all ask this. */
+bool rts_image_ref_ok(const char *s);
+
 #define RTS_CONTAINER_PREFIX "roundtable-sandbox-"
 #define RTS_LABEL_INSTALLATION "io.roundtable-sandbox.installation"
 #define RTS_LABEL_CHANNEL "io.roundtable-sandbox.channel"

@@ -25,57 +25,89 @@ static int mkdir_parents(const char *path)
 	return 0;
 }
 
-/* The ownership and mode rules, on a stat result. */
+int rts_private_dir_judge(const struct stat *st, uid_t uid)
+{
+	if (!S_ISDIR(st->st_mode))
+		return -ENOTDIR;
+	if (st->st_uid != uid)
+		return -EPERM;
+	if (st->st_mode & 077)
+		return -EACCES;
+	return 0;
+}
+
+bool rts_dir_swappable(const struct stat *st)
+{
+	return (st->st_mode & S_IWOTH) && !(st->st_mode & S_ISVTX);
+}
+
+int rts_dir_ancestors(const char *path, int (*fn)(const char *dir, const struct stat *st, void *arg), void *arg)
+{
+	size_t n = strlen(path);
+	for (size_t i = 0; i < n; i++) {
+		if (path[i] != '/')
+			continue;
+		/* "/a/b/c" gives "/", "/a" and "/a/b"; a symbolic link is judged by its target. */
+		cleanup_free char *dir = i == 0 ? rts_xstrdup("/") : rts_xstrndup(path, i);
+		struct stat st;
+		if (stat(dir, &st) < 0)
+			return 0;
+		int r = fn(dir, &st, arg);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The ownership and mode rules, on a stat result, with the message. */
 static int judge(const char *what, const char *path, const struct stat *st, char *err, size_t errlen)
 {
 	unsigned long uid = (unsigned long)geteuid();
-	if (!S_ISDIR(st->st_mode)) {
+	int r = rts_private_dir_judge(st, geteuid());
+	if (r == -ENOTDIR) {
 		snprintf(err, errlen, "%s: %s is not a directory (symbolic links are refused): point the config at the "
 				      "real directory",
 			 what, path);
-		return -ENOTDIR;
+		return r;
 	}
-	if (st->st_uid != uid) {
+	if (r == -EPERM) {
 		snprintf(err, errlen,
 			 "%s: %s is owned by uid %lu, not by this service account (uid %lu): fix with chown %lu %s", what,
 			 path, (unsigned long)st->st_uid, uid, uid, path);
-		return -EPERM;
+		return r;
 	}
-	if (st->st_mode & 077) {
+	if (r == -EACCES) {
 		snprintf(err, errlen, "%s: %s has mode %04o, which gives group/other access: fix with chmod 0700 %s",
 			 what, path, (unsigned)(st->st_mode & 07777), path);
-		return -EACCES;
+		return r;
 	}
 	return 0;
+}
+
+struct ancestors_msg {
+	const char *what, *path;
+	char *err;
+	size_t errlen;
+};
+
+static int ancestor_check(const char *dir, const struct stat *st, void *arg)
+{
+	struct ancestors_msg *m = arg;
+	if (!rts_dir_swappable(st))
+		return 0;
+	snprintf(m->err, m->errlen,
+		 "%s: %s is writable by other users without the sticky bit, so anyone could replace %s: fix with "
+		 "chmod o-w %s (or move the directory)",
+		 m->what, dir, m->path, dir);
+	return -EPERM;
 }
 
 /* Every ancestor of path (following symbolic links, as the kernel does when it resolves
  * the path): none may be writable by others without the sticky bit. */
 static int ancestors_check(const char *what, const char *path, char *err, size_t errlen)
 {
-	cleanup_free char *p = rts_xstrdup(path);
-	char *end = strrchr(p, '/');
-	if (!end)
-		return 0;
-	for (char *s = p;; s++) {
-		if (*s != '/' && *s != '\0' && s != end)
-			continue;
-		char saved = *s;
-		bool last = s == end;
-		*s = '\0';
-		const char *dir = p[0] ? p : "/";
-		struct stat st;
-		if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-			snprintf(err, errlen,
-				 "%s: %s is writable by other users without the sticky bit, so anyone could replace "
-				 "%s: fix with chmod o-w %s (or move the directory)",
-				 what, dir, path, dir);
-			return -EPERM;
-		}
-		*s = saved;
-		if (last)
-			return 0;
-	}
+	struct ancestors_msg m = {.what = what, .path = path, .err = err, .errlen = errlen};
+	return rts_dir_ancestors(path, ancestor_check, &m);
 }
 
 int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen)

@@ -31,54 +31,6 @@ static inline void curl_freep(char **p)
 }
 #define cleanup_curl_free _cleanup_(curl_freep)
 
-/* ---- cancellation ---- */
-
-bool rts_cancel_fired(const struct rts_cancel *c)
-{
-	return c && c->cancelled && c->cancelled(c->arg);
-}
-
-uint64_t rts_cancel_deadline(uint64_t deadline_ms, const struct rts_cancel *c)
-{
-	if (c && c->deadline_ms != 0 && c->deadline_ms < deadline_ms)
-		return c->deadline_ms;
-	return deadline_ms;
-}
-
-int rts_cancel_wait(int fd, uint64_t deadline_ms, const struct rts_cancel *c)
-{
-	for (;;) {
-		if (rts_cancel_fired(c))
-			return -ECANCELED;
-		uint64_t now = rts_now_ms();
-		if (now >= deadline_ms)
-			return -ETIMEDOUT;
-		struct pollfd p[3];
-		nfds_t n = 0;
-		if (fd >= 0)
-			p[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
-		if (c && c->wake_fd >= 0)
-			p[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
-		if (c && c->hangup_fd >= 0)
-			p[n++] = (struct pollfd){.fd = c->hangup_fd, .events = 0};
-		uint64_t wait = deadline_ms - now;
-		/* The predicate is asked at least once a second even when no descriptor wakes us. */
-		if (wait > 1000)
-			wait = 1000;
-		int r = poll(p, n, (int)wait);
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (r <= 0)
-			continue;
-		for (nfds_t i = 0; i < n; i++) {
-			if (p[i].fd == fd && (p[i].revents & (POLLIN | POLLERR | POLLHUP)))
-				return 0;
-			if (p[i].fd != fd && p[i].revents)
-				return -ECANCELED;
-		}
-	}
-}
-
 /* ---- parsing ---- */
 
 static bool is_ldh(char c)

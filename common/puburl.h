@@ -13,24 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cancel.h"
 #include "common/netaddr.h"
 
 /* Longest URL accepted, in bytes. */
 #define RTS_URL_MAX 8192u
 /* Addresses kept from one resolution (all of them are vetted; connections try these). */
 #define RTS_URL_ADDRS_MAX 16u
-
-/* How a caller stops a check or a fetch early: its own deadline, a descriptor that
- * becomes readable and a predicate, so brokerd can pass a turn's deadline and its
- * closing flag. Every field is optional; RTS_CANCEL_NONE has none. */
-struct rts_cancel {
-	uint64_t deadline_ms;	    /* CLOCK_MONOTONIC ms (rts_now_ms()); 0: none */
-	int wake_fd;		    /* readable (or in error) means stop; -1: none */
-	int hangup_fd;		    /* a hang-up (POLLHUP/POLLERR) means stop; -1: none */
-	bool (*cancelled)(void *arg); /* true means stop; asked at least once a second; NULL: none */
-	void *arg;
-};
-#define RTS_CANCEL_NONE ((struct rts_cancel){.deadline_ms = 0, .wake_fd = -1, .hangup_fd = -1})
 
 /* A URL that passed rts_url_parse(). */
 struct rts_url {
@@ -88,12 +77,5 @@ int rts_url_resolve(const struct rts_url *u, uint64_t deadline_ms, const struct 
  * what those two return, or -EINVAL for a timeout out of range. */
 int rts_url_check_public(const char *s, size_t len, uint32_t timeout_ms, const struct rts_cancel *c,
 			 const char **why);
-
-/* Internal to the fetch library: wait until fd (may be -1) is readable, deadline_ms
- * passes (-ETIMEDOUT) or c cancels (-ECANCELED). Returns 0 when fd became readable. */
-int rts_cancel_wait(int fd, uint64_t deadline_ms, const struct rts_cancel *c);
-/* The earlier of deadline_ms and c's deadline. */
-uint64_t rts_cancel_deadline(uint64_t deadline_ms, const struct rts_cancel *c);
-bool rts_cancel_fired(const struct rts_cancel *c);
 
 #endif

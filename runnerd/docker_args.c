@@ -32,18 +32,6 @@ static bool mount_path_ok(const char *p)
 	return !strstr(p, "//") && !strstr(p, "/./") && !strstr(p, "/../");
 }
 
-/* Same shape as the config's image check; a leading '-' would be read as an option. */
-static bool image_ok(const char *s)
-{
-	if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')) || strlen(s) > RTS_IMAGE_MAX)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-		      *p == '_' || *p == '-' || *p == '/' || *p == ':' || *p == '@'))
-			return false;
-	return true;
-}
-
 double runnerd_cpus_for_host(double cpus, unsigned host_cpus)
 {
 	return host_cpus > 0 && cpus > (double)host_cpus ? (double)host_cpus : cpus;
@@ -74,8 +62,8 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
 	    !s->turn_id || !rts_turn_id_valid(s->turn_id) || !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) ||
 	    s->uid == 0 || s->gid == 0 || !mount_path_ok(s->workspace) || !mount_path_ok(s->run_dir) ||
-	    !image_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
-	    s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
+	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN ||
+	    s->limits.memory_mb > RTS_MEMORY_MB_MAX || s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
 	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0)
 		return NULL;
 
@@ -177,7 +165,7 @@ char **runnerd_docker_info_argv(const char *docker)
 
 char **runnerd_docker_image_inspect_argv(const char *docker, const char *image)
 {
-	if (!docker || docker[0] != '/' || !image_ok(image))
+	if (!docker || docker[0] != '/' || !rts_image_ref_ok(image))
 		return NULL;
 	char **v = rts_xcalloc(7, sizeof(char *));
 	v[0] = rts_xstrdup(docker);
@@ -202,18 +190,6 @@ int runnerd_parse_data_root(const char *out, size_t len, char *path, size_t path
 	for (size_t n = len - 1; n > 1 && path[n - 1] == '/'; n--)
 		path[n - 1] = '\0';
 	return 0;
-}
-
-bool runnerd_path_inside(const char *path, const char *dir)
-{
-	if (!path || !dir || path[0] != '/' || dir[0] != '/')
-		return false;
-	size_t n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	if (n == 1)
-		return true;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)

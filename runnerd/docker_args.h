@@ -95,11 +95,6 @@ char **runnerd_docker_image_inspect_argv(const char *docker, const char *image);
  * several lines, too long, control characters). */
 int runnerd_parse_data_root(const char *out, size_t len, char *path, size_t pathlen);
 
-/* True when path is dir or lies below it, compared component-wise on absolute paths as
- * given ("/var/lib/docker2" is not inside "/var/lib/docker"; "/" contains everything).
- * Resolve symbolic links first where the paths exist. */
-bool runnerd_path_inside(const char *path, const char *dir);
-
 /* True when name (one line of the listing above, without its newline) is exactly
  * roundtable-sandbox-<installation_id>-<16 hex digits>: the only names start-up clean-up
  * removes (seed: remove only stale containers prefixed roundtable-sandbox- that belong to

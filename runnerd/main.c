@@ -11,13 +11,13 @@
 #include "common/daemon.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
 #include "runnerd/runnerd.h"
 
-#define ZONEINFO_DIR "/usr/share/zoneinfo"
 /* Stale containers removed at start-up, at most (a crash leaves at most 64 turns). */
 #define STALE_MAX 1024u
 
@@ -211,20 +211,6 @@ static void startup_image(struct startup *st)
 		      startup_image_done);
 }
 
-/* path as given and, where it exists, with symbolic links resolved: is either inside
- * the data root (as given or resolved)? */
-static bool root_inside(const char *path, const char *data_root)
-{
-	cleanup_free char *rp = realpath(path, NULL);
-	cleanup_free char *rd = realpath(data_root, NULL);
-	const char *paths[] = {path, rp}, *roots[] = {data_root, rd};
-	for (size_t i = 0; i < 2; i++)
-		for (size_t j = 0; j < 2; j++)
-			if (paths[i] && roots[j] && runnerd_path_inside(paths[i], roots[j]))
-				return true;
-	return false;
-}
-
 static void startup_info_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
 	struct startup *st = userdata;
@@ -250,7 +236,7 @@ static void startup_info_done(struct runnerd_proc *p, const struct runnerd_proc_
 		const char *key, *path;
 	} roots[] = {{"runRoot", c->run_root}, {"workspaceRoot", c->workspace_root}};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(roots); i++)
-		if (root_inside(roots[i].path, data_root)) {
+		if (rts_path_within(roots[i].path, data_root)) {
 			startup_refuse(st,
 				       "%s: %s: %s lies inside Docker's data root %s, where Docker refuses private "
 				       "propagation for bind sources: move it outside %s",
@@ -286,9 +272,8 @@ static void on_stop(struct rts_daemon *daemon)
 static void check_time_zone(const char *tz)
 {
 	/* The config only admits IANA-shaped names; the file must exist so "now" is right. */
-	cleanup_free char *path = rts_xasprintf(ZONEINFO_DIR "/%s", tz);
-	struct stat st;
-	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+	cleanup_free char *path = NULL;
+	if (rts_time_zone_file(tz, &path) < 0) {
 		log_error("timeZone: %s is not a known time zone (%s does not exist; is tzdata installed?)", tz, path);
 		exit(1);
 	}

@@ -1,42 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include "common/log.h"
-#include "common/sock.h"
+#include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/proc.h"
-
-/* Bytes per read and reads per wake-up, so one chatty child cannot starve the loop. */
-#define READ_CHUNK 65536u
-
-/* Pipe reads return READ_MORE (the read budget ran out, more may be waiting), READ_IDLE
- * (EAGAIN: drained for now) or READ_EOF (end of stream, error or overflow: close it). */
-enum { READ_EOF, READ_IDLE, READ_MORE };
+#include "runnerd/runnerd.h"
 
 struct runnerd_proc {
-	pid_t pid;
+	struct rts_child c; /* its pidfd belongs to the child source */
 	sd_event_source *child;
 	sd_event_source *in_src, *out_src, *err_src, *timer;
-	int in_fd, out_fd, err_fd;
-
-	char *in_buf;
-	size_t in_len, in_pos;
-
-	char *out;
-	size_t out_len, out_cap, out_max;
-	char err[RUNNERD_PROC_ERR_MAX + 1];
-	size_t err_len;
-
-	bool killed, timed_out, out_overflow;
+	char *input; /* what c.input points into */
+	bool killed, timed_out;
 	runnerd_proc_done_t done;
 	void *userdata;
 };
 
+/* Stop watching a pipe, then close it: the source goes before its descriptor. */
 static void close_stream(sd_event_source **src, int *fd)
 {
 	*src = sd_event_source_disable_unref(*src);
@@ -47,19 +31,25 @@ static void close_stream(sd_event_source **src, int *fd)
 
 static void proc_free(struct runnerd_proc *p)
 {
-	close_stream(&p->in_src, &p->in_fd);
-	close_stream(&p->out_src, &p->out_fd);
-	close_stream(&p->err_src, &p->err_fd);
+	close_stream(&p->in_src, &p->c.in_fd);
+	close_stream(&p->out_src, &p->c.out_fd);
+	close_stream(&p->err_src, &p->c.err_fd);
 	p->timer = sd_event_source_disable_unref(p->timer);
+	/* sd-event keeps a dispatching source alive and reaps the zombie after the callback. */
 	p->child = sd_event_source_unref(p->child);
-	free(p->in_buf);
-	free(p->out);
+	rts_child_release(&p->c);
+	free(p->input);
 	free(p);
+}
+
+void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1])
+{
+	rts_spawn_first_line(err, len, out, RUNNERD_STDERR_LOG_MAX + 1);
 }
 
 pid_t runnerd_proc_pid(const struct runnerd_proc *p)
 {
-	return p->pid;
+	return p->c.pid;
 }
 
 void runnerd_proc_kill(struct runnerd_proc *p)
@@ -67,10 +57,12 @@ void runnerd_proc_kill(struct runnerd_proc *p)
 	if (p->killed || !p->child)
 		return;
 	p->killed = true;
-	/* Through the pidfd sd-event holds: the pid cannot have been reused before reaping. */
-	int r = sd_event_source_send_child_signal(p->child, SIGKILL, NULL, 0);
+	/* Through the pidfd sd-event holds (or to the group): the pid cannot have been
+	 * reused, the child is not reaped before its source fires. */
+	int r = p->c.group ? rts_child_signal(&p->c, SIGKILL)
+			   : sd_event_source_send_child_signal(p->child, SIGKILL, NULL, 0);
 	if (r < 0 && r != -ESRCH)
-		log_warning_errno(r, "cannot kill docker CLI process %ld: %m", (long)p->pid);
+		log_warning_errno(r, "cannot kill docker CLI process %ld: %m", (long)p->c.pid);
 }
 
 void runnerd_proc_detach(struct runnerd_proc *p)
@@ -79,92 +71,31 @@ void runnerd_proc_detach(struct runnerd_proc *p)
 	p->userdata = NULL;
 }
 
-static int read_out(struct runnerd_proc *p)
-{
-	for (unsigned round = 0; round < 4; round++) {
-		if (p->out_len == p->out_cap) {
-			/* Grow towards out_max + 1: the extra byte detects an overflow. */
-			size_t cap = p->out_cap ? p->out_cap * 2 : 16384;
-			if (cap > p->out_max + 1)
-				cap = p->out_max + 1;
-			p->out = rts_xrealloc(p->out, cap + 1);
-			p->out_cap = cap;
-		}
-		size_t want = p->out_cap - p->out_len;
-		if (want > READ_CHUNK)
-			want = READ_CHUNK;
-		ssize_t n = read(p->out_fd, p->out + p->out_len, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return READ_IDLE;
-		if (n <= 0)
-			return READ_EOF;
-		p->out_len += (size_t)n;
-		if (p->out_len > p->out_max) {
-			p->out_overflow = true;
-			p->out_len = p->out_max;
-			runnerd_proc_kill(p);
-			return READ_EOF;
-		}
-	}
-	return READ_MORE;
-}
-
-static int read_err(struct runnerd_proc *p)
-{
-	char discard[4096];
-	for (unsigned round = 0; round < 16; round++) {
-		char *dst = discard;
-		size_t want = sizeof(discard);
-		if (p->err_len < RUNNERD_PROC_ERR_MAX) {
-			dst = p->err + p->err_len;
-			want = RUNNERD_PROC_ERR_MAX - p->err_len;
-		}
-		ssize_t n = read(p->err_fd, dst, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return READ_IDLE;
-		if (n <= 0)
-			return READ_EOF;
-		if (dst != discard)
-			p->err_len += (size_t)n;
-	}
-	return READ_MORE;
-}
-
 static int on_out(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	if (read_out(p) == READ_EOF)
-		close_stream(&p->out_src, &p->out_fd);
+	if (rts_capture_read(&p->c.out, p->c.out_fd) == RTS_IO_DONE) {
+		close_stream(&p->out_src, &p->c.out_fd);
+		if (p->c.out.overflow)
+			runnerd_proc_kill(p);
+	}
 	return 0;
 }
 
 static int on_err(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	if (read_err(p) == READ_EOF)
-		close_stream(&p->err_src, &p->err_fd);
+	if (rts_capture_read(&p->c.err, p->c.err_fd) == RTS_IO_DONE)
+		close_stream(&p->err_src, &p->c.err_fd);
 	return 0;
 }
 
 static int on_in(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	while (p->in_pos < p->in_len) {
-		ssize_t n = write(p->in_fd, p->in_buf + p->in_pos, p->in_len - p->in_pos);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n < 0)
-			break; /* EPIPE: the child stopped reading; its output decides the result */
-		p->in_pos += (size_t)n;
-	}
 	/* Closing stdin is the end of input the worker waits for. */
-	close_stream(&p->in_src, &p->in_fd);
+	if (rts_child_write_input(&p->c) == RTS_IO_DONE)
+		close_stream(&p->in_src, &p->c.in_fd);
 	return 0;
 }
 
@@ -179,56 +110,36 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 static int on_exit_child(sd_event_source *s, const siginfo_t *si, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	/* The child is gone, so what it wrote is in the pipes now: drain it. A grandchild
-	 * still holding a pipe only gives EAGAIN, never a wait. */
-	while (p->out_fd >= 0 && read_out(p) == READ_MORE)
+	/* With kill_group, what the leader left running in its group goes with it (it is
+	 * not reaped yet), so the drain below is bounded by what the pipes hold. */
+	if (p->c.group)
+		(void)rts_child_signal(&p->c, SIGKILL);
+	/* The child is gone, so what it wrote is in the pipes now: drain it. A process it
+	 * left holding a pipe only gives EAGAIN, never a wait. */
+	while (p->c.out_fd >= 0 && rts_capture_read(&p->c.out, p->c.out_fd) == RTS_IO_MORE)
 		;
-	while (p->err_fd >= 0 && read_err(p) == READ_MORE)
+	while (p->c.err_fd >= 0 && rts_capture_read(&p->c.err, p->c.err_fd) == RTS_IO_MORE)
 		;
-	close_stream(&p->in_src, &p->in_fd);
-	close_stream(&p->out_src, &p->out_fd);
-	close_stream(&p->err_src, &p->err_fd);
+	close_stream(&p->in_src, &p->c.in_fd);
+	close_stream(&p->out_src, &p->c.out_fd);
+	close_stream(&p->err_src, &p->c.err_fd);
 	p->timer = sd_event_source_disable_unref(p->timer);
 
-	if (p->out)
-		p->out[p->out_len] = '\0';
-	p->err[p->err_len] = '\0';
 	struct runnerd_proc_result r = {
 		.exited = si->si_code == CLD_EXITED,
 		.status = si->si_status,
 		.killed = p->killed,
 		.timed_out = p->timed_out,
-		.out_overflow = p->out_overflow,
-		.out = p->out ? p->out : "",
-		.out_len = p->out_len,
-		.err = p->err,
-		.err_len = p->err_len,
+		.out_overflow = p->c.out.overflow,
+		.out = p->c.out.buf ? p->c.out.buf : "",
+		.out_len = p->c.out.len,
+		.err = p->c.err.buf ? p->c.err.buf : "",
+		.err_len = p->c.err.len,
 	};
 	if (p->done)
 		p->done(p, &r, p->userdata);
-	/* sd-event keeps the dispatching source alive and reaps the zombie after we return. */
 	proc_free(p);
 	return 0;
-}
-
-static int pipe_nb(int fds[2], int parent_end)
-{
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	int r = rts_fd_set_nonblock(fds[parent_end], true);
-	if (r < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		fds[0] = fds[1] = -1;
-	}
-	return r;
-}
-
-static void close_pair(int fds[2])
-{
-	for (int i = 0; i < 2; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
 }
 
 int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char *input, size_t input_len,
@@ -236,81 +147,46 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		       struct runnerd_proc **ret)
 {
 	cleanup_free char *in_buf = input;
-	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-	int r = -EINVAL;
 	*ret = NULL;
-	if (!argv[0] || argv[0][0] != '/')
-		return -EINVAL;
-	if ((input && (r = pipe_nb(in, 1)) < 0) || (r = pipe_nb(out, 0)) < 0 || (r = pipe_nb(err, 0)) < 0) {
-		close_pair(in);
-		close_pair(out);
-		close_pair(err);
-		return r;
-	}
-
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, defaults;
-	sigemptyset(&none);
-	sigemptyset(&defaults);
-	/* Undo what the daemon set for itself: blocked SIGCHLD/SIGTERM/SIGINT, ignored SIGPIPE. */
-	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(sigs); i++)
-		sigaddset(&defaults, sigs[i]);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	if (input)
-		posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-	else
-		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-	/* Everything of ours is CLOEXEC already; this also covers fds a library left open. */
-	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &defaults);
-	/* A session of its own: a terminal's ^C reaches runnerd, which decides what to kill. */
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
-	pid_t pid;
-	r = -posix_spawn(&pid, argv[0], &fa, &attr, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	/* Only the child keeps its ends: EOF and EPIPE then work as expected. */
-	if (input)
-		close(steal_fd(&in[0]));
-	close(steal_fd(&out[1]));
-	close(steal_fd(&err[1]));
-	if (r < 0) {
-		close_pair(in);
-		close_pair(out);
-		close_pair(err);
-		return r;
-	}
-
-	struct runnerd_proc *p = rts_xcalloc(1, sizeof(*p));
-	*p = (struct runnerd_proc){
-		.pid = pid,
-		.in_fd = in[1],
-		.out_fd = out[0],
-		.err_fd = err[0],
-		.in_buf = steal_pointer(&in_buf),
-		.in_len = input_len,
+	const struct rts_spawn s = {
+		.argv = argv,
+		.envp = envp,
+		/* A session of its own: a terminal's ^C reaches runnerd, which decides what to
+		 * kill: the CLI itself (it starts no processes of its own). */
+		.new_session = true,
+		.in = input ? RTS_STDIO_PIPE : RTS_STDIO_NULL,
+		.input = input,
+		.input_len = input_len,
+		.out = RTS_STDIO_PIPE,
 		.out_max = out_max,
-		.done = done,
-		.userdata = userdata,
+		.err = RTS_STDIO_PIPE,
+		.err_max = RUNNERD_PROC_ERR_MAX,
 	};
-	r = sd_event_add_child(e, &p->child, pid, WEXITED, on_exit_child, p);
+	struct runnerd_proc *p = rts_xcalloc(1, sizeof(*p));
+	int r = rts_child_start(&s, &p->c);
+	if (r < 0) {
+		free(p);
+		return r;
+	}
+	p->input = steal_pointer(&in_buf);
+	p->done = done;
+	p->userdata = userdata;
+	r = sd_event_add_child_pidfd(e, &p->child, p->c.pidfd, WEXITED, on_exit_child, p);
+	if (r >= 0)
+		r = sd_event_source_set_child_pidfd_own(p->child, true);
 	if (r < 0) {
 		/* Without a child source nobody would reap it: do it here, it is being killed. */
-		kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		p->child = sd_event_source_unref(p->child);
+		rts_child_signal(&p->c, SIGKILL);
+		while (waitpid(p->c.pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		proc_free(p);
 		return r;
 	}
-	if ((p->in_fd >= 0 && (r = sd_event_add_io(e, &p->in_src, p->in_fd, EPOLLOUT, on_in, p)) < 0) ||
-	    (r = sd_event_add_io(e, &p->out_src, p->out_fd, EPOLLIN, on_out, p)) < 0 ||
-	    (r = sd_event_add_io(e, &p->err_src, p->err_fd, EPOLLIN, on_err, p)) < 0 ||
+	p->c.pidfd = -1; /* the source's now */
+	if ((p->c.in_fd >= 0 && (r = sd_event_add_io(e, &p->in_src, p->c.in_fd, EPOLLOUT, on_in, p)) < 0) ||
+	    (r = sd_event_add_io(e, &p->out_src, p->c.out_fd, EPOLLIN, on_out, p)) < 0 ||
+	    (r = sd_event_add_io(e, &p->err_src, p->c.err_fd, EPOLLIN, on_err, p)) < 0 ||
 	    (timeout_ms > 0 && (r = sd_event_add_time_relative(e, &p->timer, CLOCK_MONOTONIC, timeout_ms * 1000,
 								 10 * 1000, on_timeout, p)) < 0)) {
 		/* The child source stays: it reaps the killed child and frees p. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Asynchronous children (the docker CLI) on the sd-event loop: spawned with a minimal
- * environment and pipes, never waited for synchronously. The event loop must have SIGCHLD
- * blocked (sd_event_add_child requires it). */
+/* Asynchronous children (the docker CLI) on the sd-event loop: common/spawn.h's child,
+ * driven by event sources (its pidfd, its pipes, a timer) instead of a blocking wait. The
+ * event loop must have SIGCHLD blocked (sd_event_add_child_pidfd requires it). */
 #ifndef RUNNERD_PROC_H
 #define RUNNERD_PROC_H
 
@@ -34,7 +34,8 @@ struct runnerd_proc_result {
 typedef void (*runnerd_proc_done_t)(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata);
 
 /* Spawn argv[0] (an absolute path) with exactly the environment envp, in a new session,
- * all signals unblocked and default, no fds but the three pipes. input (heap, taken over
+ * all signals unblocked and default, no fds but the three pipes (rts_child_start()).
+ * input (heap, taken over
  * and freed; may be NULL for /dev/null) is written to stdin, which is then closed. Up to
  * out_max bytes of stdout are kept; one more byte kills the child. timeout_ms > 0 kills the
  * child when it runs longer. Returns 0 with *ret (owned by the event loop until done is

@@ -8,6 +8,7 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -16,7 +17,7 @@
 int runnerd_run_root_open(const char *run_root, char *err, size_t errlen)
 {
 	/* runRoot/<16 hex>/broker.sock must fit (seed: at most 100 characters). */
-	size_t len = strlen(run_root) + 1 + RTS_TURN_ID_LEN + 1 + strlen(RUNNERD_BROKER_SOCK);
+	size_t len = rts_broker_sock_path_len(run_root);
 	if (len > RTS_BROKER_SOCK_PATH_MAX) {
 		snprintf(err, errlen,
 			 "runRoot: %s is too long: the broker socket path %s/<turn id>/%s would be %zu characters, "

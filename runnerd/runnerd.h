@@ -22,6 +22,8 @@
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/link.h"
+#include "common/msg.h"
+#include "common/paths.h"
 #include "common/proto.h"
 #include "runnerd/proc.h"
 
@@ -49,7 +51,7 @@
 /* First line of a failed docker CLI's stderr that is logged. */
 #define RUNNERD_STDERR_LOG_MAX 200u
 /* The longest broker socket path is RTS_BROKER_SOCK_PATH_MAX (common/limits.h). */
-#define RUNNERD_BROKER_SOCK "broker.sock"
+#define RUNNERD_BROKER_SOCK RTS_BROKER_SOCK_NAME
 
 struct runnerd;
 struct runnerd_turn;
@@ -112,9 +114,9 @@ void runnerd_turns_cancel_all(struct runnerd *rd);
 /* Called whenever a turn is freed: exits the loop when shutting down and none remain. */
 void runnerd_maybe_exit(struct runnerd *rd);
 
-/* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
- * A turn's docker run may carry text from the container, so this is treated as untrusted:
- * cut short and defanged. */
+/* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
+ * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
+ * container, so this is treated as untrusted: cut short and defanged. */
 void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 /* statd.c */

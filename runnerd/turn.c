@@ -83,16 +83,6 @@ static const char *outcome_word(enum rts_turn_status s)
 	}
 }
 
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1])
-{
-	size_t n = 0;
-	for (size_t i = 0; i < len && n < RUNNERD_STDERR_LOG_MAX && err[i] != '\n'; i++) {
-		unsigned char c = (unsigned char)err[i];
-		out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-	}
-	out[n] = '\0';
-}
-
 static struct runnerd_turn *turn_find(struct runnerd *rd, const char *id)
 {
 	struct runnerd_turn *t;

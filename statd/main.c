@@ -12,6 +12,8 @@
 
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/paths.h"
+#include "common/sandbox.h"
 #include "common/sock.h"
 #include "common/util.h"
 #include "statd/statd.h"
@@ -33,12 +35,12 @@ static const char usage[] =
  * both roots). */
 static void check_state_location(const struct rts_config *c)
 {
-	if (statd_path_within(c->state_file, c->workspace_root)) {
+	if (rts_path_within(c->state_file, c->workspace_root)) {
 		log_error("%s: stateFile %s lies inside workspaceRoot %s; move it outside both roots", c->path,
 			  c->state_file, c->workspace_root);
 		exit(1);
 	}
-	if (statd_path_within(c->state_file, c->run_root)) {
+	if (rts_path_within(c->state_file, c->run_root)) {
 		log_error("%s: stateFile %s lies inside runRoot %s; move it outside both roots", c->path, c->state_file,
 			  c->run_root);
 		exit(1);

@@ -33,30 +33,6 @@ int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen
 	return fd;
 }
 
-static bool prefix_within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	if (n == 1 && dir[0] == '/')
-		return path[0] == '/';
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-bool statd_path_within(const char *path, const char *dir)
-{
-	if (prefix_within(path, dir))
-		return true;
-	/* The file itself may not exist yet: resolve its directory. */
-	cleanup_free char *copy = rts_xstrdup(path);
-	char *slash = strrchr(copy, '/');
-	if (slash && slash != copy)
-		*slash = '\0';
-	cleanup_free char *rp = realpath(copy, NULL);
-	cleanup_free char *rd = realpath(dir, NULL);
-	if (!rp || !rd)
-		return false;
-	return prefix_within(rp, rd);
-}
-
 int statd_workspace_open(const char *workspace_root, const char *hash, char **path, const char **why)
 {
 	*path = NULL;

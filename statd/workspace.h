@@ -17,11 +17,6 @@ int statd_dir_ensure(const char *what, const char *path, char *err, size_t errle
  * statd owns it) with the message in err. */
 int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen);
 
-/* True when path equals dir or lies beneath it, comparing normalised absolute paths as
- * strings (the config refuses "..", "." and "//"), and also their resolved real paths
- * when both exist (a symlink must not hide the overlap). */
-bool statd_path_within(const char *path, const char *dir);
-
 /* Create (mkdirat 0700, EEXIST is fine) and open workspace_root/<hash> without following
  * symlinks, and verify it: a directory owned by our effective uid with mode exactly 0700.
  * hash must be 64 lowercase hex digits (rts_channel_hash). Returns an O_PATH|O_DIRECTORY

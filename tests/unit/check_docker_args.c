@@ -12,6 +12,7 @@
 #include "common/conf.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/paths.h"
 #include "common/proto.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
@@ -413,14 +414,14 @@ START_TEST(test_data_root)
 	char small[8];
 	ck_assert_int_eq(runnerd_parse_data_root(ok, strlen(ok), small, sizeof(small)), -EINVAL);
 
-	ck_assert(runnerd_path_inside("/var/lib/docker", "/var/lib/docker"));
-	ck_assert(runnerd_path_inside("/var/lib/docker/volumes/x", "/var/lib/docker"));
-	ck_assert(runnerd_path_inside("/var/lib/docker/x", "/var/lib/docker/"));
-	ck_assert(runnerd_path_inside("/srv/x", "/"));
-	ck_assert(!runnerd_path_inside("/var/lib/docker2", "/var/lib/docker"));
-	ck_assert(!runnerd_path_inside("/var/lib", "/var/lib/docker"));
-	ck_assert(!runnerd_path_inside("/tmp/run", "/var/lib/docker"));
-	ck_assert(!runnerd_path_inside("relative", "/"));
+	ck_assert(rts_path_under("/var/lib/docker", "/var/lib/docker"));
+	ck_assert(rts_path_under("/var/lib/docker/volumes/x", "/var/lib/docker"));
+	ck_assert(rts_path_under("/var/lib/docker/x", "/var/lib/docker/"));
+	ck_assert(rts_path_under("/srv/x", "/"));
+	ck_assert(!rts_path_under("/var/lib/docker2", "/var/lib/docker"));
+	ck_assert(!rts_path_under("/var/lib", "/var/lib/docker"));
+	ck_assert(!rts_path_under("/tmp/run", "/var/lib/docker"));
+	ck_assert(!rts_path_under("relative", "/"));
 }
 END_TEST
 

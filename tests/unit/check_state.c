@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/ids.h"
+#include "common/paths.h"
 #include "common/util.h"
 #include "statd/state.h"
 #include "statd/workspace.h"
@@ -530,11 +531,11 @@ END_TEST
 
 START_TEST(test_path_within)
 {
-	ck_assert(statd_path_within("/var/lib/x/state.json", "/var/lib/x"));
-	ck_assert(statd_path_within("/var/lib/x", "/var/lib/x"));
-	ck_assert(!statd_path_within("/var/lib/xy/state.json", "/var/lib/x"));
-	ck_assert(!statd_path_within("/var/lib/state.json", "/var/lib/x"));
-	ck_assert(statd_path_within("/anything", "/"));
+	ck_assert(rts_path_within("/var/lib/x/state.json", "/var/lib/x"));
+	ck_assert(rts_path_within("/var/lib/x", "/var/lib/x"));
+	ck_assert(!rts_path_within("/var/lib/xy/state.json", "/var/lib/x"));
+	ck_assert(!rts_path_within("/var/lib/state.json", "/var/lib/x"));
+	ck_assert(rts_path_within("/anything", "/"));
 
 	/* A symlink must not hide the overlap. */
 	char real[600], alias[600], file[700];
@@ -543,9 +544,9 @@ START_TEST(test_path_within)
 	ck_assert_int_eq(mkdir(real, 0700), 0);
 	ck_assert_int_eq(symlink(real, alias), 0);
 	snprintf(file, sizeof(file), "%s/state.json", alias);
-	ck_assert(statd_path_within(file, real));
+	ck_assert(rts_path_within(file, real));
 	snprintf(file, sizeof(file), "%s/state.json", tmpdir);
-	ck_assert(!statd_path_within(file, real));
+	ck_assert(!rts_path_within(file, real));
 }
 END_TEST
 

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The verbs that only talk to statd: on, off, status, fresh, cancel, channels. */
+#include "config.h"
+
+#include <inttypes.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+
+/* VERB CHANNEL: the request {"op": op, "channel": CHANNEL} in *req (caller owns it), or
+ * a usage error. */
+static int channel_request(int argc, char **argv, const char *op, json_object **req)
+{
+	*req = NULL;
+	if (argc != 2)
+		return cli_usage_error("%s takes exactly one CHANNEL", argv[0]);
+	int ex = cli_check_channel(argv[1]);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	*req = cli_new_request(op);
+	json_object_object_add(*req, "channel", json_object_new_string(argv[1]));
+	return CLI_EXIT_OK;
+}
+
+/* on CHANNEL, off CHANNEL */
+int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv)
+{
+	cleanup_json json_object *req = NULL;
+	int ex = channel_request(argc, argv, "mode", &req);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	json_object_object_add(req, "mode", json_object_new_string(argv[0]));
+	cleanup_json json_object *answer = NULL;
+	ex = cli_control_request(o, req, NULL, NULL, &answer);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool ok = cli_answer_ok(answer);
+	json_object *channel = cli_need(answer, "channel", json_type_string, &ok);
+	json_object *mode = cli_need(answer, "mode", json_type_string, &ok);
+	if (!ok)
+		return CLI_EXIT_FAILED;
+	cli_put_field(stdout, channel);
+	putchar('\t');
+	cli_put_field(stdout, mode);
+	putchar('\n');
+	return CLI_EXIT_OK;
+}
+
+static const struct option json_options[] = {
+	{"json", no_argument, NULL, 'j'},
+	{0},
+};
+
+/* status [--json] [CHANNEL] */
+int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
+{
+	bool json = false;
+	int i = cli_parse_sub_options(argc, argv, json_options, cli_set_flag, &json);
+	if (i < 0)
+		return CLI_EXIT_USAGE;
+	if (argc - i > 1)
+		return cli_usage_error("status takes at most one CHANNEL");
+	const char *channel_arg = i < argc ? argv[i] : NULL;
+	if (channel_arg) {
+		int ex = cli_check_channel(channel_arg);
+		if (ex != CLI_EXIT_OK)
+			return ex;
+	}
+	cleanup_json json_object *req = cli_new_request("status");
+	if (channel_arg)
+		json_object_object_add(req, "channel", json_object_new_string(channel_arg));
+	cleanup_json json_object *answer = NULL;
+	int ex = cli_control_request(o, req, NULL, NULL, &answer);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool ok = cli_answer_ok(answer);
+	if (channel_arg) {
+		json_object *channel = cli_need(answer, "channel", json_type_string, &ok);
+		json_object *mode = cli_need(answer, "mode", json_type_string, &ok);
+		json_object *running = cli_need(answer, "running", json_type_boolean, &ok);
+		json_object *queued = cli_need(answer, "queued", json_type_int, &ok);
+		json_object *fresh = cli_need(answer, "fresh", json_type_boolean, &ok);
+		if (!ok)
+			return CLI_EXIT_FAILED;
+		if (json) {
+			cli_print_json(answer);
+			return CLI_EXIT_OK;
+		}
+		fputs("channel\t", stdout);
+		cli_put_field(stdout, channel);
+		fputs("\nmode\t", stdout);
+		cli_put_field(stdout, mode);
+		printf("\nrunning\t%s\nqueued\t%" PRId64 "\nfresh\t%s\n", json_object_get_boolean(running) ? "yes" : "no",
+		       json_object_get_int64(queued), json_object_get_boolean(fresh) ? "yes" : "no");
+		return CLI_EXIT_OK;
+	}
+	static const char *const counts[] = {"channels", "on", "running", "queued"};
+	json_object *v[RTS_ARRAY_SIZE(counts)];
+	for (size_t k = 0; k < RTS_ARRAY_SIZE(counts); k++)
+		v[k] = cli_need(answer, counts[k], json_type_int, &ok);
+	if (!ok)
+		return CLI_EXIT_FAILED;
+	if (json) {
+		cli_print_json(answer);
+		return CLI_EXIT_OK;
+	}
+	for (size_t k = 0; k < RTS_ARRAY_SIZE(counts); k++)
+		printf("%s\t%" PRId64 "\n", counts[k], json_object_get_int64(v[k]));
+	return CLI_EXIT_OK;
+}
+
+/* fresh CHANNEL, cancel CHANNEL */
+int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv)
+{
+	cleanup_json json_object *req = NULL;
+	int ex = channel_request(argc, argv, argv[0], &req);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool cancel = strcmp(argv[0], "cancel") == 0;
+	cleanup_json json_object *answer = NULL;
+	ex = cli_control_request(o, req, NULL, NULL, &answer);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool ok = cli_answer_ok(answer);
+	json_object *channel = cli_need(answer, "channel", json_type_string, &ok);
+	json_object *n = cancel ? cli_need(answer, "cancelled", json_type_int, &ok) : NULL;
+	if (!cancel) {
+		json_object *fresh = cli_need(answer, "fresh", json_type_boolean, &ok);
+		if (fresh && !json_object_get_boolean(fresh)) {
+			log_error("statd did not record the fresh start");
+			ok = false;
+		}
+	}
+	if (!ok)
+		return CLI_EXIT_FAILED;
+	cli_put_field(stdout, channel);
+	if (cancel)
+		printf("\tcancelled\t%" PRId64 "\n", json_object_get_int64(n));
+	else
+		fputs("\tfresh\n", stdout);
+	return CLI_EXIT_OK;
+}
+
+/* channels [--json] */
+int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv)
+{
+	bool json = false;
+	int i = cli_parse_sub_options(argc, argv, json_options, cli_set_flag, &json);
+	if (i < 0)
+		return CLI_EXIT_USAGE;
+	if (i != argc)
+		return cli_usage_error("channels takes no arguments");
+	cleanup_json json_object *req = cli_new_request("channels");
+	cleanup_json json_object *answer = NULL;
+	int ex = cli_control_request(o, req, NULL, NULL, &answer);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool ok = cli_answer_ok(answer);
+	json_object *list = cli_need(answer, "channels", json_type_array, &ok);
+	size_t n = list ? json_object_array_length(list) : 0;
+	for (size_t k = 0; ok && k < n; k++) {
+		json_object *e = json_object_array_get_idx(list, k);
+		cli_need(e, "channel", json_type_string, &ok);
+		cli_need(e, "mode", json_type_string, &ok);
+	}
+	if (!ok)
+		return CLI_EXIT_FAILED;
+	if (json) {
+		cli_print_json(answer);
+		return CLI_EXIT_OK;
+	}
+	for (size_t k = 0; k < n; k++) {
+		json_object *e = json_object_array_get_idx(list, k);
+		cli_put_field(stdout, rts_json_get(e, "channel"));
+		putchar('\t');
+		cli_put_field(stdout, rts_json_get(e, "mode"));
+		putchar('\n');
+	}
+	return CLI_EXIT_OK;
+}

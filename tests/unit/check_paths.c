@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The path and directory predicates the daemons and doctor share (common/paths.h,
+ * common/privdir.h, rts_image_ref_ok()): one definition, so doctor predicts exactly what
+ * a daemon refuses. Real files in a scratch directory; no privileges. */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/ids.h"
+#include "common/limits.h"
+#include "common/paths.h"
+#include "common/privdir.h"
+#include "common/util.h"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_paths.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+	cleanup_free char *cmd = rts_xasprintf("chmod -R u+rwx '%s'; rm -rf '%s'", tmpdir, tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static char *in_tmp(const char *name)
+{
+	return rts_xasprintf("%s/%s", tmpdir, name);
+}
+
+START_TEST(test_path_within_resolves_links)
+{
+	cleanup_free char *real = in_tmp("real"), *alias = in_tmp("alias");
+	ck_assert_int_eq(mkdir(real, 0700), 0);
+	ck_assert_int_eq(symlink(real, alias), 0);
+	cleanup_free char *sub = in_tmp("real/sub");
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+
+	/* The root behind a link, the path as written, and the other way round. */
+	cleanup_free char *via_alias = in_tmp("alias/sub");
+	ck_assert(rts_path_within(via_alias, real));
+	ck_assert(rts_path_within(sub, alias));
+	ck_assert(!rts_path_under(sub, alias)); /* the strings alone do not say so */
+	/* A file that does not exist yet: its directory is resolved. */
+	cleanup_free char *future = in_tmp("alias/sub/state.json");
+	ck_assert(rts_path_within(future, real));
+	ck_assert(rts_path_within(future, sub));
+	/* A path that is itself a link into the directory. */
+	cleanup_free char *link_in = in_tmp("inside");
+	ck_assert_int_eq(symlink(sub, link_in), 0);
+	ck_assert(rts_path_within(link_in, real));
+
+	cleanup_free char *other = in_tmp("other");
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	ck_assert(!rts_path_within(other, real));
+	ck_assert(!rts_path_within(real, other));
+	cleanup_free char *realx = in_tmp("realx");
+	ck_assert(!rts_path_within(realx, real));
+	ck_assert(!rts_path_within("relative/path", "/"));
+	ck_assert(rts_path_within("/nonexistent/a/b", "/nonexistent/a"));
+	ck_assert(!rts_path_within("/nonexistent/ab", "/nonexistent/a"));
+}
+END_TEST
+
+START_TEST(test_broker_sock_path_len)
+{
+	/* runRoot/<16 hex>/broker.sock */
+	ck_assert_uint_eq(rts_broker_sock_path_len("/run/x"), strlen("/run/x/0123456789abcdef/broker.sock"));
+	char root[RTS_BROKER_SOCK_PATH_MAX + 1];
+	size_t fits = RTS_BROKER_SOCK_PATH_MAX - strlen("/0123456789abcdef/broker.sock");
+	memset(root, 'r', fits);
+	root[0] = '/';
+	root[fits] = '\0';
+	ck_assert_uint_eq(rts_broker_sock_path_len(root), RTS_BROKER_SOCK_PATH_MAX);
+}
+END_TEST
+
+START_TEST(test_time_zone_file)
+{
+	char *path = NULL;
+	ck_assert_int_eq(rts_time_zone_file("Mars/Olympus_Mons", &path), -ENOENT);
+	ck_assert_str_eq(path, RTS_ZONEINFO_DIR "/Mars/Olympus_Mons");
+	free(path);
+	/* A directory is not a zone. */
+	struct stat st;
+	if (stat(RTS_ZONEINFO_DIR "/Europe", &st) == 0) {
+		ck_assert_int_eq(rts_time_zone_file("Europe", &path), -ENOENT);
+		free(path);
+	}
+	if (stat(RTS_ZONEINFO_DIR "/UTC", &st) == 0) {
+		ck_assert_int_eq(rts_time_zone_file("UTC", &path), 0);
+		free(path);
+	}
+}
+END_TEST
+
+START_TEST(test_private_dir_judge)
+{
+	cleanup_free char *d = in_tmp("d"), *f = in_tmp("f"), *l = in_tmp("l");
+	ck_assert_int_eq(mkdir(d, 0700), 0);
+	ck_assert_int_eq(symlink(d, l), 0);
+	FILE *fp = fopen(f, "we");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	struct stat st;
+	ck_assert_int_eq(lstat(d, &st), 0);
+	ck_assert_int_eq(rts_private_dir_judge(&st, geteuid()), 0);
+	ck_assert_int_eq(rts_private_dir_judge(&st, geteuid() + 1), -EPERM);
+	ck_assert_int_eq(chmod(d, 0750), 0);
+	ck_assert_int_eq(lstat(d, &st), 0);
+	ck_assert_int_eq(rts_private_dir_judge(&st, geteuid()), -EACCES);
+	ck_assert_int_eq(lstat(l, &st), 0);
+	ck_assert_int_eq(rts_private_dir_judge(&st, geteuid()), -ENOTDIR);
+	ck_assert_int_eq(lstat(f, &st), 0);
+	ck_assert_int_eq(rts_private_dir_judge(&st, geteuid()), -ENOTDIR);
+
+	/* The daemons' own opener says the same. */
+	char err[512];
+	ck_assert_int_eq(rts_private_dir_open("runRoot", d, err, sizeof(err)), -EACCES);
+	ck_assert_ptr_nonnull(strstr(err, "chmod 0700"));
+}
+END_TEST
+
+struct seen {
+	char dirs[8][256];
+	size_t n;
+	size_t stop_at; /* return -EPERM at this call (1-based), 0 never */
+};
+
+static int note_dir(const char *dir, const struct stat *st, void *arg)
+{
+	struct seen *s = arg;
+	ck_assert(S_ISDIR(st->st_mode));
+	ck_assert_uint_lt(s->n, 8);
+	snprintf(s->dirs[s->n++], sizeof(s->dirs[0]), "%s", dir);
+	return s->n == s->stop_at ? -EPERM : 0;
+}
+
+START_TEST(test_ancestors)
+{
+	cleanup_free char *deep = in_tmp("a/b/c");
+	cleanup_free char *a = in_tmp("a");
+	ck_assert_int_eq(mkdir(a, 0700), 0);
+	/* From / down, stopping where the path does not exist yet. */
+	struct seen s = {0};
+	ck_assert_int_eq(rts_dir_ancestors(deep, note_dir, &s), 0);
+	ck_assert_str_eq(s.dirs[0], "/");
+	ck_assert_str_eq(s.dirs[1], "/tmp");
+	ck_assert_str_eq(s.dirs[s.n - 1], a);
+	ck_assert_str_eq(s.dirs[s.n - 2], tmpdir);
+	/* A callback's verdict stops the walk and is returned. */
+	s = (struct seen){.stop_at = 2};
+	ck_assert_int_eq(rts_dir_ancestors(deep, note_dir, &s), -EPERM);
+	ck_assert_uint_eq(s.n, 2);
+
+	struct stat st = {.st_mode = S_IFDIR | 0777};
+	ck_assert(rts_dir_swappable(&st));
+	st.st_mode = S_IFDIR | 01777;
+	ck_assert(!rts_dir_swappable(&st));
+	st.st_mode = S_IFDIR | 0775;
+	ck_assert(!rts_dir_swappable(&st));
+
+	/* The daemons refuse a root under a directory anyone may rename entries in. */
+	cleanup_free char *open_dir = in_tmp("open"), *root = in_tmp("open/root");
+	ck_assert_int_eq(mkdir(open_dir, 0700), 0);
+	ck_assert_int_eq(chmod(open_dir, 0777), 0);
+	char err[512];
+	ck_assert_int_eq(rts_private_dir_open("workspaceRoot", root, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "chmod o-w"));
+}
+END_TEST
+
+START_TEST(test_image_ref)
+{
+	ck_assert(rts_image_ref_ok("roundtable-sandbox:local"));
+	ck_assert(rts_image_ref_ok("registry.example:5000/a/b@sha256:0123"));
+	ck_assert(!rts_image_ref_ok("-bad"));
+	ck_assert(!rts_image_ref_ok("Upper"));
+	ck_assert(!rts_image_ref_ok(""));
+	ck_assert(!rts_image_ref_ok(NULL));
+	ck_assert(!rts_image_ref_ok("a b"));
+	char longest[RTS_IMAGE_MAX + 2];
+	memset(longest, 'a', sizeof(longest) - 1);
+	longest[RTS_IMAGE_MAX] = '\0';
+	ck_assert(rts_image_ref_ok(longest));
+	longest[RTS_IMAGE_MAX] = 'a';
+	longest[RTS_IMAGE_MAX + 1] = '\0';
+	ck_assert(!rts_image_ref_ok(longest));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("paths");
+	TCase *tc = tcase_create("paths");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_path_within_resolves_links);
+	tcase_add_test(tc, test_broker_sock_path_len);
+	tcase_add_test(tc, test_time_zone_file);
+	tcase_add_test(tc, test_private_dir_judge);
+	tcase_add_test(tc, test_ancestors);
+	tcase_add_test(tc, test_image_ref);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
