@@ -301,7 +301,7 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 		return statd_message_answer(m.id, route, code, detail);
 	if (route != STATD_ROUTE_SANDBOX)
 		return statd_message_answer(m.id, route, NULL, NULL);
-	return statd_queue_message(c->d, c, seq, &m);
+	return statd_control_message(c->d, c, seq, &m);
 }
 
 static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
@@ -312,7 +312,7 @@ static json_object *op_mode(struct statd_conn *c, uint64_t seq, json_object *id,
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
 	if (statd_req_str(req, "mode", 1, 8, false, &mode_s) != 1 || statd_mode_parse(mode_s, &mode) < 0)
 		return error_detail(id, STATD_E_INVALID_REQUEST, "mode must be \"on\" or \"off\"");
-	return statd_queue_mode(c->d, c, seq, id, channel, mode);
+	return statd_control_mode(c->d, c, seq, id, channel, mode);
 }
 
 static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
@@ -320,7 +320,7 @@ static json_object *op_status(struct statd_conn *c, uint64_t seq, json_object *i
 	const char *channel = NULL;
 	if (rts_json_get(req, "channel") && !statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_status(c->d, id, channel);
+	return statd_control_status(c->d, id, channel);
 }
 
 static json_object *op_fresh(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
@@ -328,12 +328,12 @@ static json_object *op_fresh(struct statd_conn *c, uint64_t seq, json_object *id
 	const char *channel;
 	if (!statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_fresh(c->d, c, seq, id, channel);
+	return statd_control_fresh(c->d, c, seq, id, channel);
 }
 
 static json_object *op_channels(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
 {
-	return statd_queue_channels(c->d, id);
+	return statd_control_channels(c->d, id);
 }
 
 static json_object *op_cancel(struct statd_conn *c, uint64_t seq, json_object *id, json_object *req)
@@ -341,7 +341,7 @@ static json_object *op_cancel(struct statd_conn *c, uint64_t seq, json_object *i
 	const char *channel;
 	if (!statd_req_channel(req, &channel))
 		return error_detail(id, STATD_E_INVALID_REQUEST, "channel must be a string of 1 to 512 bytes");
-	return statd_queue_cancel(c->d, id, channel);
+	return statd_control_cancel(c->d, id, channel);
 }
 
 /* The operations besides message (DESIGN.md section 5). A request naming anything else,
