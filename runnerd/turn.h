@@ -19,13 +19,13 @@
  *                                 re-check,   stdout)  +--> FINISHING --> freed
  *                                 spawn)
  *
- * The outcome is decided once (the first wins): a reply, a failure, the deadline
- * (RTS_TURN_TIMEOUT), TURN_CANCEL or statd gone or shutdown (RTS_TURN_CANCELLED),
- * brokerd gone (RTS_TURN_ERROR). Deciding it sends BROKER_CLOSE (when bound), SIGKILLs
- * the docker CLI if it still runs and starts the removals a container may need: none
- * when docker run never started or exited cleanly with --rm, one after a failed run, two
- * after a kill (the second RUNNERD_RM_SECOND_DELAY_MS after the first: the create/attach
- * race). A removal that fails or times out makes the status RTS_TURN_CLEANUP_FAILED.
+ * The outcome is decided once, in any of the first three phases (the first wins): a
+ * reply, a failure, the deadline (RTS_TURN_TIMEOUT), TURN_CANCEL or statd gone or
+ * shutdown (RTS_TURN_CANCELLED), brokerd gone (RTS_TURN_ERROR). Deciding it sends
+ * BROKER_CLOSE (when bound), SIGKILLs the docker CLI if it still runs and starts the
+ * removals a container may need: none when docker run never started or exited cleanly
+ * with --rm, one after a failed run, two after a kill (the second
+ * RUNNERD_RM_SECOND_DELAY_MS after the first: the create/attach race). A removal that fails or times out makes the status RTS_TURN_CLEANUP_FAILED.
  * FINISHING removes the run dir, logs the one outcome line and sends TURN_DONE, unless
  * statd is gone. A turn is freed only from a timer or child callback of its own, never
  * from inside an input, so every input is safe from anywhere. */
