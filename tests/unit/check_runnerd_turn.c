@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,22 +89,6 @@ static const char *status_name(uint32_t s)
 }
 
 /* ---- the ops ---- */
-
-static uint64_t op_now_ms(void *owner)
-{
-	return fake_now_ms;
-}
-
-static int op_timer_start(void *owner, uint64_t after_ms, void (*fn)(void *arg), void *arg,
-			  struct rts_timer **ret)
-{
-	return fake_timer_start(after_ms, fn, arg, ret);
-}
-
-static void op_timer_stop(void *owner, struct rts_timer *t)
-{
-	fake_timer_stop(t);
-}
 
 static int op_run_dir_create(void *owner, const char *turn_id)
 {
@@ -213,9 +196,9 @@ static void op_idle(void *owner)
 }
 
 static const struct runnerd_turn_ops ops = {
-	.now_ms = op_now_ms,
-	.timer_start = op_timer_start,
-	.timer_stop = op_timer_stop,
+	.now_ms = rig_op_now_ms,
+	.timer_start = rig_op_timer_start,
+	.timer_stop = rig_op_timer_stop,
 	.run_dir_create = op_run_dir_create,
 	.run_dir_remove = op_run_dir_remove,
 	.workspace_check = op_workspace_check,

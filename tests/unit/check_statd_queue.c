@@ -10,7 +10,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,21 +79,11 @@ static struct sent_run *run_by_name(const char *name)
 
 /* ---- the ops ---- */
 
-static uint64_t op_now_ms(void *owner)
-{
-	return fake_now_ms;
-}
-
 static int op_timer_start(void *owner, uint64_t after_ms, void (*fn)(void *arg), void *arg,
 			  struct rts_timer **ret)
 {
 	ck_assert_uint_gt(after_ms, 0);
 	return fake_timer_start(after_ms, fn, arg, ret);
-}
-
-static void op_timer_stop(void *owner, struct rts_timer *t)
-{
-	fake_timer_stop(t);
 }
 
 static const char *refusal_name(enum statd_refusal r)
@@ -242,9 +231,9 @@ static void op_stopped(void *owner)
 }
 
 static const struct statd_queue_ops ops = {
-	.now_ms = op_now_ms,
+	.now_ms = rig_op_now_ms,
 	.timer_start = op_timer_start,
-	.timer_stop = op_timer_stop,
+	.timer_stop = rig_op_timer_stop,
 	.answer = op_answer,
 	.event = op_event,
 	.release = op_release,

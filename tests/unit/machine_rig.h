@@ -163,6 +163,23 @@ static inline uint64_t fake_timer_in(void)
 	return t ? t->due_ms - fake_now_ms : UINT64_MAX;
 }
 
+/* The machines' now_ms, timer_start and timer_stop ops (owner unused). */
+static inline uint64_t rig_op_now_ms(void *owner)
+{
+	return fake_now_ms;
+}
+
+static inline int rig_op_timer_start(void *owner, uint64_t after_ms, fake_timer_fn fn, void *arg,
+				     struct rts_timer **ret)
+{
+	return fake_timer_start(after_ms, fn, arg, ret);
+}
+
+static inline void rig_op_timer_stop(void *owner, struct rts_timer *t)
+{
+	fake_timer_stop(t);
+}
+
 static inline void fake_timers_reset(void)
 {
 	while (fake_timers) {
