@@ -41,6 +41,11 @@ void rts_log_init(const char *ident)
 		log_max_prio = LOG_DEBUG;
 }
 
+void rts_log_set_max_priority(int max_prio)
+{
+	log_max_prio = max_prio;
+}
+
 static const char *prio_name(int prio)
 {
 	switch (prio) {

@@ -12,7 +12,8 @@ static int runnerd_on_broker_bound(struct rts_link *l, void *owner, struct rts_m
 {
 	if (!rts_turn_id_valid(m->turn_id) || m->result > 0)
 		return -EBADMSG;
-	runnerd_turn_bound(owner, m->turn_id, m->result);
+	struct runnerd *rd = owner;
+	runnerd_turn_bound(&rd->turns, rd->broker.gen, m->turn_id, m->result);
 	return 0;
 }
 
@@ -34,7 +35,8 @@ static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 
 static void runnerd_brokerd_up(struct rts_link *l, void *owner)
 {
-	runnerd_turns_link_up(owner);
+	struct runnerd *rd = owner;
+	runnerd_turns_broker_up(&rd->turns);
 }
 
 static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -45,7 +47,7 @@ static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool 
 		log_warning("lost the connection to brokerd; running turns fail");
 	/* Turns bound through this connection fail; turns still waiting fail too when the
 	 * link never came up, else they get a fresh connection. */
-	runnerd_turns_link_lost(rd, rd->broker.gen, !was_up);
+	runnerd_turns_broker_lost(&rd->turns, rd->broker.gen, !was_up);
 }
 
 static const struct rts_link_spec runnerd_brokerd_spec = {
@@ -67,7 +69,7 @@ void runnerd_broker_want(struct runnerd *rd)
 {
 	struct runnerd_broker *b = &rd->broker;
 	if (rts_link_up(b->link)) {
-		runnerd_turns_link_up(rd);
+		runnerd_turns_broker_up(&rd->turns);
 		return;
 	}
 	/* Being made (its on_up follows), or failed (its on_down reconnects for turns that
@@ -80,7 +82,7 @@ void runnerd_broker_want(struct runnerd *rd)
 		/* Nothing was started: there is no on_down to wait for. */
 		log_error_errno(r, "cannot start connecting to brokerd: %m");
 		b->link = NULL;
-		runnerd_turns_link_lost(rd, b->gen, true);
+		runnerd_turns_broker_lost(&rd->turns, b->gen, true);
 	}
 }
 

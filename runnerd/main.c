@@ -260,13 +260,12 @@ static void startup_begin(struct runnerd *rd)
 static void on_stop(struct rts_daemon *daemon)
 {
 	struct runnerd *rd = daemon->userdata;
-	log_info("shutting down: cancelling %u turn(s)", rd->n_turns);
+	log_info("shutting down: cancelling %u turn(s)", rd->turns.n);
 	rd->shutting_down = true;
 	(void)rts_link_server_enable(rd->statd_server, false);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
-	runnerd_turns_cancel_all(rd);
-	runnerd_maybe_exit(rd);
+	runnerd_turns_shutdown(&rd->turns);
 }
 
 static void check_time_zone(const char *tz)
@@ -316,7 +315,6 @@ int main(int argc, char **argv)
 	struct runnerd rd = {.run_root_fd = -1};
 	rts_daemon_init(&rd.daemon, argc, argv, "roundtable-sandbox-runnerd", usage);
 	TAILQ_INIT(&rd.statd);
-	TAILQ_INIT(&rd.turns);
 	rd.cfg = rd.daemon.cfg;
 	rd.runtime_dir = rd.daemon.opts.runtime_dir;
 	rd.uid = rd.cfg->has_uid ? rd.cfg->uid : geteuid();
@@ -355,6 +353,7 @@ int main(int argc, char **argv)
 	rd.broker_path = rts_runtime_path(rd.runtime_dir, RTS_SOCK_BROKERD);
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
+	runnerd_turns_attach(&rd);
 
 	/* Start-up is over (sockets bound, config and directories checked); the filter is
 	 * inherited by every docker CLI from here on, the start-up clean-up's included. */

@@ -11,7 +11,7 @@
 static int runnerd_on_turn_run(struct rts_link *l, void *owner, struct rts_msg_turn_run *m)
 {
 	struct runnerd_statd *peer = owner;
-	return runnerd_turn_run(peer->rd, peer, m);
+	return runnerd_turn_run(&peer->rd->turns, peer, m);
 }
 
 static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_msg_turn_cancel *m)
@@ -19,7 +19,7 @@ static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_ms
 	struct runnerd_statd *peer = owner;
 	if (!rts_turn_id_valid(m->turn_id))
 		return -EBADMSG;
-	runnerd_turn_cancel_id(peer->rd, peer, m->turn_id);
+	runnerd_turn_cancel_id(&peer->rd->turns, peer, m->turn_id);
 	return 0;
 }
 
@@ -35,7 +35,7 @@ static void runnerd_statd_down(struct rts_link *l, void *owner, int err, bool wa
 	struct runnerd_statd *peer = owner;
 	struct runnerd *rd = peer->rd;
 	/* HACKING.md: statd gone means its turns are cancelled and nobody is answered. */
-	runnerd_turns_forget_peer(rd, peer);
+	runnerd_turns_forget_peer(&rd->turns, peer);
 	TAILQ_REMOVE(&rd->statd, peer, entry);
 	free(peer);
 }

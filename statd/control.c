@@ -299,7 +299,7 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 		return statd_message_answer(m.id, route, code, detail);
 	if (route != STATD_ROUTE_SANDBOX)
 		return statd_message_answer(m.id, route, NULL, NULL);
-	return statd_queue_message(c->d, c, seq, &m);
+	return statd_control_message(c->d, c, seq, &m);
 }
 
 /* The answer to a line that may have been a message but cannot be read as one (not JSON,
@@ -333,15 +333,15 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return error_detail(r.id, STATD_E_INVALID_REQUEST, detail);
 	switch (op) {
 	case STATD_OP_MODE:
-		return statd_queue_mode(c->d, c, seq, r.id, r.channel, r.mode);
+		return statd_control_mode(c->d, c, seq, r.id, r.channel, r.mode);
 	case STATD_OP_STATUS:
-		return statd_queue_status(c->d, r.id, r.channel);
+		return statd_control_status(c->d, r.id, r.channel);
 	case STATD_OP_FRESH:
-		return statd_queue_fresh(c->d, c, seq, r.id, r.channel);
+		return statd_control_fresh(c->d, c, seq, r.id, r.channel);
 	case STATD_OP_CHANNELS:
-		return statd_queue_channels(c->d, r.id);
+		return statd_control_channels(c->d, r.id);
 	case STATD_OP_CANCEL:
-		return statd_queue_cancel(c->d, r.id, r.channel);
+		return statd_control_cancel(c->d, r.id, r.channel);
 	}
 	abort();
 }

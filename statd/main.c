@@ -110,8 +110,9 @@ static void stop_listening(struct statd *d)
 static void on_stop(struct rts_daemon *daemon)
 {
 	struct statd *d = daemon->userdata;
+	d->stopping = true;
 	stop_listening(d);
-	statd_queue_stop(d);
+	statd_queue_stop(d->queue);
 }
 
 int main(int argc, char **argv)
@@ -133,7 +134,7 @@ int main(int argc, char **argv)
 	int r = sd_event_add_io(d.ev, &d.listen_src, d.daemon.listen_fd, EPOLLIN, statd_control_accept, &d);
 	if (r < 0)
 		fatal_f("sd_event_add_io: %s", strerror(-r));
-	statd_queue_init(&d);
+	statd_queue_attach(&d);
 	statd_link_init(&d);
 	r = statd_control_start_sweep(&d);
 	if (r < 0)
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
 	statd_control_close_all(&d);
 	stop_listening(&d);
 	statd_link_free(&d);
-	statd_queue_free(&d);
+	statd_queue_free(d.queue);
 	statd_state_free(d.state);
 	rts_daemon_finish(&d.daemon);
 	return status;
