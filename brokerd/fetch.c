@@ -30,11 +30,10 @@ void brokerd_fetch_media_type(const char *ct, char *out, size_t outlen)
 		return;
 	while (*ct == ' ' || *ct == '\t')
 		ct++;
-	size_t n = 0, slash = 0;
+	size_t n = 0, slashes = 0, slash = 0;
 	while (is_tchar(ct[n]) || ct[n] == '/') {
 		if (ct[n] == '/') {
-			if (slash)
-				return;
+			slashes++;
 			slash = n;
 		}
 		n++;
@@ -43,7 +42,7 @@ void brokerd_fetch_media_type(const char *ct, char *out, size_t outlen)
 	while (*rest == ' ' || *rest == '\t')
 		rest++;
 	/* type "/" subtype, both non-empty, then the end or parameters. */
-	if (slash == 0 || slash + 1 == n || n + 1 > outlen || (*rest && *rest != ';'))
+	if (slashes != 1 || slash == 0 || slash + 1 == n || n + 1 > outlen || (*rest && *rest != ';'))
 		return;
 	for (size_t i = 0; i < n; i++)
 		out[i] = (ct[i] >= 'A' && ct[i] <= 'Z') ? (char)(ct[i] - 'A' + 'a') : ct[i];

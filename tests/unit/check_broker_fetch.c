@@ -34,6 +34,9 @@ START_TEST(test_media_type)
 		{"text/h\x01tml", ""},
 		{"text/h\xc3\xa9ml", ""},
 		{"text/html,image/png", ""},
+		{"/~/~", ""}, /* found by fuzz_fetch_answer: a leading slash */
+		{"//", ""},
+		{"a//b", ""},
 	};
 	char out[128];
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(cases); i++) {
