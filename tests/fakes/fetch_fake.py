@@ -15,7 +15,10 @@ Listeners (all on loopback; the first stdout line is a JSON object of their port
 
 Every request is appended to --record as one JSON line {"listener", "method", "path",
 "headers": [[name, value], ...]} before it is answered, so a test that got an answer can
-read what was sent, and a test that expected nothing can check that nothing came.
+read what was sent, and a test that expected nothing can check that nothing came. With
+--connections, every accepted connection is also appended there as {"listener", "event":
+"open"|"close", "time"} (time.time()), even one that never sends a request, so a test can
+check that nothing connected at all, or when a connection was dropped.
 
 Routes (N is a byte count):
   /text                 200 text/plain, a short line
@@ -36,6 +39,10 @@ Routes (N is a byte count):
   /encoding/VALUE       one byte with Content-Encoding VALUE (percent-decoded)
   /corrupt/CODING       Content-Encoding CODING, a body that does not decode
   /interim              a 100 Continue, then 200 /text
+  /static/NAME          the file NAME of --static DIR, its Content-Type from the suffix
+                        (.txt text/plain, .html text/html; charset=utf-8, .json
+                        application/json, .png image/png, .bin application/octet-stream,
+                        .latin1 text/plain; charset=iso-8859-1, anything else none)
 
 python3 stdlib, plus the Debian package python3-brotli for /br only.
 """
@@ -54,10 +61,17 @@ import zlib
 HEAD_MAX = 65536
 
 
+STATIC_TYPES = {".txt": "text/plain", ".html": "text/html; charset=utf-8", ".json": "application/json",
+                ".png": "image/png", ".bin": "application/octet-stream",
+                ".latin1": "text/plain; charset=iso-8859-1"}
+
+
 class Fake:
-    def __init__(self, record_path):
+    def __init__(self, record_path, connections_path=None, static_dir=None):
         self.lock = threading.Lock()
         self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
+        self.connections_file = open(connections_path, "a", encoding="utf-8") if connections_path else None
+        self.static_dir = static_dir
         self.cache = {}
 
     def record(self, entry):
@@ -65,6 +79,13 @@ class Fake:
             with self.lock:
                 self.record_file.write(json.dumps(entry) + "\n")
                 self.record_file.flush()
+
+    def connection(self, listener, event):
+        if self.connections_file:
+            with self.lock:
+                self.connections_file.write(json.dumps({"listener": listener, "event": event,
+                                                        "time": time.time()}) + "\n")
+                self.connections_file.flush()
 
     def compressed(self, coding, n):
         key = (coding, n)
@@ -203,6 +224,19 @@ def handle(fake, listener, conn):
     elif name == "corrupt":
         body = b"this is not compressed data at all" * 4
         conn.sendall(response(200, text + [("Content-Encoding", arg), ("Content-Length", len(body))], body))
+    elif name == "static" and fake.static_dir and arg and "/" not in arg and not arg.startswith("."):
+        try:
+            with open(os.path.join(fake.static_dir, arg), "rb") as f:
+                body = f.read()
+        except OSError:
+            body = None
+        if body is None:
+            body = b"not found\n"
+            conn.sendall(response(404, text + [("Content-Length", len(body))], body))
+        else:
+            ctype = STATIC_TYPES.get(os.path.splitext(arg)[1])
+            conn.sendall(response(200, ([("Content-Type", ctype)] if ctype else []) + [("Content-Length", len(body))],
+                                  body))
     elif name == "interim":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = b"after interim\n"
@@ -226,13 +260,21 @@ def serve_conn(fake, listener, conn, ctx):
             conn.close()
         except OSError:
             pass
+        fake.connection(listener, "close")
+
+
+def hang_conn(fake, listener, conn):
+    wait_for_close(conn)
+    conn.close()
+    fake.connection(listener, "close")
 
 
 def accept_loop(fake, listener, sock, ctx):
     while True:
         conn, _ = sock.accept()
+        fake.connection(listener, "open")
         if listener == "tlshang4":
-            threading.Thread(target=wait_for_close, args=(conn,), daemon=True).start()
+            threading.Thread(target=hang_conn, args=(fake, listener, conn), daemon=True).start()
             continue
         threading.Thread(target=serve_conn, args=(fake, listener, conn, ctx), daemon=True).start()
 
@@ -250,12 +292,14 @@ def main():
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--record")
+    ap.add_argument("--connections")
+    ap.add_argument("--static")
     args = ap.parse_args()
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(args.cert, args.key)
-    fake = Fake(args.record)
+    fake = Fake(args.record, args.connections, args.static)
 
     socks = {
         "http4": (listen(socket.AF_INET, "127.0.0.1"), None),
