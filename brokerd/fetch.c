@@ -158,11 +158,13 @@ static enum brokerd_result answer_with(struct brokerd_call *call, const char *te
 				       uint64_t took, char **answer)
 {
 	const struct brokerd_binding *b = call->binding;
-	/* JSON text is also checked string by string after decoding, so a key \u-escaped
-	 * inside a JSON document is caught as in a host tool's output. */
+	/* A JSON document is also checked string by string after decoding, as a host tool's
+	 * output is, up to the same size: a larger body is cut in the answer, so no whole
+	 * document of it reaches the model, and a tree of up to 32 MiB of JSON would cost
+	 * many times that in memory. The text scan covers every body whole. */
 	cleanup_json json_object *decoded = NULL;
 	const char *ignored = NULL;
-	if (raw && rts_json_parse(raw, len, RTS_JSON_DEPTH_MAX, &decoded, &ignored) < 0)
+	if (raw && len <= RTS_UPSTREAM_ANSWER_MAX && rts_json_parse(raw, len, RTS_JSON_DEPTH_MAX, &decoded, &ignored) < 0)
 		decoded = NULL;
 	if (brokerd_keyring_reflected(call->keys, text, strlen(text), NULL) ||
 	    (raw && brokerd_keyring_reflected(call->keys, raw, len, decoded))) {

@@ -20,6 +20,7 @@ Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -29,7 +30,7 @@ import pytest
 
 from broker_rig import BrokerRig, request_bytes
 from fetch_rig import BLACKHOLE, WEB, WEB6, FetchFake, FetchSuite, fetch_environment
-from harness import HarnessError, Suite
+from harness import SRCDIR, HarnessError, Suite
 
 LIMITS = {"enabled": True, "maxBytes": 65536, "timeoutMs": 3000, "maxRedirects": 2}
 DESCRIPTION = ("Fetch a public web page (http or https URL) from the host and read it as text. The answer starts "
@@ -366,6 +367,55 @@ def test_config_errors_stop_the_daemons(rts_env, config, message):
     with pytest.raises(HarnessError) as e:
         Suite(rts_env, config=config)
     assert message in str(e.value), str(e.value)[-2000:]
+
+
+def test_every_tool_and_host_fetch_reach_the_model(rts_env):
+    """The longest tool lists the config allows plus host_fetch: the worker's input admits
+    them (RTS_PUBLIC_TOOLS_MAX counts the built-in tool) and the model is offered every one."""
+    host = [{"name": f"t{i:02d}", "description": "", "parameters": {}, "command": ["/bin/true"]}
+            for i in range(32)]
+    mcp = [{"name": f"s{k}", "url": "https://localhost:9/mcp",
+            "tools": [{"name": f"m{i:02d}", "description": "", "parameters": {}} for i in range(32)]}
+           for k in range(8)]
+    s = _start(Suite, rts_env, config={"tools": host, "mcp": mcp, "fetch": {"enabled": True}})
+    try:
+        on(s, "guild-f/all")
+        before = len(s.fake.requests())
+        p = s.cli("say", "guild-f/all", "--author", "1001", "--name", "Alice", "hello")
+        assert p.returncode == 0 and p.stdout.startswith("echo: "), p.stderr
+        body = [r["body"] for r in s.fake.requests()[before:] if r["method"] == "POST"][0]
+        names = [t["function"]["name"] for t in body["tools"]]
+        assert len(names) == 3 + 32 + 1 + 8 * 32
+        assert names.index("host_fetch") == names.index("host_t31") + 1 == names.index("mcp_0_m00") - 1
+        assert "left out" not in s.log_tail("runnerd", 1 << 20)
+    finally:
+        _stop(s)
+
+
+def test_ranges_are_the_headers_and_the_man_pages():
+    """fetch.* ranges: common/limits.h (which the library and the loader both use) and
+    roundtable-sandbox.json(5) say the same, and they are the seed's."""
+    with open(os.path.join(SRCDIR, "common", "limits.h"), encoding="utf-8") as f:
+        header = f.read()
+
+    def define(name):
+        m = re.search(rf"^#define {name} \(?([\d\su*]+)\)?$", header, re.M)
+        return eval(m.group(1).replace("u", ""), {"__builtins__": {}})
+
+    seed = {"TIMEOUT_MIN_MS": 1, "TIMEOUT_MAX_MS": 120000, "TIMEOUT_DEFAULT_MS": 60000, "REDIRECTS_MIN": 0,
+            "REDIRECTS_MAX": 10, "REDIRECTS_DEFAULT": 5, "BYTES_MIN": 1, "BYTES_MAX": 32 * 1024 * 1024,
+            "BYTES_DEFAULT": 5 * 1024 * 1024}
+    for k, v in seed.items():
+        assert define("RTS_FETCH_" + k) == v, k
+    with open(os.path.join(SRCDIR, "man", "roundtable-sandbox.json.5.in"), encoding="utf-8") as f:
+        page = f.read()
+    for line in ("maxBytes Pq integer, 1 to 33554432\n", "Default: 5242880 (5 MiB).",
+                 "timeoutMs Pq integer, 1 to 120000\n", "Default: 60000.",
+                 "maxRedirects Pq integer, 0 to 10\n", "Default: 5.\n"):
+        assert line in page, line
+    with open(os.path.join(SRCDIR, "etc", "sandbox.json.example"), encoding="utf-8") as f:
+        example = json.load(f)
+    assert example["fetch"] == {"enabled": False, "maxBytes": 5242880, "timeoutMs": 60000, "maxRedirects": 5}
 
 
 # ---- the fetch build alone ----
