@@ -311,6 +311,8 @@ static const struct rts_jspec limits_spec = {
 	},
 };
 
+_Static_assert(sizeof(RTS_FETCH_TOOL_DESCRIPTION) - 1 <= RTS_DESCRIPTION_MAX,
+	       "host_fetch's description must be one a configured tool could have");
 #define FETCH(m) offsetof(struct rts_fetch_conf, m)
 /* "enabled" is required: an operator who writes the other keys but not it would
  * otherwise get no tool without a word. */

@@ -29,8 +29,8 @@ import time
 from harness import SRCDIR, Environment, HarnessError, Suite
 
 PROGRAM = "tests/testbuild/roundtable-sandbox-brokerd-fetch"
-# Public addresses the seams' dialer carries to the fake (tests/unit/fetch_rig.h): the
-# documentation-free ones of example.com, so even a broken seam would not reach anyone else.
+# Public addresses the seams' dialer carries to the fake (tests/unit/fetch_rig.h):
+# example.com's own, which no test ever reaches.
 WEB = "93.184.216.34"
 WEB6 = "2606:2800:220:1:248:1893:25c8:1946"
 BLACKHOLE = "93.184.216.35"

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <json.h>
 #include <pthread.h>
 
@@ -40,16 +39,6 @@ static unsigned next_lookup(const char *host)
 	return k;
 }
 
-static bool parse_addr(const char *text, struct rts_netaddr *a)
-{
-	*a = (struct rts_netaddr){0};
-	if (inet_pton(AF_INET, text, &a->v4) == 1)
-		a->family = AF_INET;
-	else if (inet_pton(AF_INET6, text, &a->v6) == 1)
-		a->family = AF_INET6;
-	return a->family != 0;
-}
-
 /* The answer for host from the hosts file: a count, or -1 for a name that does not exist. */
 static int file_resolve(void *arg, const char *host, struct rts_netaddr *out, size_t max)
 {
@@ -83,7 +72,7 @@ static int file_resolve(void *arg, const char *host, struct rts_netaddr *out, si
 	int n = 0;
 	char *save = NULL;
 	for (char *t = strtok_r(copy, ",", &save); t && (size_t)n < max; t = strtok_r(NULL, ",", &save))
-		if (parse_addr(t, &out[n]))
+		if (rig_parse_addr(t, &out[n]))
 			n++;
 	return n;
 }
