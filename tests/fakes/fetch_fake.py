@@ -16,9 +16,10 @@ Listeners (all on loopback; the first stdout line is a JSON object of their port
 Every request is appended to --record as one JSON line {"listener", "method", "path",
 "headers": [[name, value], ...]} before it is answered, so a test that got an answer can
 read what was sent, and a test that expected nothing can check that nothing came. With
---connections, every accepted connection is also appended there as {"listener", "event":
-"open"|"close", "time"} (time.time()), even one that never sends a request, so a test can
-check that nothing connected at all, or when a connection was dropped.
+--connections, every accepted connection is also appended there as {"id", "listener",
+"event": "open"|"close", "time"} (id counts connections from 1, time is time.time()),
+even one that never sends a request, so a test can check that nothing connected at all,
+or when a connection was dropped.
 
 Routes (N is a byte count):
   /text                 200 text/plain, a short line
@@ -73,6 +74,7 @@ class Fake:
         self.connections_file = open(connections_path, "a", encoding="utf-8") if connections_path else None
         self.static_dir = static_dir
         self.cache = {}
+        self.next_id = 0
 
     def record(self, entry):
         if self.record_file:
@@ -80,12 +82,17 @@ class Fake:
                 self.record_file.write(json.dumps(entry) + "\n")
                 self.record_file.flush()
 
-    def connection(self, listener, event):
-        if self.connections_file:
-            with self.lock:
-                self.connections_file.write(json.dumps({"listener": listener, "event": event,
+    def connection(self, listener, event, cid=None):
+        """Log an event of connection cid (None: a new one); returns its id."""
+        with self.lock:
+            if cid is None:
+                self.next_id += 1
+                cid = self.next_id
+            if self.connections_file:
+                self.connections_file.write(json.dumps({"id": cid, "listener": listener, "event": event,
                                                         "time": time.time()}) + "\n")
                 self.connections_file.flush()
+        return cid
 
     def compressed(self, coding, n):
         key = (coding, n)
@@ -246,7 +253,7 @@ def handle(fake, listener, conn):
         conn.sendall(response(404, text + [("Content-Length", len(body))], body))
 
 
-def serve_conn(fake, listener, conn, ctx):
+def serve_conn(fake, listener, conn, ctx, cid):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.settimeout(120)
     try:
@@ -260,23 +267,23 @@ def serve_conn(fake, listener, conn, ctx):
             conn.close()
         except OSError:
             pass
-        fake.connection(listener, "close")
+        fake.connection(listener, "close", cid)
 
 
-def hang_conn(fake, listener, conn):
+def hang_conn(fake, listener, conn, cid):
     wait_for_close(conn)
     conn.close()
-    fake.connection(listener, "close")
+    fake.connection(listener, "close", cid)
 
 
 def accept_loop(fake, listener, sock, ctx):
     while True:
         conn, _ = sock.accept()
-        fake.connection(listener, "open")
+        cid = fake.connection(listener, "open")
         if listener == "tlshang4":
-            threading.Thread(target=hang_conn, args=(fake, listener, conn), daemon=True).start()
+            threading.Thread(target=hang_conn, args=(fake, listener, conn, cid), daemon=True).start()
             continue
-        threading.Thread(target=serve_conn, args=(fake, listener, conn, ctx), daemon=True).start()
+        threading.Thread(target=serve_conn, args=(fake, listener, conn, ctx, cid), daemon=True).start()
 
 
 def listen(family, host, backlog=64):

@@ -107,21 +107,29 @@ class FetchFake:
         return self._read(self.record)
 
     def connections(self):
-        """Every connection event: {"listener", "event": "open"|"close", "time"}."""
+        """Every connection event: {"id", "listener", "event": "open"|"close", "time"}."""
         return self._read(self.conn_log)
 
+    def opened_since(self, index, settle=0.2):
+        """Connections opened after event index of connections(), once a connection that
+        was being accepted had settle seconds to be logged. (A "close" event after index
+        may belong to an earlier connection, so only openings count.)"""
+        time.sleep(settle)
+        return [e for e in self.connections()[index:] if e["event"] == "open"]
+
     def wait_closed(self, opened_before, timeout=30):
-        """Wait until every connection opened after index opened_before of connections() is
-        closed again; returns the events since then."""
+        """Wait until at least one connection was opened after event index opened_before of
+        connections() and every such connection is closed again; returns those connections'
+        events, in order."""
         deadline = time.monotonic() + timeout
         while True:
-            ev = self.connections()[opened_before:]
-            opens = sum(1 for e in ev if e["event"] == "open")
-            closes = sum(1 for e in ev if e["event"] == "close")
-            if opens and opens == closes:
-                return ev
+            ev = self.connections()
+            ids = {e["id"] for e in ev[opened_before:] if e["event"] == "open"}
+            closed = {e["id"] for e in ev if e["event"] == "close"}
+            if ids and ids <= closed:
+                return [e for e in ev if e["id"] in ids]
             if time.monotonic() > deadline:
-                raise AssertionError(f"connections still open after {timeout} s: {ev}")
+                raise AssertionError(f"connections still open after {timeout} s: {ev[opened_before:]}")
             time.sleep(0.05)
 
     def stop(self):

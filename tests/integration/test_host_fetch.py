@@ -252,7 +252,7 @@ def test_private_loopback_and_metadata_urls_are_refused_and_nothing_connects(fs,
     try:
         reqs = fetch_turn(fs, "guild-f/refused", "refused", [u for u, _ in cases])
         assert tool_results(reqs[1]) == [want for _, want in cases]
-        assert fake.connections()[conns:] == [] and fake.requests()[reqs_before:] == []
+        assert fake.opened_since(conns) == [] and fake.requests()[reqs_before:] == []
         assert l4.connections() == 0 and l6.connections() == 0
     finally:
         l4.close()
@@ -457,7 +457,7 @@ def test_bad_bodies_are_refused_and_fetch_nothing(frig, fake, body):
         before = len(fake.connections())
         a = t.post("/tools/fetch", body)
         assert a.status == 400 and a.json() == {"error": "bad_request"}, a.raw[:300]
-        assert fake.connections()[before:] == []
+        assert fake.opened_since(before) == []
         # The well-formed body passes on the same turn.
         assert result_of(t.post("/tools/fetch", {"url": "https://www.example.com/text"})).startswith(
             "HTTP status: 200\n")
@@ -472,7 +472,7 @@ def test_budget_counts_fetch_calls(frig, fake):
         before = len(fake.connections())
         a = t.post("/tools/fetch", {"url": "https://www.example.com/text"})
         assert a.status == 429 and a.json() == {"error": "budget_exhausted"}
-        assert fake.connections()[before:] == []
+        assert fake.opened_since(before) == []
     assert t.calls == 49
 
 
