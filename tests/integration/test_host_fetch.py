@@ -183,7 +183,7 @@ def wait_log(s, needle, timeout=15):
         time.sleep(0.05)
 
 
-def calls_logged(s, turn_id_hint=None):
+def calls_logged(s):
     """The call counts of every "turn closed after N calls" line so far."""
     out = []
     for line in s.log_tail("brokerd", 1 << 20).splitlines():
@@ -563,7 +563,7 @@ def test_production_refusals_connect_nothing(prod):
         ("http://100.64.0.1/", "refused: address not public: shared address space (RFC 6598)"),
         (f"http://user@127.0.0.1:{l4.port}/", "refused: URL carries user info"),
         (f"ftp://127.0.0.1:{l4.port}/", "refused: URL scheme is not http or https"),
-        (f"file:///etc/passwd", "refused: URL scheme is not http or https"),
+        ("file:///etc/passwd", "refused: URL scheme is not http or https"),
     ]
     try:
         with prod.nothing_forwarded(), prod.turn() as t:
