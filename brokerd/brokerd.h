@@ -104,10 +104,11 @@ struct brokerd_call {
 /* A route handler: on BROKERD_OK stores the JSON answer text in *answer (caller frees). */
 typedef enum brokerd_result (*brokerd_handler_fn)(struct brokerd_call *call, char **answer);
 
-/* The handlers, one per route kind (model.c, tool.c, mcp.c). */
+/* The handlers, one per route kind (model.c, tool.c, mcp.c, fetch.c). */
 enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer);
+enum brokerd_result brokerd_fetch_handle(struct brokerd_call *call, char **answer); /* fetch.h */
 
 /* Parse a worker-supplied body strictly (rts_json_parse_strict(), depth RTS_JSON_DEPTH_MAX):
  * duplicate keys, invalid UTF-8, raw control characters, lone surrogates and excessive

@@ -9,6 +9,7 @@
 #include "brokerd/turn.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/tools.h"
 #include "common/util.h"
 
 /* Longest request target we keep; longer ones cannot name a route anyway. */
@@ -30,11 +31,18 @@ static bool mcp_known(const struct rts_config *cfg, const char *name)
 	return false;
 }
 
+static bool fetch_enabled(const struct rts_config *cfg)
+{
+	return cfg->fetch.enabled;
+}
+
 /* Every route the broker serves. Anything not listed is 404. */
 static const struct brokerd_route brokerd_routes[] = {
-	{"/model", true, "model", NULL, brokerd_model_handle},
-	{"/tools/", false, "tool", tool_known, brokerd_tool_handle},
-	{"/mcp/", false, "mcp", mcp_known, brokerd_mcp_handle},
+	{"/model", true, "model", NULL, brokerd_model_handle, NULL},
+	/* Before the host tools' prefix, which it would otherwise fall under. */
+	{RTS_FETCH_TOOL_ROUTE, true, "fetch", NULL, brokerd_fetch_handle, fetch_enabled},
+	{"/tools/", false, "tool", tool_known, brokerd_tool_handle, NULL},
+	{"/mcp/", false, "mcp", mcp_known, brokerd_mcp_handle, NULL},
 };
 
 const struct brokerd_route *brokerd_route_match(const struct rts_config *cfg, const char *target, const char **name)
@@ -45,6 +53,8 @@ const struct brokerd_route *brokerd_route_match(const struct rts_config *cfg, co
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(brokerd_routes); i++) {
 		const struct brokerd_route *r = &brokerd_routes[i];
 		size_t n = strlen(r->prefix);
+		if (r->enabled && !r->enabled(cfg))
+			continue;
 		if (r->exact) {
 			if (strcmp(target, r->prefix) == 0)
 				return r;

@@ -16,19 +16,22 @@
 #include "common/conf.h"
 
 /* One route: a target equal to prefix (exact), or prefix followed by a name that
- * name_known() accepts. New routes (DESIGN.md section 8: rich mode, controlled fetch) are
- * new rows in the table in http.c. */
+ * name_known() accepts; either only while enabled() says the config has it (NULL:
+ * always). New routes (DESIGN.md section 8: rich mode) are new rows in the table in
+ * http.c. */
 struct brokerd_route {
 	const char *prefix;
 	bool exact;
-	const char *kind; /* "model", "tool", "mcp": logs only */
+	const char *kind; /* "model", "fetch", "tool", "mcp": logs only */
 	bool (*name_known)(const struct rts_config *cfg, const char *name);
 	brokerd_handler_fn handle;
+	bool (*enabled)(const struct rts_config *cfg);
 };
 
 /* Match the raw request target byte for byte (no percent-decoding, no dot-segment or
- * slash normalisation): exactly "/model", "/tools/<configured tool>", "/mcp/<configured
- * server>". A query, fragment, extra or empty segment, "..", percent-encoding, an
+ * slash normalisation): exactly "/model", "/tools/fetch" when fetch.enabled (the built-in
+ * host_fetch; the config then has no host tool named fetch), "/tools/<configured tool>",
+ * "/mcp/<configured server>". A query, fragment, extra or empty segment, "..", percent-encoding, an
  * absolute-form target or "*" matches nothing (seed: queries, extra path segments and
  * unknown routes are refused). Returns the route and sets *name to the part after the
  * prefix (pointer into target; NULL for exact routes), or NULL. */

@@ -26,6 +26,9 @@
 #include "common/proto.h"
 #include "common/sock.h"
 #include "common/util.h"
+#ifdef RTS_FETCH_TEST_SEAMS
+#include "tests/testbuild/fetch_seams.h"
+#endif
 
 #define LINKS_MAX 4u	     /* runnerd connections at once (a restarting runnerd overlaps) */
 #define SWEEP_EVERY_US 250000 /* connection deadline sweep */
@@ -327,6 +330,11 @@ int main(int argc, char **argv)
 	unsetenv("SSLKEYLOGFILE");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
+#ifdef RTS_FETCH_TEST_SEAMS
+	/* Only tests/testbuild's fetch build: host_fetch resolves and dials through test
+	 * seams; the installed brokerd links common/libfetch.a, which has none. */
+	brokerd_testbuild_fetch_seams();
+#endif
 
 	struct brokerd d = {.cfg = cfg, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);

@@ -307,6 +307,23 @@ static const struct rts_jspec limits_spec = {
 	},
 };
 
+_Static_assert(sizeof(RTS_FETCH_TOOL_DESCRIPTION) - 1 <= RTS_DESCRIPTION_MAX,
+	       "host_fetch's description must be one a configured tool could have");
+#define FETCH(m) offsetof(struct rts_fetch_conf, m)
+/* "enabled" is required: an operator who writes the other keys but not it would
+ * otherwise get no tool without a word. */
+static const struct rts_jspec fetch_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "enabled", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = FETCH(enabled), .missing = "is required (true offers the guest tool " RTS_FETCH_TOOL_NAME ")"},
+		UINT_FIELD("maxBytes", RTS_FETCH_BYTES_MIN, RTS_FETCH_BYTES_MAX, FETCH(max_bytes)),
+		UINT_FIELD("timeoutMs", RTS_FETCH_TIMEOUT_MIN_MS, RTS_FETCH_TIMEOUT_MAX_MS, FETCH(timeout_ms)),
+		UINT_FIELD("maxRedirects", RTS_FETCH_REDIRECTS_MIN, RTS_FETCH_REDIRECTS_MAX, FETCH(max_redirects)),
+		{0},
+	},
+};
+
 _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "uid and gid store as uint32");
 
 static const struct rts_jspec config_spec = {
@@ -356,6 +373,8 @@ static const struct rts_jspec config_spec = {
 		 	.store = RTS_JS_OBJECT},
 		 .store = RTS_JS_ARRAY, .at = CONF(mcp), .count_at = CONF(n_mcp),
 		 	.elem_size = sizeof(struct rts_mcp_server)},
+		{.key = "fetch", .types = RTS_JT_OBJECT, .object = &fetch_spec, .store = RTS_JS_OBJECT,
+		 .at = CONF(fetch)},
 		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX,
 		 .items = "channel keys",
 		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX,
@@ -378,13 +397,29 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 	 * past the broker's body limit"). Rather than have it leave a tool out at every turn,
 	 * the first tool that would not fit is refused here, counted the way the worker
 	 * counts. */
-	size_t used = 0;
 	char at[64];
+	/* host_fetch's public name and route are the ones a host tool named "fetch" gets:
+	 * while the built-in tool is on, such a tool is refused rather than shadowed. */
+	for (size_t i = 0; c->fetch.enabled && i < c->n_tools; i++)
+		if (strcmp(c->tools[i].name, RTS_FETCH_TOOL) == 0) {
+			snprintf(at, sizeof(at), "tools[%zu].name", i);
+			return rts_jfail_at(ctx, at,
+					    "\"%s\" is taken by the built-in tool %s while fetch.enabled is true; "
+					    "rename this tool or turn fetch off",
+					    RTS_FETCH_TOOL, RTS_FETCH_TOOL_NAME);
+		}
+	size_t used = 0;
 	for (size_t i = 0; i < c->n_tools; i++) {
 		const struct rts_tool *t = &c->tools[i];
 		cleanup_free char *pub = rts_xasprintf("host_%s", t->name);
 		snprintf(at, sizeof(at), "tools[%zu]", i);
 		if (!tool_fits(ctx, &used, at, pub, t->name, t->description, t->parameters))
+			return false;
+	}
+	if (c->fetch.enabled) {
+		cleanup_json json_object *params = rts_fetch_tool_parameters();
+		if (!tool_fits(ctx, &used, "fetch", RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_DESCRIPTION,
+			       params))
 			return false;
 	}
 	for (size_t i = 0; i < c->n_mcp; i++)
@@ -414,6 +449,9 @@ static void set_defaults(struct rts_config *c)
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");
+	c->fetch = (struct rts_fetch_conf){.enabled = false, .max_bytes = RTS_FETCH_BYTES_DEFAULT,
+					   .timeout_ms = RTS_FETCH_TIMEOUT_DEFAULT_MS,
+					   .max_redirects = RTS_FETCH_REDIRECTS_DEFAULT};
 }
 
 struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen)
@@ -500,6 +538,11 @@ json_object *rts_config_public_tools(const struct rts_config *c)
 		cleanup_free char *name = rts_xasprintf("host_%s", c->tools[i].name);
 		cleanup_free char *route = rts_xasprintf("/tools/%s", c->tools[i].name);
 		json_object_array_add(a, tool_entry(name, c->tools[i].description, c->tools[i].parameters, route));
+	}
+	if (c->fetch.enabled) {
+		cleanup_json json_object *params = rts_fetch_tool_parameters();
+		json_object_array_add(a, tool_entry(RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_DESCRIPTION, params,
+						    RTS_FETCH_TOOL_ROUTE));
 	}
 	for (size_t i = 0; i < c->n_mcp; i++) {
 		for (size_t j = 0; j < c->mcp[i].n_tools; j++) {

@@ -61,6 +61,15 @@ struct rts_mcp_server {
 	size_t n_tools;
 };
 
+/* The opt-in host_fetch guest tool ("fetch" key; DESIGN.md section 8.2): brokerd fetches a
+ * URL the model names with rts_fetch() (common/fetch.h) within these limits. */
+struct rts_fetch_conf {
+	bool enabled;		/* false (the key absent, or "enabled": false): no such tool */
+	uint32_t max_bytes;	/* RTS_FETCH_BYTES_*: body on the wire and decoded, each */
+	uint32_t timeout_ms;	/* RTS_FETCH_TIMEOUT_*: the whole fetch; the call's deadline may cut it */
+	uint32_t max_redirects; /* RTS_FETCH_REDIRECTS_* */
+};
+
 struct rts_limits {
 	uint32_t memory_mb; /* RTS_MEMORY_MB_*; swap equals memory (no extra swap) */
 	double cpus;	    /* RTS_CPUS_* */
@@ -89,6 +98,7 @@ struct rts_config {
 	size_t n_tools;
 	struct rts_mcp_server *mcp;
 	size_t n_mcp;
+	struct rts_fetch_conf fetch;
 	char **initial_channels; /* NULL-terminated */
 	char *ca_file;		 /* NULL: the system trust store */
 	char installation_id[RTS_INSTALLATION_ID_LEN + 1];
@@ -115,8 +125,9 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 void rts_config_free(struct rts_config *c);
 
 /* The public tool list the worker sees: an array of {name, description, parameters,
- * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>) and MCP tools as
- * mcp_<index>_<tool> (route /mcp/<server>). A loaded config's list fits
+ * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>), then host_fetch
+ * (route /tools/fetch) when fetch.enabled, then MCP tools as mcp_<index>_<tool> (route
+ * /mcp/<server>). A loaded config's list fits
  * RTS_PUBLIC_TOOLS_BUDGET as the worker counts it (rts_tool_spec_cost()), so the worker
  * offers every tool. Caller owns the returned reference. */
 json_object *rts_config_public_tools(const struct rts_config *c);

@@ -49,8 +49,11 @@
 #define RTS_MAX_TOOLS 32u	/* host tools */
 #define RTS_MAX_MCP_SERVERS 8u
 #define RTS_MAX_MCP_TOOLS 32u /* tools of one MCP server */
-/* Public tools the worker can be offered: every host tool and every MCP server's tools. */
-#define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
+/* Built-in host tools the config can turn on: host_fetch ("fetch"). */
+#define RTS_BUILTIN_TOOLS 1u
+/* Public tools the worker can be offered: every host tool, the built-in ones and every MCP
+ * server's tools. */
+#define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_BUILTIN_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
 
 /* The operator's text the model sees, counted encoded: the config refuses more rather than
  * have the worker cut it (seed: "bounded tool descriptions and tool results cannot grow a
@@ -77,6 +80,20 @@
 #define RTS_TOOL_TIMEOUT_MS_MIN 1u
 #define RTS_TOOL_TIMEOUT_MS_MAX RTS_BROKER_REQUEST_DEADLINE_MS
 #define RTS_TOOL_TIMEOUT_MS_DEFAULT 30000u
+
+/* The controlled fetch (common/fetch.h) and the config's "fetch" key, which sets the
+ * host_fetch guest tool's limits within the same ranges (seed: "Defaults are 60 seconds,
+ * five redirects, and 5 MiB for both wire and decoded body"; "Allowed ranges are 1
+ * millisecond-120 seconds, 0-10 redirects and 1 byte-32 MiB bodies"). */
+#define RTS_FETCH_TIMEOUT_MIN_MS 1u
+#define RTS_FETCH_TIMEOUT_MAX_MS 120000u
+#define RTS_FETCH_TIMEOUT_DEFAULT_MS 60000u
+#define RTS_FETCH_REDIRECTS_MIN 0u
+#define RTS_FETCH_REDIRECTS_MAX 10u
+#define RTS_FETCH_REDIRECTS_DEFAULT 5u
+#define RTS_FETCH_BYTES_MIN 1u
+#define RTS_FETCH_BYTES_MAX (32u * 1024u * 1024u)
+#define RTS_FETCH_BYTES_DEFAULT (5u * 1024u * 1024u)
 
 #define RTS_TIME_ZONE_MAX 64u /* an IANA name; the worker gets it in its input */
 #define RTS_IMAGE_MAX 255u    /* the image reference: the config, runnerd, the CLI's image build */
@@ -162,6 +179,11 @@ _Static_assert(RTS_TOOL_TIMEOUT_MS_DEFAULT <= RTS_TOOL_TIMEOUT_MS_MAX, "the defa
 _Static_assert(RTS_TURN_TIMEOUT_MS_MIN <= RTS_TURN_TIMEOUT_MS_DEFAULT &&
 		       RTS_TURN_TIMEOUT_MS_DEFAULT <= RTS_TURN_TIMEOUT_MS_MAX,
 	       "the default turn deadline must be valid");
+_Static_assert(RTS_FETCH_TIMEOUT_MIN_MS <= RTS_FETCH_TIMEOUT_DEFAULT_MS &&
+		       RTS_FETCH_TIMEOUT_DEFAULT_MS <= RTS_FETCH_TIMEOUT_MAX_MS &&
+		       RTS_FETCH_REDIRECTS_DEFAULT <= RTS_FETCH_REDIRECTS_MAX &&
+		       RTS_FETCH_BYTES_MIN <= RTS_FETCH_BYTES_DEFAULT && RTS_FETCH_BYTES_DEFAULT <= RTS_FETCH_BYTES_MAX,
+	       "the fetch defaults must be valid");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 
