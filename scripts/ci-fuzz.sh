@@ -8,7 +8,7 @@
 #
 #   scripts/ci-fuzz.sh [TARGET...]          default: every tests/fuzz/fuzz_*.c
 #
-# RTS_FUZZ_SECONDS   run time per target (default 30: eight targets keep CI near four minutes of
+# RTS_FUZZ_SECONDS   run time per target (default 30: ten targets keep CI near five minutes of
 #                    fuzzing; run longer by hand when a parser changes)
 # RTS_FUZZ_BUILDDIR  build directory (default build-fuzz in the source tree)
 # CLANG              the compiler (default clang, Debian's package "clang")
