@@ -31,7 +31,7 @@
  * ({"rw":...}), so the container's log carries it. Tests parse the reply with json.loads.
  *
  * Directives: "#rw NAME ARGS..." anywhere in the turn text; the arguments run to the end of
- * the line or the next "#rw". The table DIRECTIVES below is the one list (name, arguments,
+ * the line or the next word that starts with '#' (another directive, ours or the fake's). The table DIRECTIVES below is the one list (name, arguments,
  * when it runs, what it does); "#rw help" reports it. A step runs where it stands, a
  * modifier ("mod") changes the reply packet, an "after" directive runs once the reply has
  * been posted. Unknown directives are reported as {"do":NAME,"error":"unknown directive"}.
@@ -1807,7 +1807,7 @@ static char *trimmed_dup(const char *p, size_t n)
 }
 
 /* Split text into directive calls (in out, at most max): "#rw NAME ARGS..." up to the end of
- * the line or the next "#rw ". argv[k] is the k-th blank-separated argument, rest[k] the
+ * the line or the next blank-preceded '#'. argv[k] is the k-th blank-separated argument, rest[k] the
  * text from it to the end of the directive as written (for JSON arguments). */
 static int parse_directives(const char *text, struct dcall *out, int max)
 {
@@ -1815,7 +1815,8 @@ static int parse_directives(const char *text, struct dcall *out, int max)
 	const char *p = text;
 	while (n < max && (p = strstr(p, "#rw "))) {
 		const char *start = p + 4, *end = start;
-		while (*end && *end != '\n' && strncmp(end, "#rw ", 4))
+		/* A blank-preceded '#' starts another directive (ours or fake_anthropic's). */
+		while (*end && *end != '\n' && !(*end == '#' && (end[-1] == ' ' || end[-1] == '\t')))
 			end++;
 		struct dcall *d = &out[n];
 		memset(d, 0, sizeof(*d));
@@ -1995,6 +1996,7 @@ static void run_after(struct turn *t, const struct dcall *d)
 		}
 	} else if (!strcmp(n, "poll2")) {
 		pending_poll = poll_send();
+		sleep_ms(200); /* pacing: the first poll is the idle one when the second arrives */
 		struct call c = {.method = "POST", .target = "/worker/next", .body = "", .timeout_ms = 10000};
 		call_run(&c);
 		json_object *second = json_object_new_object();
