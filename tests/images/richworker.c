@@ -45,7 +45,9 @@
  * JSON object; "absent": no body; "bad": a malformed declaration; "never": do not announce),
  * "readyDelayMs": N, "startup": ["#rw mcp docs tools/list", ...] (directives run after the
  * announcement, before the first poll: the start-up scope), "dummy": the credential placeholder
- * sent on every route (default RW_DUMMY_KEY)}. RW_SOCKET overrides the socket path. */
+ * of the Anthropic routes (default RW_DUMMY_KEY), "workerDummy": the bearer placeholder of the
+ * worker, tool and MCP routes (default RW_WORKER_DUMMY_KEY)}. RW_SOCKET overrides the socket
+ * path. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -69,9 +71,11 @@
 
 #define RW_SOCKET_DEFAULT "/run/broker/broker.sock"
 #define RW_CONFIG_DEFAULT "/workspace/.richworker.json"
-/* An sk-ant-api03-shaped placeholder: the Anthropic SDK would send it as x-api-key, and a
- * broker that accepts only its dummy must accept exactly this on the rich routes. */
+/* The placeholders sent instead of a credential: on the Anthropic routes an
+ * sk-ant-api03-shaped one (the SDK would send it as x-api-key and keep to the API-key
+ * dialect), on the worker, tool and MCP routes the sealed worker's RTS_DUMMY_KEY. */
 #define RW_DUMMY_KEY "sk-ant-api03-roundtable-sandbox-dummy-key"
+#define RW_WORKER_DUMMY_KEY "roundtable-sandbox-dummy-key"
 #define RW_ANSWER_KEEP (4u << 20)       /* answer bytes kept for the report and JSON parsing */
 #define RW_TURN_MAX (160u << 20)        /* a /worker/next answer (images up to 64 MiB, base64) */
 #define RW_TEXT_SHOWN 2000              /* streamed text shown per model call */
@@ -194,6 +198,7 @@ static const struct directive {
 
 static const char *sock_path = RW_SOCKET_DEFAULT;
 static const char *dummy_key = RW_DUMMY_KEY;
+static const char *worker_dummy_key = RW_WORKER_DUMMY_KEY;
 static const char *ready_caps = "full";
 static json_object *between; /* events since the last reply (an array) */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -593,7 +598,8 @@ static char *call_head(const struct call *c, size_t body_len)
 		for (const char *const *l = c->headers; *l; l++)
 			buf_addf(&h, "%s\r\n", *l);
 	} else {
-		buf_addf(&h, "Host: broker\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n", dummy_key);
+		buf_addf(&h, "Host: broker\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n",
+			 worker_dummy_key);
 	}
 	buf_addf(&h, "Content-Length: %zu\r\n\r\n", body_len);
 	return h.p;
@@ -2196,6 +2202,8 @@ int main(void)
 			delay = (long)json_object_get_int64(v);
 		if (json_object_object_get_ex(conf, "dummy", &v))
 			dummy_key = xstrdup(json_object_get_string(v));
+		if (json_object_object_get_ex(conf, "workerDummy", &v))
+			worker_dummy_key = xstrdup(json_object_get_string(v));
 	}
 	json_object *start = json_object_new_object();
 	json_object_object_add(start, "socket", json_object_new_string(sock_path));

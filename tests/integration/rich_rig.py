@@ -20,8 +20,8 @@ channel.
         w = WorkerClient(ch.path)                     # the worker side from Python, or:
         ch.start_worker(tag)                          # the real richworker container on it
         ch.wait_ready()                               # RICH_WAIT_READY -> RICH_READY fields
-        t = ch.turn("hello")                          # RICH_TURN with a sealed memfd
-        status, calls, reply = t.done()               # RICH_TURN_DONE, reply memfd checked
+        t = ch.turn("hello")                          # BROKER_RICH_TURN with a sealed memfd
+        status, calls, reply = t.done()               # BROKER_RICH_DONE, reply memfd checked
         rig.anthropic.requests()                      # what the upstream got
 
     # 3. The whole installation (RA's statd/runnerd, the CLI):
@@ -33,8 +33,9 @@ channel.
 What the worker reports and how to steer it: tests/images/richworker.c (its DIRECTIVES table).
 What the upstream answers and records: tests/fakes/fake_anthropic.py.
 
-The daemon-link rows of rich mode (RICH_BIND, RICH_TURN, ...) come from rtsproto.py; until
-they are there, the brokerd rig raises HarnessError naming what is missing.
+The daemon-link rows of rich mode (RICH_BIND, BROKER_RICH_TURN, ...: helper RB's proto 3) come
+from rtsproto.py; until they are there, the brokerd rig raises HarnessError naming what is
+missing.
 """
 import base64
 import fcntl
@@ -61,9 +62,11 @@ import rtsproto
 from broker_rig import BrokerRig, read_jsonl
 from harness import SRCDIR, HarnessError, Suite, docker, unique_tag, wait_until
 
-# The placeholder credential richworker sends (RW_DUMMY_KEY in richworker.c): an
-# sk-ant-api03-shaped key, so an SDK would not switch to its OAuth dialect.
+# The placeholders richworker sends (richworker.c): on the Anthropic routes an
+# sk-ant-api03-shaped key (RW_DUMMY_KEY: an SDK keeps to its API-key dialect with it), on the
+# worker, tool and MCP routes the sealed worker's bearer (RW_WORKER_DUMMY_KEY = RTS_DUMMY_KEY).
 RICH_DUMMY_KEY = "sk-ant-api03-roundtable-sandbox-dummy-key"
+WORKER_DUMMY_KEY = rtsproto.DUMMY_KEY
 WORKER_CONFIG = ".richworker.json"
 MODEL = "claude-fake-4-6"
 SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL
@@ -161,14 +164,15 @@ SDK_HEADERS = [
 
 class Streamed:
     """One answer read as it arrives: status, headers, body, the SSE events, and times
-    (time.monotonic()) of the request's last byte sent, the first answer byte (the status
-    line, ttfb) and the first body byte (first streamed byte)."""
+    (time.monotonic()) of the call's start (before connecting), the request's last byte
+    sent, the answer's head, the first body byte (first streamed byte) and the end."""
 
     def __init__(self):
         self.status = None
         self.headers = []
         self.body = b""
         self.events = []
+        self.t_start = time.monotonic()
         self.t_sent = self.t_head = self.t_first_body = self.t_end = None
         self.error = None
 
@@ -192,7 +196,7 @@ class Streamed:
 class WorkerClient:
     """The rich worker protocol from Python, on the channel's broker socket path."""
 
-    def __init__(self, path, dummy=RICH_DUMMY_KEY):
+    def __init__(self, path, dummy=WORKER_DUMMY_KEY):
         self.path = path
         self.dummy = dummy
 
@@ -825,7 +829,7 @@ class LinkMux:
 
 
 class RichTurn:
-    """One RICH_TURN sent; done() waits for its RICH_TURN_DONE."""
+    """One BROKER_RICH_TURN sent; done() waits for its BROKER_RICH_DONE."""
 
     def __init__(self, channel, turn_id, input_obj):
         self.channel = channel
@@ -836,7 +840,7 @@ class RichTurn:
     def done(self, timeout=120):
         """(status, calls, reply dict or None); the reply memfd is checked for its seals."""
         if self.answer is None:
-            m = self.channel.rig.mux.wait(_proto("RICH_TURN_DONE"), lambda m: m["turn_id"] == self.id, timeout)
+            m = self.channel.rig.mux.wait(_proto("BROKER_RICH_DONE"), lambda m: m["turn_id"] == self.id, timeout)
             try:
                 data = read_sealed(m.fd) if m.fd is not None else b""
             finally:
@@ -845,13 +849,13 @@ class RichTurn:
         return self.answer
 
     def cancel(self):
-        self.channel.rig.mux.send(_proto("RICH_TURN_CANCEL"), turn_id=self.id)
+        self.channel.rig.mux.send(_proto("BROKER_RICH_CANCEL"), turn_id=self.id)
 
 
 class RichChannel:
     """A channel bound on the rig: its broker directory and socket, the worker side."""
 
-    def __init__(self, rig, channel, profile, start_deadline_ms):
+    def __init__(self, rig, channel, profile):
         self.rig = rig
         self.channel = channel
         self.profile = profile
@@ -861,9 +865,9 @@ class RichChannel:
         self.workspace = os.path.join(rig.dirs["ws"], self.hash)
         self.worker = None
         self.bound = False
-        self.bind(start_deadline_ms)
+        self.bind()
 
-    def bind(self, start_deadline_ms=90000):
+    def bind(self):
         """RICH_BIND with a fresh listening socket at the same path (a runnerd restart does
         the same); returns RICH_BOUND's result."""
         os.makedirs(self.dir, exist_ok=True)
@@ -879,7 +883,7 @@ class RichChannel:
         lsock.listen(64)
         try:
             self.rig.mux.send(_proto("RICH_BIND"), fd=lsock.fileno(), channel=self.channel, channel_hash=self.hash,
-                              profile=self.profile, start_deadline_ms=monotonic_ms(start_deadline_ms))
+                              profile=self.profile)
         finally:
             lsock.close()
         m = self.rig.mux.wait(_proto("RICH_BOUND"), lambda m: m["channel_hash"] == self.hash, 10)
@@ -894,7 +898,7 @@ class RichChannel:
         return m.fields
 
     def turn(self, text, speaker=("1001", "Alice", "principal-1001"), deadline_ms=120000, turn_id=None, **fields):
-        """RICH_TURN with the turn input (rich-design.md section 3) in a sealed memfd."""
+        """BROKER_RICH_TURN with the turn input (rich-design.md section 3) in a sealed memfd."""
         tid = turn_id or secrets.token_hex(8)
         obj = {"v": 1, "turnId": tid, "speaker": {"id": speaker[0], "name": speaker[1], "principalId": speaker[2]},
                "text": text, "images": [], "attachments": [], "timeZone": "UTC",
@@ -902,7 +906,7 @@ class RichChannel:
         obj.update(fields)
         fd = sealed_memfd(json.dumps(obj).encode())
         try:
-            self.rig.mux.send(_proto("RICH_TURN"), fd=fd, turn_id=tid, channel=self.channel, channel_hash=self.hash,
+            self.rig.mux.send(_proto("BROKER_RICH_TURN"), fd=fd, turn_id=tid, channel=self.channel, channel_hash=self.hash,
                               speaker_id=speaker[0], speaker_name=speaker[1], principal_id=speaker[2],
                               profile=self.profile, deadline_ms=monotonic_ms(deadline_ms))
         finally:
@@ -987,8 +991,8 @@ class RichBrokerRig(BrokerRig):
             self._mux = LinkMux(self.link)
         return self._mux
 
-    def bind(self, channel="guild-1/rich-tests", profile="default", start_deadline_ms=90000):
-        ch = RichChannel(self, channel, profile, start_deadline_ms)
+    def bind(self, channel="guild-1/rich-tests", profile="default"):
+        ch = RichChannel(self, channel, profile)
         self.channels.append(ch)
         return ch
 

@@ -10,14 +10,13 @@ import base64
 import json
 import os
 import socket
-import ssl
 import time
 
 import pytest
 
 from harness import QUIET_FORWARD_S, assert_quiet, wait_until
-from rich_rig import (MODEL, RICH_DUMMY_KEY, FakeAnthropic, SSEParser, StandIn, make_ca, messages_body,
-                      parse_sse, richworker_image, step)
+from rich_rig import (MODEL, RICH_DUMMY_KEY, WORKER_DUMMY_KEY, FakeAnthropic, SSEParser, StandIn, WorkerClient,
+                      make_ca, messages_body, parse_sse, richworker_image, step)
 
 DIRECTIVE_TIMEOUT_S = 60
 
@@ -56,7 +55,7 @@ def test_worker_runs_sealed_and_announces_capabilities(st):
     assert info["State"]["Running"]
     assert st.readies[0] == {"capabilities": {"privateTo": True, "readerRecords": True}, "privateHistory": False}
     ready = st.requests("/worker/ready")[0]
-    assert ["Authorization", "Bearer " + RICH_DUMMY_KEY] in ready["headers"]
+    assert ["Authorization", "Bearer " + WORKER_DUMMY_KEY] in ready["headers"]
 
 
 def test_plain_turn_streams_one_model_call_and_posts_the_reply(st):
@@ -599,3 +598,48 @@ def test_big_bodies_are_recorded_shortened(fake):
     assert rec["bodyBytes"] > 5 * 1024 * 1024 and len(rec["bodySha256"]) == 64
     text = rec["body"]["messages"][0]["content"][0]["text"]
     assert text.startswith(f"<{len(big)} chars sha256 ")
+
+
+# ---- the Python worker side and the memfd helpers (no Docker) --------------------------------
+
+def test_worker_client_streams_through_the_stand_in(host_env):
+    """WorkerClient (the brokerd-only rig's worker side and the benchmark's) against the
+    stand-in: readiness, a queued turn, a streamed model call with the SDK's headers, the
+    reply packet."""
+    with StandIn(host_env, poll_s=1.0) as s:
+        w = WorkerClient(s.sock)
+        assert w.ready().status == 200 and s.readies[-1]["capabilities"] == {"privateTo": True, "readerRecords": True}
+        tid = s.queue_turn("hi")
+        nx = w.next()
+        assert nx.status == 200 and nx.json()["turnId"] == tid
+        chunks = []
+        m = w.messages(messages_body("stream me #chunks 5 #pace 20"), stream_cb=chunks.append)
+        assert m.status == 200 and m.names[0] == "message_start" and m.names[-1] == "message_stop"
+        assert m.text == "echo: stream me #chunks 5 #pace 20" and len(chunks) > 1
+        assert m.t_start <= m.t_sent <= m.t_head <= m.t_first_body <= m.t_end
+        sent = {k.lower(): v for k, v in s.requests("/anthropic/v1/messages")[-1]["headers"]}
+        assert sent["x-api-key"] == RICH_DUMMY_KEY and sent["x-stainless-runtime"] == "node"
+        assert w.result(tid, "done").status == 200
+        assert s.wait_result(5) == {"turnId": tid, "text": "done", "files": []}
+        assert w.next(timeout=10).status == 204
+
+
+def test_sealed_memfd_round_trip():
+    import fcntl
+    from rich_rig import SEALS, read_sealed, sealed_memfd
+    fd = sealed_memfd(b"x" * 100000)
+    try:
+        assert read_sealed(fd) == b"x" * 100000
+        with pytest.raises(PermissionError):
+            os.write(fd, b"y")
+        with pytest.raises(AssertionError):
+            read_sealed(fd, max_bytes=10)
+    finally:
+        os.close(fd)
+    fd = os.memfd_create("unsealed", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS & ~fcntl.F_SEAL_WRITE)
+        with pytest.raises(AssertionError):
+            read_sealed(fd)
+    finally:
+        os.close(fd)
