@@ -31,8 +31,9 @@
  * ({"rw":...}), so the container's log carries it. Tests parse the reply with json.loads.
  *
  * Directives: "#rw NAME ARGS..." anywhere in the turn text; the arguments run to the end of
- * the line or the next word that starts with '#' (another directive, ours or the fake's). The table DIRECTIVES below is the one list (name, arguments,
- * when it runs, what it does); "#rw help" reports it. A step runs where it stands, a
+ * the line or the next word that starts with '#' (another directive, ours or the fake's).
+ * The table DIRECTIVES below is the one list (name, arguments, when it runs, what it does);
+ * "#rw help" reports it. A step runs where it stands, a
  * modifier ("mod") changes the reply packet, an "after" directive runs once the reply has
  * been posted. Unknown directives are reported as {"do":NAME,"error":"unknown directive"}.
  * The directives of tests/fakes/fake_anthropic.py ("#sleep", "#split", ...) travel with the
@@ -47,7 +48,8 @@
  * announcement, before the first poll: the start-up scope), "dummy": the credential placeholder
  * of the Anthropic routes (default RW_DUMMY_KEY), "workerDummy": the bearer placeholder of the
  * worker, tool and MCP routes (default RW_WORKER_DUMMY_KEY)}. RW_SOCKET overrides the socket
- * path. */
+ * path. A refused announcement is repeated every second (the socket may not exist yet, and a
+ * "bad" declaration stays refused). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -364,8 +366,7 @@ struct call {
 	const char *body;
 	size_t len;
 	bool sse;                   /* parse the answer's body as an event stream */
-	size_t send_only;           /* send the head and this many body bytes, then stop (0: all) */
-	bool stall_send;            /* with send_only: then send nothing more (silent) */
+	size_t send_only;           /* send the head and this many body bytes, then nothing (0: all) */
 	bool head_only_partial;     /* send half the head only */
 	uint64_t split_pause_ms;    /* send the body in two halves this far apart */
 	uint64_t early_ms;          /* after the head, wait this long for an early answer */
@@ -902,7 +903,7 @@ static char **model_headers(const struct model_opts *o)
 		"x-stainless-os: Linux", "x-stainless-arch: x64", "x-stainless-runtime: node",
 		"x-stainless-runtime-version: v20.20.2", "user-agent: Anthropic/JS 0.91.1",
 	};
-	char **h = xmalloc(sizeof(char *) * (N_DIRECTIVES + 8));
+	char **h = xmalloc(sizeof(char *) * (sizeof(sdk) / sizeof(sdk[0]) + 4)); /* + auth, beta, extra, NULL */
 	size_t n = 0;
 	for (size_t i = 0; i < sizeof(sdk) / sizeof(sdk[0]); i++) {
 		size_t nl = strcspn(sdk[i], ":");
@@ -959,7 +960,6 @@ static void model_run(struct turn *t, struct model_opts *o, struct call *c, json
 	struct call tmpl = *c;
 	model_call_init(c, o, &headers);
 	c->send_only = tmpl.send_only;
-	c->stall_send = tmpl.stall_send;
 	c->head_only_partial = tmpl.head_only_partial;
 	c->split_pause_ms = tmpl.split_pause_ms;
 	c->stall_read_ms = tmpl.stall_read_ms;
@@ -1022,8 +1022,7 @@ static void *par_run(void *arg)
 static void do_parallel(struct turn *t, const struct dcall *d, json_object *step)
 {
 	long n = arg_long(d, 0, 2);
-	if (n < 1 || n > RW_PARALLEL_MAX)
-		n = RW_PARALLEL_MAX;
+	n = n < 1 ? 1 : n > RW_PARALLEL_MAX ? RW_PARALLEL_MAX : n;
 	struct model_opts o;
 	model_opts_default(t, &o);
 	char **headers[RW_PARALLEL_MAX];
@@ -1300,55 +1299,40 @@ static void do_extra_field(struct turn *t, const struct dcall *d, json_object *s
 	model_simple(t, &o, step);
 }
 
-static void do_stall_read(struct turn *t, const struct dcall *d, json_object *step)
+/* A normal model call made differently on the wire (tmpl's pacing fields). */
+static void model_paced(struct turn *t, struct call tmpl, json_object *step)
 {
 	struct model_opts o;
 	model_opts_default(t, &o);
-	struct call c = {.stall_read_ms = (uint64_t)arg_long(d, 0, 1000)};
-	model_run(t, &o, &c, step);
-	call_free(&c);
+	model_run(t, &o, &tmpl, step);
+	call_free(&tmpl);
 	json_object_put(o.body);
+}
+
+static void do_stall_read(struct turn *t, const struct dcall *d, json_object *step)
+{
+	model_paced(t, (struct call){.stall_read_ms = (uint64_t)arg_long(d, 0, 1000)}, step);
 }
 
 static void do_abort_stream(struct turn *t, const struct dcall *d, json_object *step)
 {
-	struct model_opts o;
-	model_opts_default(t, &o);
-	struct call c = {.abort_after_event = true};
-	model_run(t, &o, &c, step);
-	call_free(&c);
-	json_object_put(o.body);
+	model_paced(t, (struct call){.abort_after_event = true}, step);
 }
 
 static void do_silent(struct turn *t, const struct dcall *d, json_object *step)
 {
-	struct model_opts o;
-	model_opts_default(t, &o);
 	long n = arg_long(d, 0, 0);
-	struct call c = {.send_only = n > 0 ? (size_t)n : 1, .stall_send = true};
-	model_run(t, &o, &c, step);
-	call_free(&c);
-	json_object_put(o.body);
+	model_paced(t, (struct call){.send_only = n > 0 ? (size_t)n : 1}, step);
 }
 
 static void do_slow_header(struct turn *t, const struct dcall *d, json_object *step)
 {
-	struct model_opts o;
-	model_opts_default(t, &o);
-	struct call c = {.head_only_partial = true};
-	model_run(t, &o, &c, step);
-	call_free(&c);
-	json_object_put(o.body);
+	model_paced(t, (struct call){.head_only_partial = true}, step);
 }
 
 static void do_slow_body(struct turn *t, const struct dcall *d, json_object *step)
 {
-	struct model_opts o;
-	model_opts_default(t, &o);
-	struct call c = {.split_pause_ms = (uint64_t)arg_long(d, 0, 1000)};
-	model_run(t, &o, &c, step);
-	call_free(&c);
-	json_object_put(o.body);
+	model_paced(t, (struct call){.split_pause_ms = (uint64_t)arg_long(d, 0, 1000)}, step);
 }
 
 static void do_connections(struct turn *t, const struct dcall *d, json_object *step)
@@ -1380,12 +1364,7 @@ static void do_connections(struct turn *t, const struct dcall *d, json_object *s
 	json_object_object_add(step, "connected", json_object_new_int64(held));
 	json_object_object_add(step, "closedAtOnce", json_object_new_int64(closed));
 	json_object *extra = json_object_new_object();
-	struct model_opts o;
-	model_opts_default(t, &o);
-	struct call c = {.timeout_ms = 15000};
-	model_run(t, &o, &c, extra);
-	call_free(&c);
-	json_object_put(o.body);
+	model_paced(t, (struct call){.timeout_ms = 15000}, extra);
 	json_object_object_add(step, "extraCall", extra);
 	for (long i = 0; i < n; i++)
 		if (fds[i] >= 0)

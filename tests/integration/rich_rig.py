@@ -572,13 +572,18 @@ class StandInHandler(BaseHTTPRequestHandler):
         if raw and (body is None or bad):
             entry["status"] = 400
             return self.answer(400, {"error": "bad_request"})
-        self.server.owner.readies.append(body)
+        with self.server.owner.lock:
+            self.server.owner.readies.append(body)
+            self.server.owner.announced = True
         entry["status"] = 200
         return self.answer(200, {})
 
     def next(self, entry):
         owner = self.server.owner
         with owner.lock:
+            if not owner.announced:
+                entry["status"] = 409
+                return self.answer(409, {"error": "not_ready"})
             if owner.idle_polls >= 1:
                 entry["status"] = 429
                 return self.answer(429, {"error": "busy"})
@@ -662,6 +667,7 @@ class StandIn:
         self.turns = queue.Queue()
         self.results = queue.Queue()
         self.idle_polls = 0
+        self.announced = False  # /worker/next is refused (409) until the worker announces itself
         self.in_flight = self.max_in_flight = 0
         self.worker = None
         self.dirs = {k: os.path.join(self.root, k) for k in ("broker", "ws", "ca", "logs")}
@@ -675,13 +681,26 @@ class StandIn:
         self.anthropic = FakeAnthropic(self.dirs["ca"], os.path.join(self.dirs["logs"], "anthropic.jsonl"),
                                        self._fake_log)
         self.sock = os.path.join(self.dirs["broker"], "broker.sock")
-        self.server = StandInServer(self.sock, StandInHandler)
-        self.server.owner = self
-        os.chown(self.sock, env.uid, env.gid)
-        os.chmod(self.sock, 0o600)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._listen()
         if worker_config is not None:
             write_worker_config(self.dirs["ws"], worker_config, env.uid, env.gid)
+
+    def _listen(self):
+        self.server = StandInServer(self.sock, StandInHandler)
+        self.server.owner = self
+        os.chown(self.sock, self.env.uid, self.env.gid)
+        os.chmod(self.sock, 0o600)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def restart_listener(self):
+        """What a daemon restart does to the channel's socket: a new listener at the same path
+        in the same directory, which knows no worker until it announces itself again."""
+        self.server.shutdown()
+        self.server.server_close()
+        os.unlink(self.sock)
+        with self.lock:
+            self.announced = False
+        self._listen()
 
     def record(self, handler):
         entry = {"method": handler.command, "path": handler.path,
@@ -747,6 +766,25 @@ class StandIn:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def add_rich_upstream(suite, defaults):
+    """For a Suite about to write its config (its test CA made): start fake_anthropic on the
+    CA, write the OAuth token file (0400, the service account's), and merge a "rich" key
+    (defaults, then suite.rich_overrides) into the config overrides."""
+    suite._logfiles.append(open(suite.log_path("fake-anthropic"), "ab"))
+    suite.anthropic = FakeAnthropic(suite.dirs["ca"], os.path.join(suite.dirs["logs"], "anthropic.jsonl"),
+                                    suite._logfiles[-1])
+    suite.oauth_file = os.path.join(suite.dirs["etc"], "oauth-token")
+    with open(os.open(suite.oauth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(suite.oauth_token + "\n")
+    os.chown(suite.oauth_file, suite.env.uid, suite.env.gid)
+    os.chmod(suite.oauth_file, 0o400)
+    rich = {"upstream": suite.anthropic.url, "oauthToken": {"file": suite.oauth_file},
+            "effort": {"default": "medium"}, "turnTimeoutMs": 120000, "startTimeoutMs": 30000}
+    rich.update(defaults)
+    rich.update(suite.rich_overrides)
+    suite.config_overrides = dict(suite.config_overrides, rich=rich)
 
 
 # ---- 2. brokerd alone ----------------------------------------------------------------------
@@ -961,28 +999,9 @@ class RichBrokerRig(BrokerRig):
     def _write_config(self):
         # Called by BrokerRig.start() once the test CA exists: start the upstream on it.
         if self.anthropic is None:
-            self._logfiles.append(open(self.log_path("fake-anthropic"), "ab"))
-            self.anthropic = FakeAnthropic(self.dirs["ca"], os.path.join(self.dirs["logs"], "anthropic.jsonl"),
-                                           self._logfiles[-1])
-            self.oauth_file = os.path.join(self.dirs["etc"], "oauth-token")
-            with open(os.open(self.oauth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(self.oauth_token + "\n")
-            os.chown(self.oauth_file, self.env.uid, self.env.gid)
-            os.chmod(self.oauth_file, 0o400)
-            rich = {
-                "image": "roundtable-sandbox:unused-by-brokerd",
-                "upstream": self.anthropic.url,
-                "oauthToken": {"file": self.oauth_file},
-                "profiles": {
-                    "default": {"model": MODEL, "tools": ["echo"], "mcp": ["docs"]},
-                    "bare": {"model": MODEL},
-                },
-                "effort": {"default": "medium"},
-                "turnTimeoutMs": 120000,
-                "startTimeoutMs": 30000,
-            }
-            rich.update(self.rich_overrides)
-            self.config_overrides = dict(self.config_overrides, rich=rich)
+            add_rich_upstream(self, {"image": "roundtable-sandbox:unused-by-brokerd",
+                                     "profiles": {"default": {"model": MODEL, "tools": ["echo"], "mcp": ["docs"]},
+                                                  "bare": {"model": MODEL}}})
         super()._write_config()
 
     @property
@@ -1027,25 +1046,7 @@ class RichSuite(Suite):
 
     def _write_config(self):
         if self.anthropic is None and self.fake is not None:
-            self._logfiles.append(open(self.log_path("fake-anthropic"), "ab"))
-            self.anthropic = FakeAnthropic(self.dirs["ca"], os.path.join(self.dirs["logs"], "anthropic.jsonl"),
-                                           self._logfiles[-1])
-            self.oauth_file = os.path.join(self.dirs["etc"], "oauth-token")
-            with open(os.open(self.oauth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                f.write(self.oauth_token + "\n")
-            os.chown(self.oauth_file, self.env.uid, self.env.gid)
-            os.chmod(self.oauth_file, 0o400)
-            rich = {
-                "image": self.rich_image,
-                "upstream": self.anthropic.url,
-                "oauthToken": {"file": self.oauth_file},
-                "profiles": {"default": {"model": MODEL}},
-                "effort": {"default": "medium"},
-                "turnTimeoutMs": 120000,
-                "startTimeoutMs": 30000,
-            }
-            rich.update(self.rich_overrides)
-            self.config_overrides = dict(self.config_overrides, rich=rich)
+            add_rich_upstream(self, {"image": self.rich_image, "profiles": {"default": {"model": MODEL}}})
         super()._write_config()
 
     def rich(self, channel, profile="default"):

@@ -422,15 +422,7 @@ def test_worker_reannounces_when_the_socket_is_recreated(rts_env, image):
         s.start_worker(image)
         s.turn("first")
         n = len(s.readies)
-        s.server.shutdown()
-        s.server.server_close()
-        os.unlink(s.sock)
-        from rich_rig import StandInHandler, StandInServer
-        s.server = StandInServer(s.sock, StandInHandler)
-        s.server.owner = s
-        os.chown(s.sock, rts_env.uid, rts_env.gid)
-        import threading
-        threading.Thread(target=s.server.serve_forever, daemon=True).start()
+        s.restart_listener()
         wait_until(lambda: len(s.readies) > n, 30, "readiness after the socket came back")
         rep = s.turn("second")
         assert any(e["what"] == "next-failed" for e in rep["between"])
