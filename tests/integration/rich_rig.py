@@ -86,7 +86,6 @@ class SSEParser:
         self.buf = b""
         self.name = ""
         self.data = []
-        self.pending_cr = False
 
     def feed(self, chunk):
         out = []
