@@ -1559,8 +1559,7 @@ static void compact_posts(struct turn *t, long n, const char *member, size_t pad
 								       "\"tokensAfter\":40000,\"reason\":\"threshold\"}"));
 		else
 			json_object_object_add(body, "request", compact_request(pad));
-		json_object *a = post_json("/worker/compact", body, 0, s);
-		(void)a;
+		json_object_put(post_json("/worker/compact", body, 0, s));
 		json_object_array_add(calls, s);
 		json_object_put(body);
 	}
