@@ -77,6 +77,11 @@
 #define RTS_TOOL_TIMEOUT_MS_MIN 1u
 #define RTS_TOOL_TIMEOUT_MS_MAX RTS_BROKER_REQUEST_DEADLINE_MS
 #define RTS_TOOL_TIMEOUT_MS_DEFAULT 30000u
+/* A host tool's writePaths (DESIGN.md section 8.1): at most this many directories its
+ * sandbox may write (brokerd/toolbox.h), each at most RTS_WRITE_PATH_MAX bytes like every
+ * path of the config. */
+#define RTS_TOOL_WRITE_PATHS_MAX 16u
+#define RTS_WRITE_PATH_MAX 1024u
 
 #define RTS_TIME_ZONE_MAX 64u /* an IANA name; the worker gets it in its input */
 #define RTS_IMAGE_MAX 255u    /* the image reference: the config, runnerd, the CLI's image build */
