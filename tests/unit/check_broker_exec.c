@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "brokerd/exec.h"
@@ -22,6 +23,7 @@
 #include "brokerd/launcher.h"
 #include "brokerd/toolbox.h"
 #include "common/json.h"
+#include "common/sandbox.h"
 #include "common/util.h"
 
 static char tmpdir[64];
@@ -322,6 +324,46 @@ START_TEST(test_writes_only_its_write_paths)
 }
 END_TEST
 
+/* The whole path under brokerd's own seccomp filter, in a forked child (a filter cannot
+ * be removed again): the launcher forked first, as brokerd does, then the filter; a run
+ * answers, and one that ignores SIGTERM is stopped at its deadline with SIGKILL. Exit 0
+ * when both did. */
+static int run_under_brokerd_filter(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "read -r l; echo \"$l\"; if [ \"$l\" = wait ]; then trap '' TERM; sleep 30; fi",
+			      NULL};
+	struct rig g;
+	rig_start(&g, argv, NULL, NULL);
+	if (rts_sandbox_init() < 0 || rts_sandbox_apply(RTS_SANDBOX_BROKERD) < 0)
+		return 10;
+	struct brokerd_exec e = {.tool = &g.cfg.tools[0], .input = "in\n", .input_len = 3, .max_output = 64,
+				 .cancel = in_ms(10000), .stderr_label = "test", .turn_id = "0123456789abcdef"};
+	struct brokerd_exec_result r;
+	if (brokerd_exec_run(&e, &r) != 0 || r.exit_status != 0 || strcmp(r.output, "in\n") != 0)
+		return 11;
+	free(r.output);
+	e.input = "wait\n";
+	e.input_len = 5;
+	e.cancel = in_ms(300);
+	uint64_t t0 = rts_now_ms();
+	if (brokerd_exec_run(&e, &r) != -ETIMEDOUT || rts_now_ms() - t0 < 300 + BROKERD_KILL_GRACE_MS)
+		return 12;
+	rig_stop(&g);
+	return 0;
+}
+
+START_TEST(test_under_brokerd_filter)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(run_under_brokerd_filter());
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the confined run ended with status 0x%x", st);
+}
+END_TEST
+
 /* ---- credentials ---- */
 
 static const struct brokerd_binding binding = {
@@ -485,6 +527,7 @@ int main(void)
 	tcase_add_test(tc, test_turn_closing_cancels);
 	tcase_add_test(tc, test_stragglers_killed);
 	tcase_add_test(tc, test_writes_only_its_write_paths);
+	tcase_add_test(tc, test_under_brokerd_filter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("keys");
 	tcase_add_checked_fixture(tc, setup, teardown);
