@@ -161,18 +161,26 @@ static int our_ends_ready(struct rts_child *c)
 	return 0;
 }
 
-/* rts_child_start() for s->start: the pipes p are made; the hook gets the child's ends. */
-static int child_start_elsewhere(const struct rts_spawn *s, struct rts_child *c, int p[3][2])
+/* Once the child (or its starter) has its ends of the pipes p, only ours stay open here:
+ * then EOF and EPIPE work as they should. stdin's child end is its read end [0], stdout's
+ * and stderr's their write end [1]. */
+static void keep_our_ends(struct rts_child *c, int p[3][2])
 {
-	const int ends[3] = {p[0][0], p[1][1], p[2][1]};
-	int pidfd = -1;
-	int r = s->start(s->hook_arg, ends, &pidfd);
 	close_fd(&p[0][0]);
 	close_fd(&p[1][1]);
 	close_fd(&p[2][1]);
 	c->in_fd = p[0][1];
 	c->out_fd = p[1][0];
 	c->err_fd = p[2][0];
+}
+
+/* rts_child_start() for s->start: the pipes p are made; the hook gets the child's ends. */
+static int child_start_elsewhere(const struct rts_spawn *s, struct rts_child *c, int p[3][2])
+{
+	const int ends[3] = {p[0][0], p[1][1], p[2][1]};
+	int pidfd = -1;
+	int r = s->start(s->hook_arg, ends, &pidfd);
+	keep_our_ends(c, p);
 	c->pidfd = pidfd;
 	if (r == 0 && pidfd < 0)
 		r = -EBADF;
@@ -260,13 +268,7 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 	r = -posix_spawn(&c->pid, s->argv[0], &fa, &at, s->argv, s->envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
-	/* Only the child keeps its ends: then EOF and EPIPE work as they should. */
-	close_fd(&p[0][0]);
-	close_fd(&p[1][1]);
-	close_fd(&p[2][1]);
-	c->in_fd = p[0][1];
-	c->out_fd = p[1][0];
-	c->err_fd = p[2][0];
+	keep_our_ends(c, p);
 	if (r < 0) {
 		c->pid = -1;
 		rts_child_release(c);
