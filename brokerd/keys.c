@@ -86,13 +86,13 @@ json_object *brokerd_binding_json(const struct brokerd_binding *b)
 	return o;
 }
 
-static int read_key_command(char *const *argv, const struct brokerd_binding *b, const struct brokerd_cancel *cancel,
-			    char **key, size_t *key_len)
+static int read_key_command(const struct rts_key_source *src, const struct brokerd_binding *b,
+			    const struct brokerd_cancel *cancel, char **key, size_t *key_len)
 {
 	cleanup_json json_object *in = brokerd_binding_json(b);
 	cleanup_free char *input = rts_json_dump(in);
 	struct brokerd_exec e = {
-		.argv = argv,
+		.key = src,
 		.input = input,
 		.input_len = strlen(input),
 		.max_output = BROKERD_KEY_MAX + 1,
@@ -146,7 +146,7 @@ int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_bind
 		return finish(buf, n, false, key, len);
 	}
 	case RTS_KEY_COMMAND:
-		return read_key_command(src->argv, b, cancel, key, len);
+		return read_key_command(src, b, cancel, key, len);
 	}
 	return -ENOKEY;
 }

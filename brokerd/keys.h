@@ -23,7 +23,9 @@ bool brokerd_key_valid(const char *key, size_t len);
  *   credential: $CREDENTIALS_DIRECTORY/NAME (no symlinks), one trailing newline stripped;
  *   file:       the file, one trailing newline stripped (DESIGN.md "Pinned details");
  *   env:        the variable's value;
- *   command:    argv run in a fresh process group with PATH=/usr/bin:/bin only, stdin
+ *   command:    argv run by brokerd's launcher in the key commands' sandbox
+ *               (brokerd/toolbox.h; src must be a key source of the config the launcher
+ *               was started with) with PATH=/usr/bin:/bin only, stdin
  *               {"channel","speaker":{"id","name","principalId"}} from b, stdout (at most
  *               BROKERD_KEY_MAX bytes, one trailing newline stripped) within
  *               BROKERD_KEY_COMMAND_TIMEOUT_MS and cancel; empty output or a non-zero exit

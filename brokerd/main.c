@@ -18,6 +18,9 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/exec.h"
+#include "brokerd/launcher.h"
+#include "brokerd/toolbox.h"
 #include "brokerd/turn.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
@@ -47,6 +50,8 @@ struct brokerd_link {
 
 struct brokerd {
 	const struct rts_config *cfg;
+	struct rts_daemon *daemon;
+	int exit_status; /* 1 once the launcher is gone */
 	sd_event *ev;
 	sd_event_source *sweep;
 	struct rts_link_server *server;
@@ -155,7 +160,7 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 		d->n_turns--;
 	}
 	if (d->stopping && d->n_turns == 0)
-		sd_event_exit(d->ev, 0);
+		sd_event_exit(d->ev, d->exit_status);
 	return 0;
 }
 
@@ -315,7 +320,74 @@ static void on_stop(struct rts_daemon *daemon)
 		rts_link_free(link);
 	}
 	if (d->n_turns == 0)
-		sd_event_exit(d->ev, 0);
+		sd_event_exit(d->ev, d->exit_status);
+}
+
+/* The launcher never writes to its socket: readable means it is gone, and no host tool
+ * or key command can run any more. Stop like at SIGTERM, and exit with a failure so that
+ * systemd (Restart=on-failure) starts a whole brokerd again. */
+static int on_launcher_gone(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct brokerd *d = userdata;
+	sd_event_source_set_enabled(s, SD_EVENT_OFF);
+	if (d->stopping)
+		return 0;
+	log_error("the host tool launcher has ended; stopping");
+	d->exit_status = 1;
+	d->daemon->stopping = true;
+	on_stop(d->daemon);
+	return 0;
+}
+
+/* Host tools and key commands: their sandbox's rules checked, the launcher forked (before
+ * any key is read, any thread exists and the seccomp filter), and each sandbox profile
+ * started once, so that a host where bubblewrap cannot make its namespaces (or a unit
+ * that forbids them) stops brokerd at start, with bwrap's own words, instead of failing
+ * every call. NULL when the config runs no command. */
+static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, const char *runtime_dir,
+					       struct brokerd_toolbox **tb)
+{
+	*tb = NULL;
+	if (!brokerd_toolbox_needed(cfg))
+		return NULL;
+	char err[1024];
+	int r = brokerd_toolbox_new(cfg, runtime_dir, getenv("CREDENTIALS_DIRECTORY"), RTS_BWRAP, RTS_TINI, tb, err,
+				    sizeof(err));
+	if (r < 0)
+		fatal_f("%s", err);
+	struct brokerd_launcher *l = NULL;
+	r = brokerd_launcher_start(*tb, &l);
+	if (r < 0)
+		fatal_f("cannot start the host tool launcher: %s", strerror(-r));
+	brokerd_exec_init(l);
+	bool key_command = false;
+	for (size_t i = 0; i <= cfg->n_mcp && !key_command; i++) {
+		const struct rts_key_source *k = i == 0 ? &cfg->api_key : cfg->mcp[i - 1].has_api_key ? &cfg->mcp[i - 1].api_key : NULL;
+		key_command = k && k->kind == RTS_KEY_COMMAND;
+	}
+	for (size_t i = 0; i <= cfg->n_tools; i++) {
+		struct brokerd_exec e = {
+			.tool = i < cfg->n_tools ? &cfg->tools[i] : NULL,
+			.key = i < cfg->n_tools ? NULL : &cfg->api_key,
+			.probe = true,
+			.max_output = 4096,
+			.cancel = {.wake_fd = -1, .deadline_ms = rts_now_ms() + BROKERD_KEY_COMMAND_TIMEOUT_MS},
+			.stderr_label = i < cfg->n_tools ? cfg->tools[i].name : "key command",
+			.turn_id = "start-up",
+		};
+		if (i == cfg->n_tools && !key_command)
+			break;
+		struct brokerd_exec_result res;
+		r = brokerd_exec_run(&e, &res);
+		free(res.output);
+		if (r < 0 || res.exit_status != 0)
+			fatal_f("cannot run %s%s in its sandbox (%s; bwrap's message, if any, is logged just "
+				"before): see roundtable-sandbox-brokerd(8), \"Host tools\"",
+				i < cfg->n_tools ? "host tool " : "key commands",
+				i < cfg->n_tools ? cfg->tools[i].name : "",
+				r < 0 ? strerror(-r) : "the sandbox did not start");
+	}
+	return l;
 }
 
 int main(int argc, char **argv)
@@ -325,6 +397,8 @@ int main(int argc, char **argv)
 	const struct rts_config *cfg = daemon.cfg;
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
+	struct brokerd_toolbox *toolbox = NULL;
+	struct brokerd_launcher *launcher = start_launcher(cfg, daemon.opts.runtime_dir, &toolbox);
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and
 	 * its upstream traffic carries the real credentials. Done before any thread exists. */
 	unsetenv("SSLKEYLOGFILE");
@@ -336,7 +410,7 @@ int main(int argc, char **argv)
 	brokerd_testbuild_fetch_seams();
 #endif
 
-	struct brokerd d = {.cfg = cfg, .done_fd = -1};
+	struct brokerd d = {.cfg = cfg, .daemon = &daemon, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);
 	rts_daemon_listen(&daemon, RTS_SOCK_BROKERD, SOCK_SEQPACKET, 0600, false, on_stop, &d);
 	d.ev = daemon.event;
@@ -344,7 +418,7 @@ int main(int argc, char **argv)
 	if (d.done_fd < 0)
 		fatal_f("eventfd: %s", strerror(errno));
 
-	sd_event_source *done_src = NULL;
+	sd_event_source *done_src = NULL, *launcher_src = NULL;
 	int r;
 	if ((r = rts_link_server_new(d.ev, daemon.listen_fd, &brokerd_runnerd_spec, LINKS_MAX, brokerd_runnerd_new, &d,
 				     &d.server)) < 0 ||
@@ -354,9 +428,12 @@ int main(int argc, char **argv)
 		    0)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
 	sd_event_source_set_enabled(d.sweep, SD_EVENT_OFF);
+	if (launcher &&
+	    (r = sd_event_add_io(d.ev, &launcher_src, brokerd_launcher_fd(launcher), EPOLLIN, on_launcher_gone, &d)) < 0)
+		fatal_f("cannot set up the event loop: %s", strerror(-r));
 
-	/* Start-up is over and no thread exists yet. Host tools and key commands inherit the
-	 * filter: like brokerd, they cannot open a file for writing (common/sandbox.c). */
+	/* Start-up is over and no thread exists yet. Host tools and key commands do not
+	 * inherit the filter: the launcher was forked before it. */
 	rts_daemon_sandbox(&daemon, RTS_SANDBOX_BROKERD);
 #ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
 	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
@@ -374,6 +451,10 @@ int main(int argc, char **argv)
 	}
 	rts_link_server_free(d.server);
 	sd_event_source_disable_unref(done_src);
+	sd_event_source_disable_unref(launcher_src);
+	brokerd_exec_init(NULL);
+	brokerd_launcher_stop(launcher);
+	brokerd_toolbox_free(toolbox);
 	sd_event_source_disable_unref(d.sweep);
 	close(d.done_fd);
 	pthread_mutex_destroy(&d.done_lock);

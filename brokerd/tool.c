@@ -47,7 +47,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	cleanup_free char *input = rts_json_dump(in);
 
 	struct brokerd_exec e = {
-		.argv = tool->command,
+		.tool = tool,
 		.input = input,
 		.input_len = strlen(input),
 		.max_output = RTS_UPSTREAM_ANSWER_MAX,

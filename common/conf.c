@@ -226,6 +226,34 @@ static bool tool_defaults(struct rts_jctx *ctx, json_object *o, void *base)
 	struct rts_tool *t = base;
 	if (t && t->timeout_ms == 0) /* absent: 0 is out of range */
 		t->timeout_ms = RTS_TOOL_TIMEOUT_MS_DEFAULT;
+	if (t && !t->write_paths) /* absent: the tool writes nowhere */
+		t->write_paths = rts_xcalloc(1, sizeof(char *));
+	return true;
+}
+
+/* One of a tool's writePaths. The file system checks (an existing directory, no symbolic
+ * link, writable, apart from the suite's own directories) are brokerd's at start
+ * (brokerd/toolbox.h): they depend on the host, not on the file. */
+static bool write_path_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	if (!path_check(ctx, v, base))
+		return false;
+	if (strcmp(json_object_get_string(v), "/") == 0)
+		return rts_jfail(ctx, "must not be / (name the directories the tool writes)");
+	return true;
+}
+
+static bool write_paths_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	size_t n = json_object_array_length(v);
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(json_object_get_string(json_object_array_get_idx(v, i)),
+				   json_object_get_string(json_object_array_get_idx(v, j))) == 0) {
+				char at[32];
+				snprintf(at, sizeof(at), "[%zu]", i);
+				return rts_jfail_at(ctx, at, "repeats writePaths[%zu]", j);
+			}
 	return true;
 }
 
@@ -237,6 +265,12 @@ static const struct rts_jspec tool_spec = {
 		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN,
 		 .max = RTS_TOOL_TIMEOUT_MS_MAX,
 		 .store = RTS_JS_UINT32, .at = offsetof(struct rts_tool, timeout_ms)},
+		{.key = "writePaths", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_TOOL_WRITE_PATHS_MAX,
+		 .items = "directories",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_WRITE_PATH_MAX,
+						    .check = write_path_check, .store = RTS_JS_STRDUP},
+		 .check = write_paths_check, .store = RTS_JS_ARRAY, .at = offsetof(struct rts_tool, write_paths),
+		 .count_at = offsetof(struct rts_tool, n_write_paths), .elem_size = sizeof(char *)},
 		{0},
 	},
 	.check = tool_defaults,
@@ -500,6 +534,7 @@ void rts_config_free(struct rts_config *c)
 		if (c->tools[i].parameters)
 			json_object_put(c->tools[i].parameters);
 		rts_strv_free(c->tools[i].command);
+		rts_strv_free(c->tools[i].write_paths);
 	}
 	free(c->tools);
 	for (size_t i = 0; i < c->n_mcp; i++) {

@@ -44,6 +44,9 @@ struct rts_tool {
 	json_object *parameters; /* a JSON object (schema); owned reference */
 	char **command;		 /* NULL-terminated argv, command[0] an absolute path */
 	uint32_t timeout_ms;	 /* 1..600000, default 30000 */
+	char **write_paths;	 /* NULL-terminated, possibly empty: the directories the tool's
+				  * sandbox may write (absolute, normalised, not "/", distinct) */
+	size_t n_write_paths;	 /* at most RTS_TOOL_WRITE_PATHS_MAX */
 };
 
 struct rts_mcp_tool {

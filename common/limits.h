@@ -80,6 +80,11 @@
 #define RTS_TOOL_TIMEOUT_MS_MIN 1u
 #define RTS_TOOL_TIMEOUT_MS_MAX RTS_BROKER_REQUEST_DEADLINE_MS
 #define RTS_TOOL_TIMEOUT_MS_DEFAULT 30000u
+/* A host tool's writePaths (DESIGN.md section 8.1): at most this many directories its
+ * sandbox may write (brokerd/toolbox.h), each at most RTS_WRITE_PATH_MAX bytes like every
+ * path of the config. */
+#define RTS_TOOL_WRITE_PATHS_MAX 16u
+#define RTS_WRITE_PATH_MAX 1024u
 
 /* The controlled fetch (common/fetch.h) and the config's "fetch" key, which sets the
  * host_fetch guest tool's limits within the same ranges (seed: "Defaults are 60 seconds,

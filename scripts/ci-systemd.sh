@@ -199,6 +199,24 @@ for d in statd runnerd brokerd; do
 	} >"$work/units/roundtable-sandbox-ci-probe-$d.service"
 done
 
+# Host tools (brokerd/toolbox.h): brokerd's unit must let bubblewrap build a tool's sandbox
+# (namespaces, mounts, a fresh /proc) and let a JavaScript engine run in it, since every
+# setting of the unit reaches the tools too. A one-shot with brokerd's unit and ExecStart=
+# replaced by the sandbox brokerd's launcher builds for a tool (same options, tini as PID
+# 1), running python3, node and sh; it must print "tool-probe 42 42 ok".
+tool_probe_drop='^(Requires|After|Wants|Also|WantedBy|Documentation|Type|ExecStart|Restart|RestartSec|KillMode|LoadCredential|RuntimeDirectory|RuntimeDirectoryMode|StateDirectory|StateDirectoryMode)='
+{
+	sed -n '1,/^\[Service\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service | grep -vE "$tool_probe_drop"
+	cat <<'UNIT'
+Type=oneshot
+StandardOutput=truncate:/run/roundtable-sandbox-ci-tool-probe.out
+StandardError=journal
+ExecStart=/usr/bin/bwrap --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try --disable-userns --die-with-parent --new-session --as-pid-1 --ro-bind / / --dev /dev --proc /proc --chdir / -- /usr/bin/tini -g -- /bin/sh -c "p=$$(python3 -c 'print(6*7)') && n=$$(node -e 'console.log([...Array(7).keys()].reduce((a, b) => a + b, 0) * 2)') && echo x >/dev/null && echo tool-probe $$p $$n ok"
+UNIT
+	sed -n '/^\[Service\]$/,/^\[Install\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service |
+		grep -vE "$tool_probe_drop|^\[(Service|Install)\]$"
+} >"$work/units/roundtable-sandbox-ci-tool-probe.service"
+
 # No registry: the image is FROM scratch plus mount points and Debian 12's merged-/usr
 # symlinks; the host's /usr and /etc are bind-mounted read-only. /var stays in the
 # container's own writable layer (so /var/run -> ../run exists), /run and /tmp are tmpfs.
@@ -377,6 +395,13 @@ for u in $units; do
 	say "$u (pid $pid): uid/gid $uid/$gid, groups:${groups% }, NoNewPrivs 1, Seccomp 2 ($(field Seccomp_filters) filters, unit alone $unit_filters), no capabilities, docker.sock reachable: $docker_ok"
 done
 say "brokerd reads model-api-key from \$CREDENTIALS_DIRECTORY (LoadCredential=), same bytes as $keyfile"
+
+# A host tool's sandbox under brokerd's unit (the probe unit made above).
+dx systemctl start roundtable-sandbox-ci-tool-probe.service ||
+	die "a host tool's sandbox does not start under brokerd's unit: $(dx journalctl --no-pager -n 5 -u roundtable-sandbox-ci-tool-probe.service)"
+tool_out=$(dx cat /run/roundtable-sandbox-ci-tool-probe.out)
+[ "$tool_out" = "tool-probe 42 42 ok" ] || die "the host tool probe printed '$tool_out', not 'tool-probe 42 42 ok'"
+say "a host tool's sandbox (bwrap, tini, python3, node, sh) runs under brokerd's unit"
 
 # The journal: structured per-turn fields, and no key or guest text anywhere in the
 # three units' entries.

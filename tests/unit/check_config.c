@@ -513,6 +513,70 @@ START_TEST(test_bad_values)
 }
 END_TEST
 
+/* tools[].writePaths (DESIGN.md 8.1): absolute, normalised directories, not /, none twice,
+ * at most RTS_TOOL_WRITE_PATHS_MAX; absent means none. What they name on disk is brokerd's
+ * to check at start (check_broker_toolbox). */
+static char *tool_with(const char *write_paths)
+{
+	return rts_xasprintf("\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"]%s%s}]",
+			     write_paths ? ",\"writePaths\":" : "", write_paths ? write_paths : "");
+}
+
+START_TEST(test_write_paths)
+{
+	char err[512];
+	cleanup_free char *none = tool_with(NULL);
+	cleanup_free char *t1 = with(none);
+	struct rts_config *c = load_text(t1, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, 0);
+	ck_assert_ptr_null(c->tools[0].write_paths[0]);
+	rts_config_free(c);
+	cleanup_free char *two = tool_with("[\"/srv/tickets\",\"/var/lib/tool-db\"]");
+	cleanup_free char *t2 = with(two);
+	c = load_text(t2, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, 2);
+	ck_assert_str_eq(c->tools[0].write_paths[1], "/var/lib/tool-db");
+	ck_assert_ptr_null(c->tools[0].write_paths[2]);
+	rts_config_free(c);
+
+	const struct {
+		const char *value, *at;
+	} bad[] = {
+		{"\"/srv\"", "tools[0].writePaths"},
+		{"[\"srv/tickets\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/../etc\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/./x\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv//x\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/x/\"]", "tools[0].writePaths[0]"},
+		{"[\"/\"]", "tools[0].writePaths[0]"},
+		{"[\"\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/a b\"]", "tools[0].writePaths[0]"},
+		{"[1]", "tools[0].writePaths[0]"},
+		{"[\"/srv/a\",\"/srv/b\",\"/srv/a\"]", "tools[0].writePaths[2]"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cleanup_free char *t = tool_with(bad[i].value);
+		assert_refused(t, bad[i].at);
+	}
+	/* The count: RTS_TOOL_WRITE_PATHS_MAX pass, one more does not. */
+	char list[4096] = "[";
+	for (unsigned i = 0; i < RTS_TOOL_WRITE_PATHS_MAX; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"/srv/d%u\"", i ? "," : "", i);
+	cleanup_free char *full = rts_xasprintf("%s]", list);
+	cleanup_free char *ok = tool_with(full);
+	cleanup_free char *tok = with(ok);
+	c = load_text(tok, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, RTS_TOOL_WRITE_PATHS_MAX);
+	rts_config_free(c);
+	snprintf(list + strlen(list), sizeof(list) - strlen(list), ",\"/srv/one-more\"]");
+	cleanup_free char *over = tool_with(list);
+	assert_refused(over, "tools[0].writePaths");
+}
+END_TEST
+
 START_TEST(test_required)
 {
 	char err[512];
@@ -755,6 +819,7 @@ int main(void)
 	tcase_add_test(tc, test_parameters_schema_rule);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
+	tcase_add_test(tc, test_write_paths);
 	tcase_add_test(tc, test_required);
 	tcase_add_test(tc, test_file_errors);
 	tcase_add_test(tc, test_installation_id_follows_state_file);
