@@ -19,6 +19,7 @@
 
 #include "brokerd/brokerd.h"
 #include "brokerd/turn.h"
+#include "brokerd/audit.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
 #include "common/link.h"
@@ -146,6 +147,7 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
 			     "turn closed after %u calls", calls);
+		brokerd_audit_summary(&t->b, calls);
 		if (t->answer_close && t->owner)
 			send_closed(t->owner, t->b.turn_id, calls);
 		brokerd_turn_free(t);

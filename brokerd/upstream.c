@@ -8,12 +8,21 @@
 #include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/keys.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 static inline void easy_cleanupp(CURL **e)
 {
@@ -377,10 +386,11 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 static int transfer(CURLM *m, const struct brokerd_upstream_req *req, struct curl_slist *headers, uint64_t deadline,
 		    bool fresh, struct attempt *at, struct brokerd_upstream_answer *a)
 {
+	*at = (struct attempt){.p = req->body, .len = req->body_len};
 	cleanup_curl CURL *e = curl_easy_init();
 	if (!e)
 		return -ENOMEM;
-	*at = (struct attempt){.e = e, .p = req->body, .len = req->body_len};
+	at->e = e;
 	struct sink sink = {.max = req->max_answer};
 	uint64_t now = rts_now_ms();
 	if (now >= deadline)
@@ -504,6 +514,9 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 		r = transfer(m, req, headers, deadline, true, &at, a);
 	}
 	multi_give(m);
+	/* A request libcurl was about to send may have reached the upstream (a refused kept
+	 * connection aside: nothing went out on it). */
+	a->sent = at.sends > (at.stale ? 1u : 0u) || at.off > 0;
 	return r;
 }
 
@@ -525,11 +538,17 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	 * upstream deadline unless the request's or the turn's comes first. */
 	bool upstream_bound = req->cancel.deadline_ms > started &&
 			      req->cancel.deadline_ms - started > BROKERD_UPSTREAM_TIMEOUT_MS;
+	uint64_t started_us = now_us();
 	int r = brokerd_upstream_post(req, &a);
 	uint64_t took = rts_now_ms() - started;
-	if (r == -ECANCELED)
+	call->forwarded = a.sent;
+	brokerd_metrics_upstream(what, now_us() - started_us, a.reused, r == 0);
+	if (r == -ECANCELED) {
+		call->rule = "turn_closing";
 		return BROKERD_UNAVAILABLE;
+	}
 	if (r == -ETIMEDOUT) {
+		call->rule = "upstream_timeout";
 		if (upstream_bound)
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
 				     "%s upstream timed out: upstream deadline of %u ms", what,
@@ -541,6 +560,7 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 		return BROKERD_UPSTREAM_TIMEOUT;
 	}
 	if (r < 0) {
+		call->rule = r == -EFBIG ? "upstream_answer_too_large" : "upstream_transport";
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took, "%s upstream call failed: %s",
 			     what, r == -EFBIG ? "answer too large" : "transport error");
 		return BROKERD_UPSTREAM_ERROR;
@@ -549,13 +569,13 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	cleanup_json json_object *doc = NULL;
 	const char *why = NULL;
 	if (a.status < 200 || a.status > 299)
-		problem = "non-2xx status";
+		problem = "non-2xx status", call->rule = "upstream_status";
 	else if (!brokerd_content_type_is_json(a.content_type))
-		problem = "answer is not application/json";
+		problem = "answer is not application/json", call->rule = "upstream_content_type";
 	else if (rts_json_parse(a.body, a.len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0)
-		problem = "answer is not valid JSON";
+		problem = "answer is not valid JSON", call->rule = "upstream_answer_json";
 	else if (brokerd_keyring_reflected(call->keys, a.body, a.len, doc))
-		problem = "answer reflects a credential";
+		problem = "answer reflects a credential", call->rule = "credential_reflected";
 	if (problem) {
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took,
 			     "%s upstream answer refused (HTTP %ld): %s", what, a.status, problem);

@@ -33,6 +33,7 @@ struct brokerd_upstream_answer {
 	char *body;	    /* NUL-terminated; caller frees */
 	size_t len;
 	bool reused;	    /* sent on a connection an earlier call had opened */
+	bool sent;	    /* the request may have reached the upstream (set on failure too) */
 };
 
 /* Send the POST and wait for the whole answer, at most BROKERD_UPSTREAM_TIMEOUT_MS and never
