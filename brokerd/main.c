@@ -240,10 +240,25 @@ static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_b
 	return rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = m->turn_id, .calls = 0});
 }
 
+/* brokerd's metrics text (brokerd/audit.h), for `roundtable-sandbox metrics`. */
+static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg_broker_metrics *m)
+{
+	struct brokerd_link *l = owner;
+	cleanup_free char *text = brokerd_metrics_render(l->d->n_turns);
+	if (strlen(text) > RTS_METRICS_TEXT_MAX) {
+		/* Fixed families and label lists keep it far below; never cut a text short. */
+		log_error("metrics text of %zu bytes is over %u (bug); sending none", strlen(text), RTS_METRICS_TEXT_MAX);
+		text[0] = '\0';
+	}
+	return rts_link_send_broker_metrics_text(l->link,
+						 &(struct rts_msg_broker_metrics_text){.seq = m->seq, .text = text});
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the peer. */
 static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
 	RTS_LINK_ON(BROKER_BIND, brokerd_on_bind),
 	RTS_LINK_ON(BROKER_CLOSE, brokerd_on_close),
+	RTS_LINK_ON(BROKER_METRICS, brokerd_on_metrics),
 	RTS_LINK_DISPATCH_END,
 };
 
