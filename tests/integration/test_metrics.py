@@ -6,12 +6,13 @@ channel key, turn id or guest text.
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_metrics.py
 """
-import json
+import os
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import wait_until
+import rtsproto
+from harness import HarnessError, Suite, wait_until
 
 CHANNEL = "guild-7/metrics-channel-KEY-not-a-label"
 GUEST_TEXT = "metrics guest text marker 9c2e"
@@ -137,3 +138,59 @@ def test_brokerd_down_is_reported_not_fatal(make_suite):
     families, _ = scrape(s)
     assert value(families, "roundtable_sandbox_daemon_up", daemon="runnerd") == 0
     assert "roundtable_sandbox_turn_seconds" not in families
+
+
+@pytest.fixture
+def statd_alone(host_env):
+    """statd with this test standing in for runnerd on runnerd.sock (rtsproto)."""
+    try:
+        s = Suite(host_env, daemons=("statd",))
+    except HarnessError as e:
+        pytest.fail(f"statd did not start: {e}", pytrace=False)
+    path = os.path.join(s.dirs["rt"], "runnerd.sock")
+    lst = rtsproto.Listener(path)
+    os.chown(path, host_env.uid, host_env.gid)  # statd runs as the service account
+    yield s, lst
+    lst.close()
+    s.stop()
+
+
+def ask_with_runnerd_text(suite, lst, runnerd_text):
+    """A metrics request; the fake runnerd answers with runnerd_text. Returns the control
+    answer and the fake's link (to see whether statd dropped it)."""
+    c = suite.connect()
+    try:
+        rid = c.send({"op": "metrics"})
+        peer = lst.accept(timeout=10)
+        peer.expect_hello(rtsproto.PROGRAM_RUNNERD)
+        m = peer.expect(rtsproto.METRICS)
+        peer.send(rtsproto.METRICS_TEXT, seq=m["seq"], brokerd_link=0, brokerd_up=0, runnerd=runnerd_text,
+                  brokerd="")
+        a = c.recv(timeout=10)
+    finally:
+        c.close()
+    assert a["id"] == rid
+    return a, peer
+
+
+def test_runnerd_text_is_passed_on(statd_alone):
+    suite, lst = statd_alone
+    a, peer = ask_with_runnerd_text(suite, lst, "# TYPE roundtable_sandbox_spares_ready gauge\n"
+                                                "roundtable_sandbox_spares_ready 0\n")
+    families = parse(a["text"])
+    assert value(families, "roundtable_sandbox_daemon_up", daemon="runnerd") == 1
+    assert value(families, "roundtable_sandbox_spares_ready") == 0
+    peer.close()
+
+
+@pytest.mark.parametrize("bad", ["x 1\n\x1b[2Jx 2\n", "no newline at the end 1", "caf\u00e9 1\n"])
+def test_runnerd_text_not_ascii_lines_drops_the_link(statd_alone, bad):
+    """A peer's text with a control byte, a non-ASCII byte or no final newline is a
+    protocol violation: statd drops the link and answers without it."""
+    suite, lst = statd_alone
+    a, peer = ask_with_runnerd_text(suite, lst, bad)
+    families = parse(a["text"])
+    assert value(families, "roundtable_sandbox_daemon_up", daemon="runnerd") == 0
+    assert bad.rstrip("\n") not in a["text"] and "\x1b" not in a["text"] and "\u00e9" not in a["text"]
+    assert wait_until(lambda: peer.recv(timeout=10) is None, 15, "statd dropping the link")
+    assert "METRICS_TEXT" in suite.log_tail("statd") or "protocol" in suite.log_tail("statd").lower()
