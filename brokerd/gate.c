@@ -167,6 +167,9 @@ static void handoff(struct brokerd_pending *p)
 		pthread_mutex_lock(&t->lock);
 		struct brokerd_conn *mine = brokerd_gate_claim_locked(t, fd);
 		pthread_mutex_unlock(&t->lock);
+		if (mine)
+			brokerd_audit_call(&t->b, mine->call_no, "none", "server_error", BROKERD_RESULT_MAX_, false,
+					   rts_now_ms() - mine->accepted_ms);
 		free(mine);
 	}
 }

@@ -166,6 +166,7 @@ static void multi_give(CURLM *m)
 struct tracked_sock {
 	curl_socket_t fd;
 	int local_port; /* 0 until looked up (it is known once connected) */
+	char local_ip[INET6_ADDRSTRLEN];
 };
 static pthread_mutex_t socks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tracked_sock *socks;
@@ -202,24 +203,31 @@ static int on_close_socket(void *userp, curl_socket_t fd)
 	return close(fd);
 }
 
-/* The tracked socket whose local TCP port is port, or CURL_SOCKET_BAD. */
-static curl_socket_t sock_by_local_port(int port)
+/* The tracked socket whose local address is ip (as libcurl prints it) and port, or
+ * CURL_SOCKET_BAD. */
+static curl_socket_t sock_by_local(const char *ip, int port)
 {
 	curl_socket_t found = CURL_SOCKET_BAD;
 	pthread_mutex_lock(&socks_lock);
 	for (size_t i = 0; i < n_socks && found == CURL_SOCKET_BAD; i++) {
-		if (socks[i].local_port == 0) {
+		struct tracked_sock *t = &socks[i];
+		if (t->local_port == 0) {
 			struct sockaddr_storage ss;
 			socklen_t len = sizeof(ss);
-			if (getsockname(socks[i].fd, (struct sockaddr *)&ss, &len) == 0) {
-				if (ss.ss_family == AF_INET)
-					socks[i].local_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-				else if (ss.ss_family == AF_INET6)
-					socks[i].local_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+			if (getsockname(t->fd, (struct sockaddr *)&ss, &len) == 0) {
+				if (ss.ss_family == AF_INET) {
+					t->local_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+					inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, t->local_ip,
+						  sizeof(t->local_ip));
+				} else if (ss.ss_family == AF_INET6) {
+					t->local_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+					inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, t->local_ip,
+						  sizeof(t->local_ip));
+				}
 			}
 		}
-		if (socks[i].local_port == port)
-			found = socks[i].fd;
+		if (t->local_port == port && strcmp(t->local_ip, ip) == 0)
+			found = t->fd;
 	}
 	pthread_mutex_unlock(&socks_lock);
 	return found;
@@ -269,14 +277,14 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *userdata)
 static int on_prereq(void *userdata, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
 		     int conn_local_port)
 {
-	(void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port;
+	(void)conn_primary_ip, (void)conn_primary_port;
 	struct attempt *at = userdata;
 	if (++at->sends > 1 && at->off > 0)
 		return CURL_PREREQFUNC_ABORT;
 	long connects = 0;
 	if (curl_easy_getinfo(at->e, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK || connects > 0)
 		return CURL_PREREQFUNC_OK; /* a new connection: nothing of another call on it */
-	curl_socket_t fd = sock_by_local_port(conn_local_port);
+	curl_socket_t fd = sock_by_local(conn_local_ip, conn_local_port);
 	if (fd == CURL_SOCKET_BAD) {
 		at->stale = true; /* cannot check it: do not use it */
 		return CURL_PREREQFUNC_ABORT;
