@@ -125,28 +125,20 @@ def test_cancelled_call_closes_its_connection(rig):
     assert conn_of(rig, "after cancel") != kept
 
 
-def test_deadline_closes_its_connection(rig):
-    kept = warm_connection(rig, "deadline")
+@pytest.mark.parametrize("tag,text", [("sleep", "#sleep 4000 too slow"), ("partial", "#conn partial 3000")])
+def test_deadline_closes_its_connection(rig, tag, text):
+    """No answer, or half of one, by the turn's deadline: the call ends 504 and the
+    connection it used is not used again."""
+    kept = warm_connection(rig, tag)
     with rig.turn(deadline_ms=1500) as t:
-        a = ask(t, "#sleep 4000 too slow")
+        a = ask(t, text)
         assert a.status == 504, a.raw[:300]
-    assert conn_of(rig, "#sleep 4000 too slow") == kept
+    assert conn_of(rig, text) == kept
     with rig.turn() as t2:
-        assert ask(t2, "after deadline").status == 200
-    assert conn_of(rig, "after deadline") != kept
-
-
-def test_half_sent_answer_closes_its_connection(rig):
-    kept = warm_connection(rig, "partial")
-    with rig.turn(deadline_ms=1500) as t:
-        a = ask(t, "#conn partial 3000")
-        assert a.status == 504, a.raw[:300]
-    assert conn_of(rig, "#conn partial 3000") == kept
-    with rig.turn() as t2:
-        b = ask(t2, "after partial")
+        b = ask(t2, f"after {tag}")
         assert b.status == 200
-        assert b.json()["choices"][0]["message"]["content"] == "echo: after partial"
-    assert conn_of(rig, "after partial") != kept
+        assert b.json()["choices"][0]["message"]["content"] == f"echo: after {tag}"
+    assert conn_of(rig, f"after {tag}") != kept
 
 
 @pytest.mark.parametrize("how", ["trailing", "trailinglate"])
