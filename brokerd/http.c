@@ -204,15 +204,8 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 	struct brokerd_conn *c = *socket_context;
 	if (!c)
 		return;
-	/* Closed without an answer: still one decision entry for the call. */
-	if (!c->audited)
-		audit(t, c, BROKERD_RESULT_MAX_,
-		      c->shut			      ? "request_deadline"
-		      : c->state == BROKERD_CONN_BODY ? "body_incomplete"
-		      : c->state == BROKERD_CONN_DROP ? "second_request"
-						      : "head_incomplete",
-		      false);
 	pthread_mutex_lock(&t->lock);
+	bool shut = c->shut; /* the sweep sets it under the lock */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -222,6 +215,14 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 	if (c->holds_slot)
 		t->busy = false;
 	pthread_mutex_unlock(&t->lock);
+	/* Closed without an answer: still one decision entry for the call. */
+	if (!c->audited)
+		audit(t, c, BROKERD_RESULT_MAX_,
+		      shut			      ? "request_deadline"
+		      : c->state == BROKERD_CONN_BODY ? "body_incomplete"
+		      : c->state == BROKERD_CONN_DROP ? "second_request"
+						      : "head_incomplete",
+		      false);
 	free(c->target);
 	free(c->body);
 	free(c);
