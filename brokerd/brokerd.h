@@ -99,6 +99,11 @@ struct brokerd_call {
 	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */
 	size_t body_len;
 	struct brokerd_cancel cancel; /* turn closing, turn deadline and request deadline */
+	/* Set by the handler for the audit entry (brokerd/audit.h): the rule that decided (a
+	 * static name; NULL: the route's default when allowed, else the result code), and
+	 * whether the request reached an upstream or a tool process. */
+	const char *rule;
+	bool forwarded;
 };
 
 /* A route handler: on BROKERD_OK stores the JSON answer text in *answer (caller frees). */

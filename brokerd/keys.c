@@ -294,5 +294,6 @@ enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call)
 	if (r == -ENOKEY)
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "no_key", 0,
 			     "no model credential available for the reflection filter; call refused");
+	call->rule = r == -ECANCELED ? "turn_closing" : "no_credential";
 	return BROKERD_UNAVAILABLE;
 }

@@ -22,6 +22,7 @@
 #include "brokerd/launcher.h"
 #include "brokerd/toolbox.h"
 #include "brokerd/turn.h"
+#include "brokerd/audit.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
 #include "common/link.h"
@@ -154,6 +155,7 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
 			     "turn closed after %u calls", calls);
+		brokerd_audit_summary(&t->b, calls);
 		if (t->answer_close && t->owner)
 			send_closed(t->owner, t->b.turn_id, calls);
 		brokerd_turn_free(t);
@@ -246,10 +248,25 @@ static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_b
 	return rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = m->turn_id, .calls = 0});
 }
 
+/* brokerd's metrics text (brokerd/audit.h), for `roundtable-sandbox metrics`. */
+static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg_broker_metrics *m)
+{
+	struct brokerd_link *l = owner;
+	cleanup_free char *text = brokerd_metrics_render(l->d->n_turns);
+	if (strlen(text) > RTS_METRICS_TEXT_MAX) {
+		/* Fixed families and label lists keep it far below; never cut a text short. */
+		log_error("metrics text of %zu bytes is over %u (bug); sending none", strlen(text), RTS_METRICS_TEXT_MAX);
+		text[0] = '\0';
+	}
+	return rts_link_send_broker_metrics_text(l->link,
+						 &(struct rts_msg_broker_metrics_text){.seq = m->seq, .text = text});
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the peer. */
 static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
 	RTS_LINK_ON(BROKER_BIND, brokerd_on_bind),
 	RTS_LINK_ON(BROKER_CLOSE, brokerd_on_close),
+	RTS_LINK_ON(BROKER_METRICS, brokerd_on_metrics),
 	RTS_LINK_DISPATCH_END,
 };
 

@@ -141,6 +141,7 @@ int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv);	/* on, off */
 int cli_cmd_status(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv); /* fresh, cancel */
 int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_metrics(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_say(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv);

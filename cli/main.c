@@ -20,6 +20,9 @@
  *       Cancels the running turn and the queued turns. Prints "CHANNEL<TAB>cancelled<TAB>N".
  *   channels [--json]
  *       One line "CHANNEL<TAB>MODE" per known channel, sorted by key.
+ *   metrics
+ *       Prints the service's metrics in the Prometheus text format (0.0.4), gathered by
+ *       statd from the three daemons; roundtable_sandbox_daemon_up says which answered.
  *   say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)
  *       Sends TEXT (one argument, at most RTS_TEXT_MAX bytes of UTF-8) as an addressed guild
  *       message by a resolved human author (principal: the author id; tier: "member"; unless
@@ -174,6 +177,7 @@ static const struct cli_command {
 	{"fresh", cli_cmd_channel_op},
 	{"cancel", cli_cmd_channel_op},
 	{"channels", cli_cmd_channels},
+	{"metrics", cli_cmd_metrics},
 	{"say", cli_cmd_say},		/* cli/say.c */
 	{"image", cli_cmd_image},	/* cli/docker.c */
 	{"gc", cli_cmd_gc},		/* cli/docker.c */

@@ -39,8 +39,9 @@
 #include "common/limits.h"
 
 /* 2: HELLO_OK names its program too; HELLO's and HELLO_OK's version field became the one
- * field every version keeps. */
-#define RTS_PROTO_VERSION 2u
+ * field every version keeps.
+ * 3: METRICS, METRICS_TEXT, BROKER_METRICS, BROKER_METRICS_TEXT (issue 15). */
+#define RTS_PROTO_VERSION 3u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
@@ -125,6 +126,35 @@ enum rts_proto_dir {
 	F(X, STR, turn_id, RTS_TURN_ID_LEN)    \
 	F(X, U32, calls, 0)
 
+/* ---- metrics (issue 15, DESIGN.md 8.4): `roundtable-sandbox metrics` ----
+ * statd asks runnerd, runnerd asks brokerd; each daemon renders its own Prometheus text
+ * (common/metrics.h lists which families are whose) and statd joins them. A text is
+ * printable ASCII and newlines only, at most RTS_METRICS_TEXT_MAX bytes, and checked for
+ * that on receipt (anything else is a protocol violation). seq is the asker's number for
+ * the request, echoed in the answer: an answer with another seq (a request that timed
+ * out) is ignored. */
+#define RTS_METRICS_TEXT_MAX (32u * 1024u)
+/* statd -> runnerd. */
+#define RTS_PROTO_FIELDS_METRICS(F, X) F(X, U32, seq, 0)
+/* runnerd -> statd: runnerd's text, and brokerd's when brokerd_up is 1 (else "").
+ * brokerd_link: 1 when runnerd's link to brokerd is up. */
+#define RTS_PROTO_FIELDS_METRICS_TEXT(F, X)      \
+	F(X, U32, seq, 0)                          \
+	F(X, U8, brokerd_link, 0)                  \
+	F(X, U8, brokerd_up, 0)                    \
+	F(X, STR, runnerd, RTS_METRICS_TEXT_MAX)  \
+	F(X, STR, brokerd, RTS_METRICS_TEXT_MAX)
+/* runnerd -> brokerd, and brokerd's answer. */
+#define RTS_PROTO_FIELDS_BROKER_METRICS(F, X) F(X, U32, seq, 0)
+#define RTS_PROTO_FIELDS_BROKER_METRICS_TEXT(F, X) \
+	F(X, U32, seq, 0)                            \
+	F(X, STR, text, RTS_METRICS_TEXT_MAX)
+#define RTS_PROTO_MESSAGES_METRICS(M)                                                                \
+	M(METRICS, metrics, 70, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)                      \
+	M(METRICS_TEXT, metrics_text, 71, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)           \
+	M(BROKER_METRICS, broker_metrics, 72, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0)        \
+	M(BROKER_METRICS_TEXT, broker_metrics_text, 73, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+
 /* M(NAME, name, type number, link, direction, carries an fd (0 or 1)). */
 #define RTS_PROTO_MESSAGES(M)                                                            \
 	M(HELLO, hello, 2, RTS_PROTO_LINK_ANY, RTS_PROTO_TO_LISTENER, 0)                   \
@@ -135,7 +165,8 @@ enum rts_proto_dir {
 	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
 	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
-	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	RTS_PROTO_MESSAGES_METRICS(M)
 
 #define RTS_PROTO_ENUM_ROW_(NAME, name, number, link, dir, fd) RTS_MSG_##NAME = (number),
 enum rts_msg_type {

@@ -354,6 +354,7 @@ int main(int argc, char **argv)
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
 	runnerd_turns_attach(&rd);
+	runnerd_metrics_init(&rd);
 
 	/* Start-up is over (sockets bound, config and directories checked); the filter is
 	 * inherited by every docker CLI from here on, the start-up clean-up's included. */
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
 	startup_begin(&rd);
 	int status = rts_daemon_run(&rd.daemon);
 
+	runnerd_metrics_free(&rd);
 	runnerd_statd_free_all(&rd);
 	runnerd_broker_close(&rd);
 	rts_link_server_free(rd.statd_server);

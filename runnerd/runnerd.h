@@ -27,6 +27,7 @@
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/link.h"
+#include "common/metrics.h"
 #include "common/msg.h"
 #include "common/paths.h"
 #include "common/proto.h"
@@ -55,6 +56,23 @@ struct runnerd_statd {
 	struct rts_link *link;
 };
 
+/* metrics.c: runnerd's metrics and the METRICS requests waiting for brokerd's text. */
+#define RUNNERD_METRICS_WAIT_MS 2500u /* brokerd's text, connecting included; statd waits longer */
+enum { RUNNERD_START_COLD, RUNNERD_START_WARM, RUNNERD_START_KINDS };
+struct runnerd_metrics_waiter {
+	struct runnerd_statd *peer;
+	uint32_t seq;
+};
+struct runnerd_metrics {
+	struct rts_histogram turn_seconds[RUNNERD_START_KINDS];
+	struct runnerd_metrics_waiter waiting[16];
+	unsigned n_waiting;
+	bool asking;   /* waiting for brokerd's text (timer armed) */
+	bool sent;     /* BROKER_METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
+};
+
 struct runnerd_broker {
 	struct rts_link *link; /* NULL: none yet, or the last one failed */
 	uint64_t gen;	       /* bumped per connection: a turn bound on an older one is not re-closed */
@@ -78,6 +96,7 @@ struct runnerd {
 	struct runnerd_turns turns; /* turn.h */
 
 	struct runnerd_broker broker;
+	struct runnerd_metrics metrics;
 	bool shutting_down;
 };
 
@@ -104,6 +123,21 @@ void runnerd_statd_free_all(struct runnerd *rd);
 void runnerd_broker_want(struct runnerd *rd);
 /* Exit: close the link without callbacks. */
 void runnerd_broker_close(struct runnerd *rd);
+
+/* metrics.c */
+void runnerd_metrics_init(struct runnerd *rd);
+void runnerd_metrics_free(struct runnerd *rd);
+/* The turn machine's finished op. */
+void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms);
+/* METRICS from peer: answered with METRICS_TEXT once brokerd's text is in or
+ * RUNNERD_METRICS_WAIT_MS passed. Returns 0 or a send's -errno. */
+int runnerd_metrics_request(struct runnerd *rd, struct runnerd_statd *peer, uint32_t seq);
+/* BROKER_METRICS_TEXT: -EBADMSG for a text that is not printable ASCII lines. */
+int runnerd_metrics_brokerd_text(struct runnerd *rd, uint32_t seq, const char *text);
+/* The brokerd link came up or went down; statd's peer link went down. */
+void runnerd_metrics_broker_up(struct runnerd *rd);
+void runnerd_metrics_broker_down(struct runnerd *rd);
+void runnerd_metrics_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
 
 /* rundir.c */
 

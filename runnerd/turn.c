@@ -179,6 +179,8 @@ static void turn_finish(void *arg)
 			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
 			     t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
+	if (ts->ops->finished)
+		ts->ops->finished(ts->owner, t->status, ms);
 	if (t->peer)
 		send_done(ts, t->peer, t->id, t->status, t->reply);
 
@@ -628,4 +630,14 @@ int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struc
 	log_debug("turn %s: accepted for channel %.12s", t->id, t->channel_hash);
 	ops->broker_want(ts->owner);
 	return 0;
+}
+
+unsigned runnerd_turns_containers(const struct runnerd_turns *ts)
+{
+	unsigned n = 0;
+	const struct runnerd_turn *t;
+	TAILQ_FOREACH(t, &ts->list, entry)
+		if (t->spawned && t->phase != RUNNERD_TURN_FINISHING)
+			n++;
+	return n;
 }

@@ -116,6 +116,9 @@ struct runnerd_turn_ops {
 
 	/* Shutting down and the last turn is gone. */
 	void (*idle)(void *owner);
+	/* Optional (metrics): a turn finished with status after duration_ms (TURN_RUN to
+	 * FINISHING). */
+	void (*finished)(void *owner, enum rts_turn_status status, uint64_t duration_ms);
 };
 
 /* What every turn needs from the configuration; all borrowed for the machine's life. */
@@ -172,6 +175,8 @@ void runnerd_turns_shutdown(struct runnerd_turns *ts);
 
 struct runnerd_turn *runnerd_turn_find(struct runnerd_turns *ts, const char *turn_id);
 enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t);
+/* Turns whose container may exist (docker run started, removal not over yet). */
+unsigned runnerd_turns_containers(const struct runnerd_turns *ts);
 
 /* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
  * A turn's docker run may carry text from the container, so this is treated as untrusted:

@@ -106,6 +106,11 @@ static void op_idle(void *owner)
 	sd_event_exit(rd->event, 0);
 }
 
+static void op_finished(void *owner, enum rts_turn_status status, uint64_t duration_ms)
+{
+	runnerd_metrics_turn_finished(owner, status, duration_ms);
+}
+
 static const struct runnerd_turn_ops runnerd_turn_ops = {
 	.now_ms = op_now_ms,
 	.timer_start = op_timer_start,
@@ -122,6 +127,7 @@ static const struct runnerd_turn_ops runnerd_turn_ops = {
 	.broker_close = op_broker_close,
 	.turn_done = op_turn_done,
 	.idle = op_idle,
+	.finished = op_finished,
 };
 
 void runnerd_turns_attach(struct runnerd *rd)

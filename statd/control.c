@@ -295,11 +295,14 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 	if (m.channel)
 		(void)statd_state_get(c->d->state, m.channel, &mode); /* never switched: off */
 	enum statd_route route = statd_message_route(&m, valid, mode);
-	if (!valid)
-		return statd_message_answer(m.id, route, code, detail);
-	if (route != STATD_ROUTE_SANDBOX)
-		return statd_message_answer(m.id, route, NULL, NULL);
-	return statd_control_message(c->d, c, seq, &m);
+	if (!valid || route != STATD_ROUTE_SANDBOX) {
+		statd_metrics_message(c->d, route);
+		return statd_message_answer(m.id, route, valid ? NULL : code, valid ? NULL : detail);
+	}
+	json_object *a = statd_control_message(c->d, c, seq, &m);
+	/* NULL: queued (sandbox); an answer: the queue refused it (drop). */
+	statd_metrics_message(c->d, a ? STATD_ROUTE_DROP : STATD_ROUTE_SANDBOX);
+	return a;
 }
 
 /* The answer to a line that may have been a message but cannot be read as one (not JSON,
@@ -342,6 +345,8 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return statd_control_channels(c->d, r.id);
 	case STATD_OP_CANCEL:
 		return statd_control_cancel(c->d, r.id, r.channel);
+	case STATD_OP_METRICS:
+		return statd_control_metrics(c->d, c, seq, r.id);
 	}
 	abort();
 }

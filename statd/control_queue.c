@@ -111,6 +111,7 @@ void statd_control_answer(void *owner, struct statd_origin *o, const struct stat
 
 void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply)
 {
+	statd_metrics_outcome(owner, outcome);
 	const char *code = outcome_code(outcome);
 	json_object *e = json_object_new_object();
 	json_object_object_add(e, "id", json_object_get(o->id));

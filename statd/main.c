@@ -145,6 +145,7 @@ int main(int argc, char **argv)
 	rts_daemon_ready(&d.daemon, NULL);
 	int status = rts_daemon_run(&d.daemon);
 
+	statd_metrics_free(&d);
 	statd_control_close_all(&d);
 	stop_listening(&d);
 	statd_link_free(&d);

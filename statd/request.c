@@ -188,6 +188,7 @@ static const struct {
 	[STATD_OP_FRESH] = {"fresh", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
 	[STATD_OP_CHANNELS] = {"channels", REQUEST_SPEC()},
 	[STATD_OP_CANCEL] = {"cancel", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
+	[STATD_OP_METRICS] = {"metrics", REQUEST_SPEC()},
 };
 
 int statd_op_lookup(const char *op, enum statd_op *out)

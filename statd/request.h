@@ -90,6 +90,7 @@ enum statd_op {
 	STATD_OP_FRESH,
 	STATD_OP_CHANNELS,
 	STATD_OP_CANCEL,
+	STATD_OP_METRICS, /* issue 15: {"op":"metrics","id"} answers {"id","text"} */
 };
 
 /* A request's id and op, read before anything else. */

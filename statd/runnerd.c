@@ -29,9 +29,15 @@ static int statd_on_turn_done(struct rts_link *l, void *owner, struct rts_msg_tu
 	return 0;
 }
 
+static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg_metrics_text *m)
+{
+	return statd_metrics_text(owner, m);
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(TURN_DONE, statd_on_turn_done),
+	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -40,6 +46,7 @@ static void statd_runnerd_ready(struct rts_link *l, void *owner)
 {
 	struct statd *d = owner;
 	statd_queue_link_ready(d->queue);
+	statd_metrics_link_ready(d);
 }
 
 static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -47,6 +54,7 @@ static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool wa
 	struct statd *d = owner;
 	d->link.link = NULL;
 	statd_queue_link_down(d->queue, was_up);
+	statd_metrics_link_down(d);
 }
 
 static const struct rts_link_spec statd_runnerd_spec = {

@@ -62,6 +62,21 @@ struct statd_link {
 	char *path;
 };
 
+/* metrics.c: statd's counters and the metrics requests waiting for runnerd. */
+#define STATD_METRICS_WAIT_MS 4000u   /* runnerd's answer; runnerd waits 2.5 s for brokerd */
+#define STATD_METRICS_WAITING_MAX 64u /* metrics requests waiting at once (more: busy) */
+struct statd_metrics_req;
+struct statd_metrics {
+	uint64_t outcomes[6]; /* enum statd_outcome */
+	uint64_t messages[3]; /* enum statd_route */
+	struct statd_metrics_req *waiting;
+	unsigned n_waiting;
+	bool asking; /* waiting for runnerd (timer armed) */
+	bool sent;   /* METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
+};
+
 struct statd {
 	struct rts_daemon daemon; /* the loop, the config and control.sock (common/daemon.h) */
 	struct rts_config *cfg;	  /* daemon.cfg */
@@ -84,6 +99,7 @@ struct statd {
 	uint64_t conns_refused_logged_ms;
 
 	struct statd_link link;
+	struct statd_metrics metrics;
 
 	bool stopping; /* a stop signal came: no more clients */
 };
@@ -125,6 +141,17 @@ void statd_control_release(void *owner, struct statd_origin *o);
 
 /* queue_ops.c: d->queue, wired to this daemon. */
 void statd_queue_attach(struct statd *d);
+
+/* metrics.c */
+void statd_metrics_message(struct statd *d, enum statd_route route);
+void statd_metrics_outcome(struct statd *d, enum statd_outcome outcome);
+/* {"op":"metrics"}: NULL (answered later, {"id","text"}) or an error answer (busy). */
+json_object *statd_control_metrics(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id);
+/* METRICS_TEXT from runnerd: -EBADMSG for a text that is not printable ASCII lines. */
+int statd_metrics_text(struct statd *d, const struct rts_msg_metrics_text *m);
+void statd_metrics_link_ready(struct statd *d);
+void statd_metrics_link_down(struct statd *d);
+void statd_metrics_free(struct statd *d);
 
 /* runnerd.c */
 void statd_link_init(struct statd *d);

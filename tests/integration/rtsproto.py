@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 2
+PROTO_VERSION = 3  # 3: the METRICS messages (issue 15)
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -48,6 +48,10 @@ BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
 BROKER_CLOSED = 23
+METRICS = 70
+METRICS_TEXT = 71
+BROKER_METRICS = 72
+BROKER_METRICS_TEXT = 73
 
 # enum rts_turn_status
 TURN_OK = 0
@@ -66,6 +70,7 @@ REPLY_MAX = 64 * 1024
 WORKER_OUTPUT_MAX = 256 * 1024
 TURN_ID_LEN = 16
 HASH_HEX_LEN = 64
+METRICS_TEXT_MAX = 32 * 1024
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
 
 # Every message: (type, link, direction, carries an fd, fields in wire order as (name,
@@ -95,6 +100,14 @@ MESSAGES = {
     "BROKER_CLOSE": (BROKER_CLOSE, "brokerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
     "BROKER_CLOSED": (BROKER_CLOSED, "brokerd.sock", "to_connector", False,
                       (("turn_id", "str", TURN_ID_LEN), ("calls", "u32", 0))),
+    # metrics (issue 15)
+    "METRICS": (METRICS, "runnerd.sock", "to_listener", False, (("seq", "u32", 0),)),
+    "METRICS_TEXT": (METRICS_TEXT, "runnerd.sock", "to_connector", False,
+                     (("seq", "u32", 0), ("brokerd_link", "u8", 0), ("brokerd_up", "u8", 0),
+                      ("runnerd", "str", METRICS_TEXT_MAX), ("brokerd", "str", METRICS_TEXT_MAX))),
+    "BROKER_METRICS": (BROKER_METRICS, "brokerd.sock", "to_listener", False, (("seq", "u32", 0),)),
+    "BROKER_METRICS_TEXT": (BROKER_METRICS_TEXT, "brokerd.sock", "to_connector", False,
+                            (("seq", "u32", 0), ("text", "str", METRICS_TEXT_MAX))),
 }
 
 # Field kinds: u8, u32, i32, u64, str. FD marks a message that carries exactly one fd.
