@@ -141,6 +141,14 @@ static int gc_check_idle(const struct rts_opts *o)
 			  json_object_get_int64(running));
 		return CLI_EXIT_FAILED;
 	}
+	/* Precheck containers are this installation's too (a statd without the runner does
+	 * not report them, and runs none). */
+	json_object *prechecks = rts_json_get(answer, "prechecks");
+	if (prechecks && json_object_is_type(prechecks, json_type_int) && json_object_get_int64(prechecks) > 0) {
+		log_error("statd reports %" PRId64 " running precheck(s); wait, stop the daemons, or pass --force",
+			  json_object_get_int64(prechecks));
+		return CLI_EXIT_FAILED;
+	}
 	return CLI_EXIT_OK;
 }
 
