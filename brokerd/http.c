@@ -6,6 +6,7 @@
 
 #include "brokerd/gate.h"
 #include "brokerd/http.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -258,6 +259,11 @@ static enum MHD_Result refuse(struct brokerd_turn *t, struct brokerd_conn *c, st
 {
 	c->state = BROKERD_CONN_DONE;
 	log_call(t, c, r);
+	/* A precheck's refusals are the rules its tests and operators look for (brokerd/precheck.h);
+	 * the handler logs its own. */
+	if (t->precheck && c->why)
+		rts_log_turn(LOG_NOTICE, t->b.turn_id, t->b.channel_hash, brokerd_result_code(r), 0,
+			     "precheck call %u refused: %s", c->call_no, c->why);
 	cleanup_free char *body = brokerd_error_body(r);
 	return respond(mc, brokerd_result_status(r), body);
 }
@@ -267,28 +273,44 @@ static bool turn_open(struct brokerd_turn *t)
 	return !atomic_load(&t->closing) && rts_now_ms() < t->b.deadline_ms;
 }
 
-/* Everything decided from the request line and header, before any body byte is read. */
+/* Everything decided from the request line and header, before any body byte is read.
+ * c->why names the rule of a refusal. */
 static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
 				 const char *method, const char *version)
 {
-	if (!turn_open(t))
+	if (!turn_open(t)) {
+		c->why = "the run is closing";
 		return BROKERD_UNAVAILABLE;
-	if (c->call_no > RTS_BROKER_CALLS_PER_TURN)
+	}
+	/* A precheck's own budget (precheck.maxCalls), refused calls counted too. */
+	if (c->call_no > (t->precheck ? brokerd_precheck_max_calls(t->precheck) : RTS_BROKER_CALLS_PER_TURN)) {
+		c->why = "the call budget is spent";
 		return BROKERD_BUDGET_EXHAUSTED;
-	c->route = brokerd_route_match(t->cfg, c->target, &c->name);
-	if (!c->route)
+	}
+	c->route = t->precheck ? brokerd_precheck_route(t->precheck, c->target, &c->name)
+			       : brokerd_route_match(t->cfg, c->target, &c->name);
+	if (!c->route) {
+		c->why = "no such route (a server the run was not granted, another path, or a query)";
 		return BROKERD_NOT_FOUND;
-	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+	}
+	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+		c->why = "an HTTP method other than POST";
 		return BROKERD_METHOD_NOT_ALLOWED;
-	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
+	}
+	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0) {
+		c->why = "an HTTP version other than 1.1";
 		return BROKERD_BAD_REQUEST;
+	}
 
 	struct header_list hl = {.n = 0};
 	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
 	size_t len = 0;
 	enum brokerd_result r = brokerd_headers_check(hl.h, hl.n, &len);
-	if (r != BROKERD_OK)
+	if (r != BROKERD_OK) {
+		c->why = r == BROKERD_UNAUTHORIZED ? "a credential other than the dummy bearer"
+						   : "a header field outside the four allowed";
 		return r;
+	}
 
 	/* One call in flight per turn; a second one is refused, not queued. */
 	pthread_mutex_lock(&t->lock);
@@ -298,8 +320,10 @@ static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c,
 		c->holds_slot = true;
 	}
 	pthread_mutex_unlock(&t->lock);
-	if (busy)
+	if (busy) {
+		c->why = "another call is pending (calls run one at a time)";
 		return BROKERD_BUSY;
+	}
 	c->body_want = len;
 	c->body = rts_xmalloc(len + 1);
 	return BROKERD_OK;
@@ -321,6 +345,7 @@ static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, 
 	struct brokerd_call call = {
 		.cfg = t->cfg,
 		.binding = &t->b,
+		.precheck = t->precheck,
 		.keys = t->keys,
 		.name = c->name,
 		.body = c->body,

@@ -91,6 +91,7 @@ struct brokerd_conn {
 	uint64_t deadline_ms; /* the request deadline (the gate enforced the header deadline) */
 	enum brokerd_conn_state state;
 	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */
+	const char *why;      /* the rule a refusal before the body broke (static), for a precheck's log */
 	bool holds_slot;      /* this connection's call is the turn's call in flight */
 	char *target;	      /* raw request target */
 	const struct brokerd_route *route;
