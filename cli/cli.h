@@ -143,6 +143,12 @@ int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv); /* fres
 int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_say(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_precheck(const struct rts_opts *o, int argc, char **argv); /* cli/precheck.c */
+
+/* precheck_image.c: image build --precheck: DIR/make-context.sh into a fresh temporary
+ * context, docker build -t tag, the context removed. Returns an exit status (after one
+ * line on stderr when it failed). */
+int cli_image_build_precheck(const char *tag, const char *dir);
 int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv);
 
 #endif
