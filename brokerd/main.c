@@ -146,7 +146,7 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			pthread_join(t->closer, NULL);
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
-			     "turn closed after %u calls", calls);
+			     "%s closed after %u calls", t->precheck ? "precheck" : "turn", calls);
 		if (t->answer_close && t->owner)
 			send_closed(t->owner, t->b.turn_id, calls);
 		brokerd_turn_free(t);
