@@ -187,6 +187,28 @@ def test_a_call_reaches_the_upstream_with_the_token(pc):
     assert all(r["headers"]["authorization"] == "Bearer " + pc.token for r in got)
 
 
+def test_an_answer_is_json_or_exactly_one_event(pc):
+    script = ("export default async ({ mcp }) => {\n"
+              "  const out = [];\n"
+              "  for (const a of ARGS) {\n"
+              "    try { out.push((await mcp.call('docs', 'sse', a)).content[0].text); }\n"
+              "    catch (e) { out.push(e.code); }\n"
+              "  }\n"
+              "  return { wake: true, context: JSON.stringify(out) };\n"
+              "};").replace("ARGS", json.dumps([{}, {"events": 2}, {"type": "other"}, {}]))
+    mark = log_mark(pc)
+    got = context(pc.precheck(script, approved=["docs/sse"]))
+    assert got == ["over sse", "upstream_error", "upstream_error", "over sse"], got
+    brokerd_says(pc, "an event stream that is not exactly one event", mark)
+    # An answer in another type is refused the same way.
+    script = ("export default async ({ mcp }) => {\n"
+              "  try { await mcp.call('docs', 'html', {}); return { wake: false }; }\n"
+              "  catch (e) { return { wake: true, context: JSON.stringify(e.code) }; }\n"
+              "};")
+    assert context(pc.precheck(script, approved=["docs/html"])) == "upstream_error"
+    brokerd_says(pc, "an answer that is neither JSON nor an event stream", mark)
+
+
 def test_describe_names_exactly_the_first_grants_tools(pc):
     a = pc.describe(channel="g/1")
     assert set(a) == {"id", "text"}
