@@ -4,20 +4,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "brokerd/sse.h"
+#include "brokerd/upstream.h"
 #include "common/util.h"
 
 bool brokerd_content_type_is_sse(const char *ct)
 {
-	static const char want[] = "text/event-stream";
-	if (!ct || strncasecmp(ct, want, sizeof(want) - 1) != 0)
-		return false;
-	const char *p = ct + sizeof(want) - 1;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == '\0' || *p == ';';
+	return brokerd_content_type_is(ct, "text/event-stream");
 }
 
 /* The field name of a line (up to its first ':', or the whole line) equals name. */

@@ -94,6 +94,11 @@ void cli_print_json(json_object *answer);
 /* A new request object {"op": op} (caller owns it). */
 json_object *cli_new_request(const char *op);
 
+/* Open a connection and send req: CLI_EXIT_OK with *conn (caller frees) and the request's
+ * *id, or the exit status after one line on stderr (statd unreachable, a request too
+ * long). */
+int cli_control_start(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id);
+
 /* Open a connection, send req and wait for its answer. On CLI_EXIT_OK *answer is the
  * answer (caller owns it), which is not an error answer; *conn (when conn is not NULL)
  * keeps the connection for events, and *id is the request's id. Otherwise the exit status,

@@ -12,7 +12,6 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/precheck.h"
-#include "common/sock.h"
 #include "common/util.h"
 
 /* statd answers a precheck within its timeoutMs and its backstop margin (30 s); this waits
@@ -183,24 +182,14 @@ int cli_cmd_precheck(const struct rts_opts *o, int argc, char **argv)
 	json_object_object_add(req, "schedule", NULL);
 
 	cleanup_control struct cli_control *c = NULL;
-	int r = cli_control_open(o->runtime_dir, CLI_CONNECT_RETRY_MS, &c);
-	if (r < 0) {
-		cleanup_free char *path = rts_runtime_path(o->runtime_dir, RTS_SOCK_CONTROL);
-		log_error_errno(r, "cannot connect to %s: %m (is roundtable-sandbox-statd running?)", path);
-		return CLI_EXIT_UNREACHABLE;
-	}
 	int64_t id;
-	r = cli_control_send(c, req, &id);
-	if (r == -E2BIG)
-		return cli_usage_error("the request would be longer than the %u bytes statd accepts", RTS_CONTROL_LINE_MAX);
-	if (r < 0) {
-		log_error_errno(r, "sending to the control socket: %m");
-		return CLI_EXIT_UNREACHABLE;
-	}
+	ex = cli_control_start(o, req, &c, &id);
+	if (ex != CLI_EXIT_OK)
+		return ex;
 	uint64_t wait_ms = (cfg->has_precheck ? cfg->precheck.timeout_ms : 0) + CLI_PRECHECK_MARGIN_MS;
 	cleanup_json json_object *line = NULL;
 	const char *why = NULL;
-	r = cli_control_wait_any(c, id, rts_now_ms() + wait_ms, &line, &why);
+	int r = cli_control_wait_any(c, id, rts_now_ms() + wait_ms, &line, &why);
 	if (r < 0)
 		return cli_wait_failed(r, why);
 	const char *event = rts_json_get_string(line, "event");

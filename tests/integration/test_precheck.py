@@ -431,6 +431,7 @@ def test_too_many_prechecks_in_a_channel_are_busy(make_pc):
         fifth = s.send_precheck(c, hang)
         # Refused at once, before any of the four ends.
         assert s.wait_line(c, fifth, timeout=3) == {"id": fifth, "event": "error", "error": "busy"}
+        assert s.control({"op": "status"})[0]["prechecks"] == 4
         # Another channel still has room.
         other = s.send_precheck(c, "export default () => ({ wake: false })", channel="g/2")
         got = {}
@@ -455,6 +456,10 @@ def test_stopping_statd_cancels_and_waits_for_the_container(make_pc):
     s = make_pc()
     c, rid = _start_hanging(s)
     names = s.containers()
+    # gc leaves a running precheck's container alone.
+    p = s.cli("gc")
+    assert p.returncode == 1 and "running precheck" in p.stderr, p
+    assert s.containers() == names
     s.stop_daemon("statd")
     # statd exited only after runnerd had removed the container and answered.
     assert s.exit_codes["statd"] == 0
