@@ -11,7 +11,7 @@
 #include "common/util.h"
 
 /* Label values: fixed lists, so every family has a bounded number of series. */
-static const char *const routes[] = {"model", "fetch", "tool", "mcp", "none", "other"};
+static const char *const routes[] = {"model", "fetch", "tool", "mcp", "precheck", "none", "other"};
 #define N_ROUTES RTS_ARRAY_SIZE(routes)
 #define N_RESULTS ((size_t)BROKERD_RESULT_MAX_ + 1u) /* the last one: no answer ("closed") */
 static const char *const upstreams[] = {"model", "mcp"};

@@ -30,7 +30,7 @@
 /* Entries per turn: the budget, and the first call beyond it. */
 #define BROKERD_AUDIT_CALLS_MAX (RTS_BROKER_CALLS_PER_TURN + 1u)
 
-/* One decision. route: "model", "fetch", "tool", "mcp" or "none"; rule: a static rule name;
+/* One decision. route: "model", "fetch", "tool", "mcp", "precheck" or "none"; rule: a static rule name;
  * result: what the worker got (BROKERD_RESULT_MAX_ for no answer, logged as "closed");
  * forwarded: something reached an upstream or a tool; ms: accept to decision. Returns
  * false when the entry was not written (call_no beyond BROKERD_AUDIT_CALLS_MAX; the

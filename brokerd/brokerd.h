@@ -89,11 +89,13 @@ struct brokerd_cancel {
 bool brokerd_cancel_closing(const struct brokerd_cancel *c);
 
 struct brokerd_keyring;
+struct brokerd_precheck;
 
 /* One admitted call, as a route handler sees it. Everything is borrowed for the call. */
 struct brokerd_call {
 	const struct rts_config *cfg;
 	const struct brokerd_binding *binding;
+	const struct brokerd_precheck *precheck; /* a precheck run's grant (brokerd/precheck.h), else NULL */
 	struct brokerd_keyring *keys; /* credentials this turn has used, for the reflection filter */
 	const char *name;	      /* the tool or server name from the route, or NULL */
 	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */

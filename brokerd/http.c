@@ -7,6 +7,7 @@
 #include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/http.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -299,6 +300,11 @@ static enum MHD_Result refuse(struct brokerd_turn *t, struct brokerd_conn *c, st
 {
 	c->state = BROKERD_CONN_DONE;
 	audit(t, c, r, rule, forwarded);
+	/* A precheck's refusals are the rules its tests and operators look for (brokerd/precheck.h);
+	 * the handler logs its own. */
+	if (t->precheck && c->why)
+		rts_log_turn(LOG_NOTICE, t->b.turn_id, t->b.channel_hash, brokerd_result_code(r), 0,
+			     "precheck call %u refused: %s", c->call_no, c->why);
 	cleanup_free char *body = brokerd_error_body(r);
 	return respond(mc, brokerd_result_status(r), body);
 }
@@ -309,34 +315,41 @@ static bool turn_open(struct brokerd_turn *t)
 }
 
 /* Everything decided from the request line and header, before any body byte is read.
- * *rule: the audit rule of a refusal (static). */
+ * *rule: the audit rule of a refusal (static); c->why: its words, for a precheck's log. */
 static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
 				 const char *method, const char *version, const char **rule)
 {
-#define REFUSE(r, name)                                                                                                \
+#define REFUSE(r, name, text)                                                                                          \
 	do {                                                                                                           \
 		*rule = (name);                                                                                        \
+		c->why = (text);                                                                                       \
 		return (r);                                                                                            \
 	} while (0)
 	*rule = NULL;
 	if (!turn_open(t))
-		REFUSE(BROKERD_UNAVAILABLE, "turn_closing");
-	if (c->call_no > RTS_BROKER_CALLS_PER_TURN)
-		REFUSE(BROKERD_BUDGET_EXHAUSTED, "call_budget");
-	c->route = brokerd_route_match(t->cfg, c->target, &c->name);
+		REFUSE(BROKERD_UNAVAILABLE, "turn_closing", "the run is closing");
+	/* A precheck's own budget (precheck.maxCalls), refused calls counted too. */
+	if (c->call_no > (t->precheck ? brokerd_precheck_max_calls(t->precheck) : RTS_BROKER_CALLS_PER_TURN))
+		REFUSE(BROKERD_BUDGET_EXHAUSTED, "call_budget", "the call budget is spent");
+	c->route = t->precheck ? brokerd_precheck_route(t->precheck, c->target, &c->name)
+			       : brokerd_route_match(t->cfg, c->target, &c->name);
 	if (!c->route)
-		REFUSE(BROKERD_NOT_FOUND, "route_unknown");
+		REFUSE(BROKERD_NOT_FOUND, "route_unknown",
+		       "no such route (a server the run was not granted, another path, or a query)");
 	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
-		REFUSE(BROKERD_METHOD_NOT_ALLOWED, "method_not_post");
+		REFUSE(BROKERD_METHOD_NOT_ALLOWED, "method_not_post", "an HTTP method other than POST");
 	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
-		REFUSE(BROKERD_BAD_REQUEST, "http_version");
+		REFUSE(BROKERD_BAD_REQUEST, "http_version", "an HTTP version other than 1.1");
 
 	struct header_list hl = {.n = 0};
 	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
 	size_t len = 0;
 	enum brokerd_result r = brokerd_headers_check_rule(hl.h, hl.n, &len, rule);
-	if (r != BROKERD_OK)
+	if (r != BROKERD_OK) {
+		c->why = r == BROKERD_UNAUTHORIZED ? "a credential other than the dummy bearer"
+						   : "a header field outside the four allowed";
 		return r;
+	}
 
 	/* One call in flight per turn; a second one is refused, not queued. */
 	pthread_mutex_lock(&t->lock);
@@ -347,7 +360,7 @@ static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c,
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (busy)
-		REFUSE(BROKERD_BUSY, "call_in_flight");
+		REFUSE(BROKERD_BUSY, "call_in_flight", "another call is pending (calls run one at a time)");
 #undef REFUSE
 	c->body_want = len;
 	c->body = rts_xmalloc(len + 1);
@@ -370,6 +383,7 @@ static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, 
 	struct brokerd_call call = {
 		.cfg = t->cfg,
 		.binding = &t->b,
+		.precheck = t->precheck,
 		.keys = t->keys,
 		.name = c->name,
 		.body = c->body,

@@ -100,6 +100,7 @@ struct brokerd_conn {
 	enum brokerd_conn_state state;
 	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */
 	bool audited;	      /* its decision entry is written (brokerd/audit.h) */
+	const char *why;      /* the rule a refusal before the body broke (static), for a precheck's log */
 	bool holds_slot;      /* this connection's call is the turn's call in flight */
 	char *target;	      /* raw request target */
 	const struct brokerd_route *route;

@@ -326,15 +326,20 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-bool brokerd_content_type_is_json(const char *ct)
+bool brokerd_content_type_is(const char *ct, const char *type)
 {
-	static const char want[] = "application/json";
-	if (!ct || strncasecmp(ct, want, sizeof(want) - 1) != 0)
+	size_t n = strlen(type);
+	if (!ct || strncasecmp(ct, type, n) != 0)
 		return false;
-	const char *p = ct + sizeof(want) - 1;
+	const char *p = ct + n;
 	while (*p == ' ' || *p == '\t')
 		p++;
 	return *p == '\0' || *p == ';';
+}
+
+bool brokerd_content_type_is_json(const char *ct)
+{
+	return brokerd_content_type_is(ct, "application/json");
 }
 
 static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_slist *headers, struct sink *sink,

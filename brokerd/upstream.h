@@ -60,6 +60,10 @@ void brokerd_upstream_cleanup(void);
 enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char *what,
 					  const struct brokerd_upstream_req *req, json_object **out);
 
+/* True when a Content-Type header value names the media type type (case-insensitive,
+ * with optional parameters such as "; charset=utf-8"). */
+bool brokerd_content_type_is(const char *ct, const char *type);
+
 /* True when a Content-Type header value names application/json (case-insensitive, with
  * optional parameters such as "; charset=utf-8"). text/event-stream and anything else is
  * false: an MCP server that answers with SSE is refused (seed, "Optional MCP tools"). */

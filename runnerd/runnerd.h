@@ -85,6 +85,8 @@ struct runnerd {
 	const char *runtime_dir;
 	char *broker_path; /* <runtime-dir>/brokerd.sock */
 	int run_root_fd;   /* O_DIRECTORY of cfg->run_root, checked at start-up */
+	int precheck_root_fd; /* O_DIRECTORY of cfg->precheck.run_root (its own, even when it is
+			       * run_root); -1 without "precheck" */
 	uid_t uid;
 	gid_t gid;
 	json_object *public_tools; /* rts_config_public_tools(cfg), built once */
@@ -153,5 +155,18 @@ void runnerd_run_root_clean(int run_root_fd);
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id);
 /* Unlink broker.sock and remove runRoot/<turn>/. Returns 0 or -errno. */
 int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id);
+/* A precheck's run dir (DESIGN.md 8.3): <precheck runRoot>/precheck-<id>/ (0700) holding
+ * broker/ (0700) with a listening SOCK_STREAM broker.sock (0600) and an empty workspace/
+ * (0700) that the container mounts read-only. Returns the listening fd or -errno (what was
+ * made is removed again). */
+int runnerd_precheck_dir_create(struct runnerd *rd, const char *id);
+/* Remove all of it: broker.sock, broker/, workspace/ and the directory. Returns 0 or the
+ * first -errno. */
+int runnerd_precheck_dir_remove(struct runnerd *rd, const char *id);
+/* Check (and create) the precheck runRoot like runRoot, with the precheck socket's path
+ * length. Returns an O_DIRECTORY fd or -errno with err filled. */
+int runnerd_precheck_root_open(const char *root, char *err, size_t errlen);
+/* Remove the precheck run dirs a previous runnerd left in the precheck runRoot. */
+void runnerd_precheck_root_clean(int root_fd);
 
 #endif

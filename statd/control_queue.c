@@ -192,6 +192,8 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		json_object_object_add(a, "on", json_object_new_int64((int64_t)statd_state_count_on(d->state)));
 		json_object_object_add(a, "running", json_object_new_int64(running));
 		json_object_object_add(a, "queued", json_object_new_int64(queued));
+		/* Their containers are live too: gc must not take them. */
+		json_object_object_add(a, "prechecks", json_object_new_int64(statd_prechecks_running(d)));
 	}
 	return a;
 }
