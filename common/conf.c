@@ -492,6 +492,7 @@ static const struct rts_jspec config_spec = {
 		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
 		 .at = CONF(limits)},
 		UINT_FIELD("turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, CONF(turn_timeout_ms)),
+		UINT_FIELD("warmSpares", 0, RTS_WARM_SPARES_MAX, CONF(warm_spares)),
 		{.key = "systemPrompt", .types = RTS_JT_STRING, .flags = RTS_JF_ENCODED, .max = RTS_SYSTEM_PROMPT_MAX,
 		 .store = RTS_JS_STRDUP, .at = CONF(system_prompt)},
 		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX,
@@ -589,6 +590,7 @@ static void set_defaults(struct rts_config *c)
 	c->limits = (struct rts_limits){.memory_mb = RTS_MEMORY_MB_DEFAULT, .cpus = RTS_CPUS_DEFAULT,
 					.pids = RTS_PIDS_DEFAULT};
 	c->turn_timeout_ms = RTS_TURN_TIMEOUT_MS_DEFAULT;
+	c->warm_spares = RTS_WARM_SPARES_DEFAULT;
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");

@@ -134,6 +134,7 @@ struct rts_config {
 	uint32_t max_output_tokens; /* RTS_MAX_OUTPUT_TOKENS_* */
 	struct rts_limits limits;
 	uint32_t turn_timeout_ms; /* RTS_TURN_TIMEOUT_MS_* */
+	uint32_t warm_spares;	  /* "warmSpares": 0 or 1 per sandboxed channel (DESIGN.md 8.4) */
 	char *system_prompt;	  /* at most RTS_SYSTEM_PROMPT_MAX bytes encoded */
 	char *time_zone;
 	struct rts_tool *tools;

@@ -39,5 +39,7 @@ bool rts_image_ref_ok(const char *s);
 #define RTS_CONTAINER_PREFIX "roundtable-sandbox-"
 #define RTS_LABEL_INSTALLATION "io.roundtable-sandbox.installation"
 #define RTS_LABEL_CHANNEL "io.roundtable-sandbox.channel"
+/* On a warm spare's container (value "1"): started before any turn claimed it. */
+#define RTS_LABEL_SPARE "io.roundtable-sandbox.spare"
 
 #endif

@@ -28,6 +28,9 @@
 #define RTS_TURN_TIMEOUT_MS_MIN 1000u
 #define RTS_TURN_TIMEOUT_MS_MAX 600000u
 #define RTS_TURN_TIMEOUT_MS_DEFAULT 120000u
+/* Warm spares per sandboxed channel (DESIGN.md 8.4 "warmSpares": 0 or 1, default 1). */
+#define RTS_WARM_SPARES_MAX 1u
+#define RTS_WARM_SPARES_DEFAULT 1u
 
 /* The turn container's resources, given to docker run by runnerd (seed: "512 MiB RAM with
  * no additional swap, one CPU, 64 PIDs"; "Tune container resources with limits"). A cpus

@@ -85,6 +85,10 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_INSTALLATION, s->installation_id);
 	v[n++] = rts_xstrdup("--label");
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_CHANNEL, s->channel_hash);
+	if (s->spare && !precheck) {
+		v[n++] = rts_xstrdup("--label");
+		v[n++] = rts_xasprintf("%s=1", RTS_LABEL_SPARE);
+	}
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed_sandbox); i++)
 		v[n++] = rts_xstrdup(fixed_sandbox[i]);
 	/* Numeric so no passwd lookup happens in the image (there is none in FROM scratch). */
@@ -150,6 +154,22 @@ char **runnerd_docker_rm_argv(const char *docker, const char *name)
 	v[1] = rts_xstrdup("rm");
 	v[2] = rts_xstrdup("-f");
 	v[3] = rts_xstrdup(name);
+	return v;
+}
+
+char **runnerd_docker_running_argv(const char *docker, const char *name)
+{
+	/* The same name check as a removal: only containers of ours are asked about. */
+	cleanup_strv char **rm = runnerd_docker_rm_argv(docker, name);
+	if (!rm)
+		return NULL;
+	char **v = rts_xcalloc(7, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("container");
+	v[2] = rts_xstrdup("inspect");
+	v[3] = rts_xstrdup("--format");
+	v[4] = rts_xstrdup("{{.State.Running}}");
+	v[5] = rts_xstrdup(name);
 	return v;
 }
 

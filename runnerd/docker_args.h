@@ -35,6 +35,8 @@ struct runnerd_run_spec {
 	const char *run_dir;	     /* <runRoot>/<turn_id>, bound ro at /run/broker (a precheck:
 				      * <dir>/broker) */
 	const char *image;	     /* the operator-built image (config "image") */
+	bool spare;		     /* a warm spare (runnerd/spare.h): adds
+				      * --label io.roundtable-sandbox.spare=1 after the channel label */
 };
 
 /* The complete `docker run` argv for one turn, exactly DESIGN.md section 4:
@@ -101,6 +103,11 @@ char **runnerd_docker_info_argv(const char *docker);
  * with --pull never). NULL when docker is not absolute or image is not of the shape
  * runnerd_docker_run_argv accepts. Free with rts_strv_free. */
 char **runnerd_docker_image_inspect_argv(const char *docker, const char *image);
+
+/* `docker container inspect --format {{.State.Running}} <name>`: is a warm spare's
+ * container up (it prints "true")? NULL as runnerd_docker_rm_argv for a name that is not
+ * one of ours. Free with rts_strv_free. */
+char **runnerd_docker_running_argv(const char *docker, const char *name);
 
 /* Parse what runnerd_docker_info_argv printed: one absolute path and a newline. Copies the
  * path into out (outlen bytes). Returns 0, or -EINVAL for anything else (empty, relative,

@@ -295,6 +295,7 @@ static void on_stop(struct rts_daemon *daemon)
 	(void)rts_link_server_enable(rd->statd_server, false);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
+	runnerd_spares_shutdown(rd);
 	runnerd_turns_shutdown(&rd->turns);
 }
 
@@ -400,6 +401,7 @@ int main(int argc, char **argv)
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
 	runnerd_turns_attach(&rd);
+	runnerd_spares_init(&rd);
 	runnerd_metrics_init(&rd);
 
 	/* Start-up is over (sockets bound, config and directories checked); the filter is

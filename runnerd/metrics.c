@@ -26,11 +26,11 @@ void runnerd_metrics_init(struct runnerd *rd)
 		rts_histogram_init(&mt->turn_seconds[i], turn_bounds_ms, RTS_ARRAY_SIZE(turn_bounds_ms));
 }
 
-void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms)
+void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms, bool warm)
 {
 	(void)status;
-	/* Every turn starts cold until warm spares exist. */
-	rts_histogram_observe(&rd->metrics.turn_seconds[RUNNERD_START_COLD], duration_ms * 1000u);
+	rts_histogram_observe(&rd->metrics.turn_seconds[warm ? RUNNERD_START_WARM : RUNNERD_START_COLD],
+			      duration_ms * 1000u);
 }
 
 static char *render(struct runnerd *rd)
@@ -48,10 +48,13 @@ static char *render(struct runnerd *rd)
 	rts_metrics_family(&t, "roundtable_sandbox_containers", "gauge",
 			   "Containers runnerd runs or still removes, by kind.");
 	rts_metrics_sample(&t, "roundtable_sandbox_containers", "kind=\"turn\"", runnerd_turns_containers(&rd->turns));
-	rts_metrics_sample(&t, "roundtable_sandbox_containers", "kind=\"spare\"", 0);
+	rts_metrics_sample(&t, "roundtable_sandbox_containers", "kind=\"spare\"", runnerd_spares_containers(rd));
 	rts_metrics_family(&t, "roundtable_sandbox_spares_ready", "gauge",
 			   "Warm spare containers started and waiting for a turn.");
-	rts_metrics_sample(&t, "roundtable_sandbox_spares_ready", NULL, 0);
+	rts_metrics_sample(&t, "roundtable_sandbox_spares_ready", NULL, rd->spares.n_ready);
+	rts_metrics_family(&t, "roundtable_sandbox_spares_claimed_total", "counter",
+			   "Warm spares turns took over since runnerd started.");
+	rts_metrics_sample(&t, "roundtable_sandbox_spares_claimed_total", NULL, rd->spares.claimed);
 	rts_metrics_family(&t, "roundtable_sandbox_runner_turns", "gauge", "Turns runnerd holds, in any phase.");
 	rts_metrics_sample(&t, "roundtable_sandbox_runner_turns", NULL, rd->turns.n);
 	return rts_metrics_text_take(&t);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "common/log.h"
+#include "common/sock.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/proc.h"
@@ -15,6 +17,8 @@ struct runnerd_proc {
 	sd_event_source *child;
 	sd_event_source *in_src, *out_src, *err_src, *timer;
 	char *input; /* what c.input points into */
+	sd_event *event;
+	bool held;   /* runnerd_proc_spawn_held: c.in_fd is open and not watched until fed */
 	bool killed, timed_out;
 	runnerd_proc_done_t done;
 	void *userdata;
@@ -142,9 +146,64 @@ static int on_exit_child(sd_event_source *s, const siginfo_t *si, void *userdata
 	return 0;
 }
 
+static int proc_start(sd_event *e, char *const argv[], char *const envp[], char *input, size_t input_len,
+		      int held_in, size_t out_max, uint64_t timeout_ms, runnerd_proc_done_t done, void *userdata,
+		      struct runnerd_proc **ret);
+
 int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char *input, size_t input_len,
 		       size_t out_max, uint64_t timeout_ms, runnerd_proc_done_t done, void *userdata,
 		       struct runnerd_proc **ret)
+{
+	return proc_start(e, argv, envp, input, input_len, -1, out_max, timeout_ms, done, userdata, ret);
+}
+
+int runnerd_proc_spawn_held(sd_event *e, char *const argv[], char *const envp[], size_t out_max,
+			    runnerd_proc_done_t done, void *userdata, struct runnerd_proc **ret)
+{
+	int pipefd[2];
+	*ret = NULL;
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	/* Our end never blocks the loop; the child's is its stdin (dup2'd, so O_CLOEXEC on
+	 * ours is right). */
+	int r = rts_fd_set_nonblock(pipefd[1], true);
+	if (r >= 0)
+		r = proc_start(e, argv, envp, NULL, 0, pipefd[0], out_max, 0, done, userdata, ret);
+	close(pipefd[0]);
+	if (r < 0) {
+		close(pipefd[1]);
+		return r;
+	}
+	(*ret)->held = true;
+	(*ret)->c.in_fd = pipefd[1];
+	return 0;
+}
+
+int runnerd_proc_feed(struct runnerd_proc *p, char *input, size_t input_len)
+{
+	cleanup_free char *in_buf = input;
+	if (!p->held || p->c.in_fd < 0 || p->in_src)
+		return -EALREADY;
+	p->held = false;
+	p->input = steal_pointer(&in_buf);
+	p->c.input = p->input;
+	p->c.input_len = input_len;
+	p->c.input_pos = 0;
+	int r = sd_event_add_io(p->event, &p->in_src, p->c.in_fd, EPOLLOUT, on_in, p);
+	if (r < 0)
+		close_stream(&p->in_src, &p->c.in_fd);
+	return r;
+}
+
+void runnerd_proc_retarget(struct runnerd_proc *p, runnerd_proc_done_t done, void *userdata)
+{
+	p->done = done;
+	p->userdata = userdata;
+}
+
+static int proc_start(sd_event *e, char *const argv[], char *const envp[], char *input, size_t input_len,
+		      int held_in, size_t out_max, uint64_t timeout_ms, runnerd_proc_done_t done, void *userdata,
+		      struct runnerd_proc **ret)
 {
 	cleanup_free char *in_buf = input;
 	*ret = NULL;
@@ -154,7 +213,8 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		/* A session of its own: a terminal's ^C reaches runnerd, which decides what to
 		 * kill: the CLI itself (it starts no processes of its own). */
 		.new_session = true,
-		.in = input ? RTS_STDIO_PIPE : RTS_STDIO_NULL,
+		.in = held_in >= 0 ? RTS_STDIO_FD : input ? RTS_STDIO_PIPE : RTS_STDIO_NULL,
+		.fds = {held_in, -1, -1},
 		.input = input,
 		.input_len = input_len,
 		.out = RTS_STDIO_PIPE,
@@ -169,6 +229,7 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		return r;
 	}
 	p->input = steal_pointer(&in_buf);
+	p->event = e;
 	p->done = done;
 	p->userdata = userdata;
 	r = sd_event_add_child_pidfd(e, &p->child, p->c.pidfd, WEXITED, on_exit_child, p);

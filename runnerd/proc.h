@@ -45,6 +45,19 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 		       size_t out_max, uint64_t timeout_ms, runnerd_proc_done_t done, void *userdata,
 		       struct runnerd_proc **ret);
 
+/* As runnerd_proc_spawn, for a warm spare (runnerd/spare.h): stdin is a pipe that stays
+ * open and empty, so the worker waits for its input, until runnerd_proc_feed(); no
+ * timeout. Returns 0 with *ret or -errno. */
+int runnerd_proc_spawn_held(sd_event *e, char *const argv[], char *const envp[], size_t out_max,
+			    runnerd_proc_done_t done, void *userdata, struct runnerd_proc **ret);
+
+/* Write input (heap, taken over) to a held child's stdin, then close it. Once only: -EALREADY
+ * for a child not held or already fed (input freed). Returns 0 or -errno. */
+int runnerd_proc_feed(struct runnerd_proc *p, char *input, size_t input_len);
+
+/* Hand the child to another owner: done(p, result, userdata) is called instead. */
+void runnerd_proc_retarget(struct runnerd_proc *p, runnerd_proc_done_t done, void *userdata);
+
 /* SIGKILL the child (through its pidfd, so a recycled pid is never hit). Idempotent. */
 void runnerd_proc_kill(struct runnerd_proc *p);
 

@@ -9,6 +9,7 @@
  * turn_ops.c   the turn machine's effects in the daemon (the ops table)
  * rundir.c     runRoot checks and per-turn directories
  * proc.c       asynchronous docker CLI children
+ * spare.c      warm spares: containers started before their turn (spare.h)
  * (the links themselves are common/link.c)
  * docker_args.c, worker_io.c   pure functions (unit-tested)
  *
@@ -32,6 +33,7 @@
 #include "common/paths.h"
 #include "common/proto.h"
 #include "runnerd/proc.h"
+#include "runnerd/spare.h"
 #include "runnerd/turn.h"
 
 /* The turns' limits and timing (RUNNERD_MAX_TURNS, RUNNERD_BIND_TIMEOUT_MS, the removals)
@@ -96,6 +98,8 @@ struct runnerd {
 	TAILQ_HEAD(, runnerd_statd) statd;
 
 	struct runnerd_turns turns; /* turn.h */
+	bool turns_idle;	    /* shutting down and the last turn is gone */
+	struct runnerd_spares spares; /* spare.h */
 
 	struct runnerd_broker broker;
 	struct runnerd_metrics metrics;
@@ -130,7 +134,7 @@ void runnerd_broker_close(struct runnerd *rd);
 void runnerd_metrics_init(struct runnerd *rd);
 void runnerd_metrics_free(struct runnerd *rd);
 /* The turn machine's finished op. */
-void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms);
+void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms, bool warm);
 /* METRICS from peer: answered with METRICS_TEXT once brokerd's text is in or
  * RUNNERD_METRICS_WAIT_MS passed. Returns 0 or a send's -errno. */
 int runnerd_metrics_request(struct runnerd *rd, struct runnerd_statd *peer, uint32_t seq);

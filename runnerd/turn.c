@@ -37,6 +37,10 @@ struct runnerd_turn {
 
 	int listen_fd; /* broker.sock listener until it travels in BROKER_BIND */
 	bool run_dir_made;
+	/* A warm spare's: its id names the container and the run dir; its docker CLI is t->run
+	 * from the claim on, fed the input in turn_spawn (runnerd/spare.h). */
+	bool warm, fed;
+	char spare_id[RTS_TURN_ID_LEN + 1];
 	uint64_t broker_gen; /* link generation BROKER_BIND went out on; 0: none (or closed) */
 
 	enum runnerd_turn_phase phase;
@@ -194,7 +198,7 @@ static void turn_finish(void *arg)
 		close(steal_fd(&t->listen_fd));
 	if (t->run_dir_made) {
 		int r = is_precheck(t) ? ts->ops->precheck_dir_remove(ts->owner, t->id)
-				       : ts->ops->run_dir_remove(ts->owner, t->id);
+				       : ts->ops->run_dir_remove(ts->owner, t->warm ? t->spare_id : t->id);
 		if (r < 0)
 			log_warning_errno(r, "cannot remove the run dir of %s %s: %m", kind_word(t), t->id);
 	}
@@ -227,7 +231,11 @@ static void turn_finish(void *arg)
 	/* After the log line: whoever hears the outcome finds it logged already. */
 	/* Prechecks are not turns: the turn metrics leave them out. */
 	if (ts->ops->finished && !is_precheck(t))
-		ts->ops->finished(ts->owner, t->status, ms);
+		ts->ops->finished(ts->owner, t->status, ms, t->warm);
+	/* The channel had traffic: get its next turn a spare, unless it was cancelled (a
+	 * spare is discarded on cancel) or runnerd is stopping. */
+	if (ts->ops->spare_refill && !is_precheck(t) && t->status != RTS_TURN_CANCELLED && !ts->shutting_down)
+		ts->ops->spare_refill(ts->owner, t->channel_hash, t->workspace, steal_fd(&t->workspace_fd));
 	if (t->peer && is_precheck(t))
 		send_precheck_done(ts, t->peer, t->id, t->status, t->answer, t->reply);
 	else if (t->peer)
@@ -356,6 +364,9 @@ static void turn_end(struct runnerd_turn *t, enum rts_turn_status status, const 
 
 	if (t->run)
 		ts->ops->kill(ts->owner, t->run);
+	/* A claimed spare's container runs from the claim on, whatever ended the turn. */
+	if (t->warm && !t->fed && rm_rounds == 0)
+		rm_rounds = 1;
 	t->rm_rounds_left = t->spawned ? rm_rounds : 0;
 	turn_remove_next(t);
 }
@@ -588,6 +599,18 @@ static void turn_spawn(struct runnerd_turn *t)
 		turn_end(t, RTS_TURN_ERROR, "worker input too large", 0);
 		return;
 	}
+	if (t->warm) {
+		r = ts->ops->spare_feed(ts->owner, t->run, input, input_len);
+		if (r < 0) {
+			log_error_errno(r, "turn %s: cannot hand the input to spare %s: %m", t->id, t->spare_id);
+			turn_end(t, RTS_TURN_ERROR, "spare unusable", 1);
+			return;
+		}
+		t->fed = true;
+		t->phase = RUNNERD_TURN_RUNNING;
+		log_debug("turn %s: input handed to spare container %s", t->id, t->container);
+		return;
+	}
 	cleanup_free char *run_dir = rts_xasprintf("%s/%s", c->cfg->run_root, t->id);
 	struct runnerd_run_spec spec = {
 		.docker = RTS_DOCKER,
@@ -616,8 +639,7 @@ static void turn_spawn(struct runnerd_turn *t)
 	}
 	t->spawned = true;
 	t->phase = RUNNERD_TURN_RUNNING;
-	/* The container has its own view of the workspace now; the fd is no longer needed. */
-	close(steal_fd(&t->workspace_fd));
+	/* The fd stays until the end: the channel's next spare is checked against it. */
 	log_debug("turn %s: started container %s", t->id, t->container);
 }
 
@@ -756,7 +778,9 @@ static void turn_admit(struct runnerd_turn *t, uint32_t timeout_ms)
 		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
 		return;
 	}
-	r = is_precheck(t) ? ops->precheck_dir_create(ts->owner, t->id) : ops->run_dir_create(ts->owner, t->id);
+	r = t->run_dir_made ? steal_fd(&t->listen_fd) /* a warm spare's */
+	    : is_precheck(t) ? ops->precheck_dir_create(ts->owner, t->id)
+			     : ops->run_dir_create(ts->owner, t->id);
 	if (r < 0) {
 		log_error_errno(r, "%s %s: cannot create its run dir and broker socket under %s: %m", kind_word(t), t->id,
 				is_precheck(t) ? ts->conf.cfg->precheck.run_root : ts->conf.cfg->run_root);
@@ -827,6 +851,19 @@ int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struc
 	t->start_fresh = m->start_fresh;
 	t->workspace = rts_xstrdup(m->workspace);
 	t->workspace_fd = steal_fd(&ws_fd);
+	struct runnerd_spare_claim claim;
+	if (ts->ops->spare_claim &&
+	    ts->ops->spare_claim(ts->owner, t->channel_hash, t->workspace_fd, run_done, t, &claim) > 0) {
+		t->warm = true;
+		snprintf(t->spare_id, sizeof(t->spare_id), "%s", claim.id);
+		free(t->container);
+		t->container = rts_container_name(ts->conf.cfg->installation_id, claim.id);
+		t->listen_fd = claim.listen_fd;
+		t->run_dir_made = true;
+		t->run = claim.run;
+		t->spawned = true;
+		log_debug("turn %s: claimed spare %s", t->id, t->spare_id);
+	}
 	turn_admit(t, ts->conf.cfg->turn_timeout_ms);
 	return 0;
 }

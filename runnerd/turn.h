@@ -82,6 +82,12 @@ enum runnerd_turn_phase {
 };
 
 struct runnerd_turn;
+/* A warm spare a turn took over (runnerd/spare.h). */
+struct runnerd_spare_claim {
+	char id[RTS_TURN_ID_LEN + 1]; /* the spare's own id: its container name and run dir */
+	int listen_fd;		      /* its broker.sock listener, nothing accepted yet */
+	struct runnerd_proc *run;     /* its docker run -i, stdin still open and empty */
+};
 struct rts_timer; /* a timer handle (common/timer.h), opaque to the machine */
 /* One statd connection (runnerd.h). Opaque here: turns only hand it back to send_done. */
 struct runnerd_statd;
@@ -142,7 +148,20 @@ struct runnerd_turn_ops {
 	void (*idle)(void *owner);
 	/* Optional (metrics): a turn finished with status after duration_ms (TURN_RUN to
 	 * FINISHING). */
-	void (*finished)(void *owner, enum rts_turn_status status, uint64_t duration_ms);
+	void (*finished)(void *owner, enum rts_turn_status status, uint64_t duration_ms, bool warm);
+
+	/* Warm spares (runnerd/spare.h); all optional (NULL: every turn starts cold).
+	 * spare_claim: take the ready spare of channel_hash whose workspace is the directory
+	 * workspace_fd names; its docker CLI then reports to done(p, result, arg). Returns 1
+	 * with *out filled (the listener and the CLI are the caller's now), 0 when there is
+	 * none (a mismatching one is discarded). */
+	int (*spare_claim)(void *owner, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
+			   void *arg, struct runnerd_spare_claim *out);
+	/* Write the worker input (taken over) to a claimed spare's stdin. 0 or -errno. */
+	int (*spare_feed)(void *owner, struct runnerd_proc *p, char *input, size_t input_len);
+	/* A turn of channel_hash finished: start its replacement spare. workspace_fd (O_PATH,
+	 * taken over, may be -1) is the directory statd verified for it. */
+	void (*spare_refill)(void *owner, const char *channel_hash, const char *workspace, int workspace_fd);
 };
 
 /* What every turn needs from the configuration; all borrowed for the machine's life. */

@@ -128,12 +128,31 @@ static void op_precheck_done(void *owner, struct runnerd_statd *peer, const stru
 static void op_idle(void *owner)
 {
 	struct runnerd *rd = owner;
-	sd_event_exit(rd->event, 0);
+	rd->turns_idle = true;
+	/* Discarded spares' removals may still run; the last one ends the loop then. */
+	if (runnerd_spares_idle(rd))
+		sd_event_exit(rd->event, 0);
 }
 
-static void op_finished(void *owner, enum rts_turn_status status, uint64_t duration_ms)
+static void op_finished(void *owner, enum rts_turn_status status, uint64_t duration_ms, bool warm)
 {
-	runnerd_metrics_turn_finished(owner, status, duration_ms);
+	runnerd_metrics_turn_finished(owner, status, duration_ms, warm);
+}
+
+static int op_spare_claim(void *owner, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
+			  void *arg, struct runnerd_spare_claim *out)
+{
+	return runnerd_spare_claim(owner, channel_hash, workspace_fd, done, arg, out);
+}
+
+static int op_spare_feed(void *owner, struct runnerd_proc *p, char *input, size_t input_len)
+{
+	return runnerd_spare_feed(owner, p, input, input_len);
+}
+
+static void op_spare_refill(void *owner, const char *channel_hash, const char *workspace, int workspace_fd)
+{
+	runnerd_spare_refill(owner, channel_hash, workspace, workspace_fd);
 }
 
 static const struct runnerd_turn_ops runnerd_turn_ops = {
@@ -157,6 +176,9 @@ static const struct runnerd_turn_ops runnerd_turn_ops = {
 	.precheck_done = op_precheck_done,
 	.idle = op_idle,
 	.finished = op_finished,
+	.spare_claim = op_spare_claim,
+	.spare_feed = op_spare_feed,
+	.spare_refill = op_spare_refill,
 };
 
 void runnerd_turns_attach(struct runnerd *rd)

@@ -519,6 +519,9 @@ class Suite:
             "caFile": os.path.join(self.dirs["ca"], "ca.pem") if self.fake else None,
             "apiKey": {"file": self.key_file},
             "turnTimeoutMs": 60000,
+            # Off unless a test asks: the suites count containers and docker calls of cold
+            # turns; tests/integration/test_spares.py turns spares on (the product default).
+            "warmSpares": 0,
         }
         self.config.update(self.config_overrides)
         self.config = {k: v for k, v in self.config.items() if v is not None}

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The warm spare pool of runnerd/spare.h. */
+#include "config.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/timer.h"
+#include "common/util.h"
+#include "runnerd/docker_args.h"
+#include "runnerd/runnerd.h"
+#include "runnerd/spare.h"
+
+struct runnerd_spare {
+	TAILQ_ENTRY(runnerd_spare) entry;
+	struct runnerd *rd;
+	char id[RTS_TURN_ID_LEN + 1];
+	char channel_hash[RTS_HASH_HEX_LEN + 1];
+	char *workspace;
+	int workspace_fd; /* O_PATH of the directory statd verified, checked before docker run */
+	char *container;
+	int listen_fd;	  /* its broker.sock; nobody accepts until a turn claims it */
+	struct runnerd_proc *run, *probe;
+	struct rts_timer *probe_timer, *idle_timer;
+	unsigned probes;
+	unsigned failures; /* spares of this channel that died in a row before it */
+	bool ready;
+};
+
+/* A discarded spare's container being removed: one docker rm -f, and a second one
+ * RUNNERD_RM_SECOND_DELAY_MS later when docker run might still have been creating it
+ * (the create/attach race, as for a cancelled turn). */
+struct spare_removal {
+	struct runnerd *rd;
+	char id[RTS_TURN_ID_LEN + 1];
+	char *container;
+	unsigned rounds_left;
+	bool extra_round; /* one more was added after "removal already in progress" */
+	struct rts_timer *delay;
+};
+
+/* A dead spare's channel, started again after RUNNERD_SPARE_RETRY_MS. */
+struct spare_retry {
+	struct runnerd *rd;
+	char channel_hash[RTS_HASH_HEX_LEN + 1];
+	char *workspace;
+	int workspace_fd;
+	unsigned failures;
+	struct rts_timer *timer;
+};
+
+static void spare_start(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd,
+			unsigned failures);
+
+void runnerd_spares_init(struct runnerd *rd)
+{
+	rd->spares = (struct runnerd_spares){0};
+	TAILQ_INIT(&rd->spares.list);
+}
+
+bool runnerd_spares_idle(const struct runnerd *rd)
+{
+	return rd->spares.n == 0 && rd->spares.removing == 0;
+}
+
+unsigned runnerd_spares_containers(const struct runnerd *rd)
+{
+	return rd->spares.n + rd->spares.removing;
+}
+
+static void maybe_exit(struct runnerd *rd)
+{
+	if (rd->spares.shutting_down && rd->turns_idle && runnerd_spares_idle(rd))
+		sd_event_exit(rd->event, 0);
+}
+
+static void removal_free(struct spare_removal *rm)
+{
+	struct runnerd *rd = rm->rd;
+	int r = runnerd_run_dir_remove(rd, rm->id);
+	if (r < 0)
+		log_warning_errno(r, "cannot remove the run dir of spare %s: %m", rm->id);
+	rts_timer_stop(rm->delay);
+	free(rm->container);
+	free(rm);
+	rd->spares.removing--;
+	maybe_exit(rd);
+}
+
+static void removal_next(struct spare_removal *rm);
+
+static void removal_delay_done(void *arg)
+{
+	struct spare_removal *rm = arg;
+	rm->delay = NULL; /* fired */
+	removal_next(rm);
+}
+
+static void removal_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct spare_removal *rm = arg;
+	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
+	/* dockerd is removing it already (--rm once the killed CLI let go of its stdin): only
+	 * a later removal can tell it is gone, as for a turn (runnerd/turn.c rm_done). */
+	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
+	if (in_progress && !rm->extra_round) {
+		rm->extra_round = true;
+		if (rm->rounds_left == 0)
+			rm->rounds_left = 1;
+	} else if (in_progress && rm->rounds_left > 0) {
+		/* a round is still due and will tell */
+	} else if (!gone) {
+		char line[RUNNERD_STDERR_LOG_MAX + 1];
+		runnerd_first_line(r->err, r->err_len, line);
+		/* The operator's cue, as for a turn (seed: a cleanup failure asks for inspection). */
+		log_error("spare container %s could not be removed (%s): inspect it with docker ps -a and remove it",
+			  rm->container, line[0] ? line : r->timed_out ? "timed out" : "failed");
+		rm->rounds_left = 0;
+	}
+	if (rm->rounds_left == 0 ||
+	    rts_timer_start(rm->rd->event, RUNNERD_RM_SECOND_DELAY_MS, 10, removal_delay_done, rm, &rm->delay) < 0)
+		removal_free(rm);
+}
+
+static void removal_next(struct spare_removal *rm)
+{
+	struct runnerd *rd = rm->rd;
+	rm->rounds_left--;
+	cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, rm->container);
+	struct runnerd_proc *p;
+	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_RM_OUTPUT_MAX,
+					  RUNNERD_RM_TIMEOUT_MS, removal_done, rm, &p)
+		     : -EINVAL;
+	if (r < 0) {
+		log_error_errno(r, "cannot run docker rm -f for spare container %s: %m; inspect it with docker ps -a",
+				rm->container);
+		removal_free(rm);
+	}
+}
+
+/* Take s out of the pool and free it; its container (if docker run was started) is
+ * removed in the background. Returns what the caller may reuse of it: nothing. */
+static void spare_discard(struct runnerd_spare *s, const char *why)
+{
+	struct runnerd *rd = s->rd;
+	TAILQ_REMOVE(&rd->spares.list, s, entry);
+	rd->spares.n--;
+	if (s->ready)
+		rd->spares.n_ready--;
+	log_info("spare %s of channel %.12s discarded: %s", s->id, s->channel_hash, why);
+	rts_timer_stop(s->probe_timer);
+	rts_timer_stop(s->idle_timer);
+	if (s->probe) {
+		runnerd_proc_detach(s->probe);
+		runnerd_proc_kill(s->probe);
+	}
+	struct spare_removal *rm = rts_xcalloc(1, sizeof(*rm));
+	rm->rd = rd;
+	memcpy(rm->id, s->id, sizeof(rm->id));
+	rm->container = steal_pointer(&s->container);
+	/* A container confirmed running needs one removal; one that may still be being
+	 * created needs the second for the create/attach race. */
+	rm->rounds_left = s->ready ? 1 : 2;
+	if (s->run) {
+		runnerd_proc_detach(s->run);
+		runnerd_proc_kill(s->run);
+	}
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->workspace_fd >= 0)
+		close(s->workspace_fd);
+	free(s->workspace);
+	free(s);
+	rd->spares.removing++;
+	removal_next(rm);
+}
+
+static void retry_fire(void *arg)
+{
+	struct spare_retry *rt = arg;
+	spare_start(rt->rd, rt->channel_hash, rt->workspace, rt->workspace_fd, rt->failures);
+	free(rt->workspace);
+	free(rt);
+}
+
+/* The spare's docker CLI exited while it waited: killed from outside, or it never started. */
+static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd_spare *s = arg;
+	struct runnerd *rd = s->rd;
+	s->run = NULL;
+	char line[RUNNERD_STDERR_LOG_MAX + 1];
+	runnerd_first_line(r->err, r->err_len, line);
+	log_warning("spare %s of channel %.12s: docker run %s %d while waiting for a turn: %s", s->id,
+		    s->channel_hash, r->exited ? "exited with status" : "died of signal", r->status,
+		    line[0] ? line : "(no stderr)");
+	unsigned failures = s->failures + 1;
+	struct spare_retry *rt = NULL;
+	if (!rd->spares.shutting_down && failures < RUNNERD_SPARE_RETRIES) {
+		rt = rts_xcalloc(1, sizeof(*rt));
+		rt->rd = rd;
+		memcpy(rt->channel_hash, s->channel_hash, sizeof(rt->channel_hash));
+		rt->workspace = rts_xstrdup(s->workspace);
+		rt->workspace_fd = steal_fd(&s->workspace_fd);
+		rt->failures = failures;
+	} else if (!rd->spares.shutting_down) {
+		log_warning("channel %.12s: %u spares in a row died; none until its next turn", s->channel_hash,
+			    failures);
+	}
+	spare_discard(s, "its container ended");
+	if (rt && rts_timer_start(rd->event, RUNNERD_SPARE_RETRY_MS, 10, retry_fire, rt, &rt->timer) < 0) {
+		close(rt->workspace_fd);
+		free(rt->workspace);
+		free(rt);
+	}
+}
+
+static void probe_arm(struct runnerd_spare *s);
+
+static void probe_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd_spare *s = arg;
+	s->probe = NULL;
+	if (r->exited && r->status == 0 && r->out_len >= 4 && strncmp(r->out, "true", 4) == 0) {
+		s->ready = true;
+		s->rd->spares.n_ready++;
+		log_debug("spare %s of channel %.12s is ready", s->id, s->channel_hash);
+		return;
+	}
+	if (++s->probes >= RUNNERD_SPARE_PROBES) {
+		spare_discard(s, "its container did not start in time");
+		return;
+	}
+	probe_arm(s);
+}
+
+static void probe_fire(void *arg)
+{
+	struct runnerd_spare *s = arg;
+	s->probe_timer = NULL; /* fired */
+	cleanup_strv char **argv = runnerd_docker_running_argv(RTS_DOCKER, s->container);
+	int r = argv ? runnerd_proc_spawn(s->rd->event, argv, s->rd->child_env, NULL, 0, 64,
+					  RUNNERD_SPARE_PROBE_TIMEOUT_MS, probe_done, s, &s->probe)
+		     : -EINVAL;
+	if (r < 0) {
+		log_warning_errno(r, "spare %s: cannot run docker container inspect: %m", s->id);
+		spare_discard(s, "cannot check it");
+	}
+}
+
+static void probe_arm(struct runnerd_spare *s)
+{
+	if (rts_timer_start(s->rd->event, RUNNERD_SPARE_PROBE_MS, 10, probe_fire, s, &s->probe_timer) < 0)
+		spare_discard(s, "cannot arm its readiness check");
+}
+
+static void idle_fire(void *arg)
+{
+	struct runnerd_spare *s = arg;
+	s->idle_timer = NULL; /* fired */
+	spare_discard(s, "its channel was idle");
+}
+
+static struct runnerd_spare *spare_of(struct runnerd *rd, const char *channel_hash)
+{
+	struct runnerd_spare *s;
+	TAILQ_FOREACH(s, &rd->spares.list, entry)
+	if (strcmp(s->channel_hash, channel_hash) == 0)
+		return s;
+	return NULL;
+}
+
+/* Start a spare of channel_hash (workspace_fd taken over). */
+static void spare_start(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd,
+			unsigned failures)
+{
+	cleanup_close int ws_fd = workspace_fd;
+	const struct rts_config *cfg = rd->cfg;
+	if (cfg->warm_spares == 0 || rd->spares.shutting_down || ws_fd < 0 || spare_of(rd, channel_hash))
+		return;
+	if (rd->spares.n >= RUNNERD_SPARES_MAX) {
+		log_debug("channel %.12s: no spare, %u are waiting already", channel_hash, rd->spares.n);
+		return;
+	}
+	/* The path must still name the directory statd verified: a swapped-in symlink or
+	 * directory is never bind-mounted (the same check as before a turn's docker run). */
+	int r = rd->turns.ops->workspace_check(rd, workspace, ws_fd);
+	if (r < 0) {
+		log_warning_errno(r, "channel %.12s: no spare: its workspace is not the directory statd verified: %m",
+				  channel_hash);
+		return;
+	}
+	struct runnerd_spare *s = rts_xcalloc(1, sizeof(*s));
+	s->rd = rd;
+	s->listen_fd = -1;
+	s->workspace_fd = -1;
+	s->failures = failures;
+	r = rts_turn_id_new(s->id);
+	if (r < 0) {
+		log_error_errno(r, "cannot make a spare id: %m");
+		free(s);
+		return;
+	}
+	memcpy(s->channel_hash, channel_hash, sizeof(s->channel_hash));
+	r = runnerd_run_dir_create(rd, s->id);
+	if (r < 0) {
+		log_warning_errno(r, "spare %s: cannot create its run dir: %m", s->id);
+		free(s);
+		return;
+	}
+	s->listen_fd = r;
+	s->workspace = rts_xstrdup(workspace);
+	s->workspace_fd = steal_fd(&ws_fd);
+	s->container = rts_container_name(cfg->installation_id, s->id);
+	TAILQ_INSERT_TAIL(&rd->spares.list, s, entry);
+	rd->spares.n++;
+
+	cleanup_free char *run_dir = rts_xasprintf("%s/%s", cfg->run_root, s->id);
+	struct runnerd_run_spec spec = {
+		.docker = RTS_DOCKER,
+		.installation_id = cfg->installation_id,
+		.turn_id = s->id,
+		.channel_hash = s->channel_hash,
+		.uid = rd->uid,
+		.gid = rd->gid,
+		.limits = cfg->limits,
+		.workspace = s->workspace,
+		.run_dir = run_dir,
+		.image = cfg->image,
+		.spare = true,
+	};
+	cleanup_strv char **argv = runnerd_docker_run_argv(&spec);
+	r = argv ? runnerd_proc_spawn_held(rd->event, argv, rd->child_env, RTS_WORKER_OUTPUT_MAX, spare_run_done, s,
+					   &s->run)
+		 : -EINVAL;
+	if (r < 0) {
+		log_warning_errno(r, "spare %s: cannot run docker: %m", s->id);
+		spare_discard(s, "docker run could not be started");
+		return;
+	}
+	if (rts_timer_start(rd->event, RUNNERD_SPARE_IDLE_MS, 1000, idle_fire, s, &s->idle_timer) < 0) {
+		spare_discard(s, "cannot arm its idle timer");
+		return;
+	}
+	log_debug("spare %s of channel %.12s: starting container %s", s->id, s->channel_hash, s->container);
+	probe_arm(s);
+}
+
+void runnerd_spare_refill(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd)
+{
+	spare_start(rd, channel_hash, workspace, workspace_fd, 0);
+}
+
+/* Close whatever connected to the listener before the claim: nothing from the time
+ * before the binding reaches brokerd. The listener is non-blocking (rts_listen_unix). */
+static void listener_drain(int fd)
+{
+	for (;;) {
+		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0)
+			return;
+		close(c);
+	}
+}
+
+int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
+			void *arg, struct runnerd_spare_claim *out)
+{
+	struct runnerd_spare *s = spare_of(rd, channel_hash);
+	if (!s || !s->ready || !s->run)
+		return 0;
+	/* Same channel hash, and its workspace must be the very directory this turn's was
+	 * verified as; else the channel's directory was replaced since (fresh start, an
+	 * operator): the spare is of no use. */
+	struct stat a, b;
+	if (fstat(workspace_fd, &a) < 0 || fstat(s->workspace_fd, &b) < 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino) {
+		spare_discard(s, "its workspace is not the turn's");
+		return 0;
+	}
+	listener_drain(s->listen_fd);
+	TAILQ_REMOVE(&rd->spares.list, s, entry);
+	rd->spares.n--;
+	rd->spares.n_ready--;
+	rd->spares.claimed++;
+	rts_timer_stop(s->idle_timer);
+	rts_timer_stop(s->probe_timer);
+	memcpy(out->id, s->id, sizeof(out->id));
+	out->listen_fd = steal_fd(&s->listen_fd);
+	out->run = steal_pointer(&s->run);
+	runnerd_proc_retarget(out->run, done, arg);
+	log_info("channel %.12s: a turn claimed spare %s", s->channel_hash, s->id);
+	if (s->workspace_fd >= 0)
+		close(s->workspace_fd);
+	free(s->workspace);
+	free(s->container);
+	free(s);
+	return 1;
+}
+
+int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, size_t input_len)
+{
+	return runnerd_proc_feed(p, input, input_len);
+}
+
+void runnerd_spares_shutdown(struct runnerd *rd)
+{
+	rd->spares.shutting_down = true;
+	struct runnerd_spare *s;
+	while ((s = TAILQ_FIRST(&rd->spares.list)))
+		spare_discard(s, "shutting down");
+	maybe_exit(rd);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Warm spares (DESIGN.md 8.4, issue 15): per sandboxed channel with recent traffic, one
+ * turn container started ahead of demand, so an admitted turn skips `docker run`'s start.
+ *
+ * How the workspace and the broker socket reach a container started before its turn:
+ * Docker fixes bind mounts when a container is created, so nothing known only at claim
+ * time can be mounted. Neither needs to be:
+ *  - the workspace is the channel's own (<workspaceRoot>/<channel hash>), known once the
+ *    channel had a turn: a spare belongs to exactly one channel, is started after that
+ *    channel's turn with the directory statd verified for it (its O_PATH fd is kept and the
+ *    path re-checked right before docker run), and is claimed only by a turn of the same
+ *    channel hash whose verified workspace fd names the same inode. A turn of another
+ *    channel never finds it; a workspace that was replaced meanwhile discards it.
+ *  - the broker socket is the spare's own: runRoot/<spare id>/broker.sock, bound by runnerd
+ *    before the spare starts and bind-mounted like a turn's. Until a turn claims the spare
+ *    no broker serves it (runnerd holds the listener and never accepts; the worker is still
+ *    waiting for stdin and calls nothing). At the claim, runnerd drops anything that queued
+ *    on the listener, then hands it to brokerd in BROKER_BIND with that turn's binding. One
+ *    listener per spare, one spare per turn: no turn's broker is ever reachable from a
+ *    container another turn used.
+ * The worker input (identity, text, deadlines) goes to the spare's stdin only when the turn
+ * is bound: until then the spare holds no key, no speaker and no guest text.
+ *
+ * Lifecycle: started by spare_refill after a turn of its channel (not after a cancelled
+ * one), ready once `docker container inspect` says it runs, claimed once (then the turn
+ * owns it and removes it like any turn container), discarded after RUNNERD_SPARE_IDLE_MS
+ * without a turn, on a workspace mismatch, and at shutdown. A spare that dies while it
+ * waits (killed from outside, a failed start) is removed and started again up to
+ * RUNNERD_SPARE_RETRIES times. The config is read once at start-up; a config or image
+ * change takes a restart, and start-up removes every container of this installation by
+ * its label, spares included. At most RUNNERD_SPARES_MAX spares exist at once. */
+#ifndef RUNNERD_SPARE_H
+#define RUNNERD_SPARE_H
+
+#include <stdbool.h>
+#include <sys/queue.h>
+
+#include "common/ids.h"
+#include "common/limits.h"
+#include "runnerd/proc.h"
+#include "runnerd/turn.h"
+
+/* Spares on the whole host at once: a host with many quiet channels must not run a
+ * container for each. */
+#define RUNNERD_SPARES_MAX 16u
+/* A channel without a turn for this long loses its spare. */
+#define RUNNERD_SPARE_IDLE_MS (10u * 60u * 1000u)
+/* Readiness: docker container inspect every RUNNERD_SPARE_PROBE_MS, at most
+ * RUNNERD_SPARE_PROBES times, then the spare is given up as failed. */
+#define RUNNERD_SPARE_PROBE_MS 100u
+#define RUNNERD_SPARE_PROBES 100u
+#define RUNNERD_SPARE_PROBE_TIMEOUT_MS 5000u
+/* A spare that died while waiting is started again after this, at most this many times in
+ * a row (a turn of its channel resets the count). */
+#define RUNNERD_SPARE_RETRY_MS 1000u
+#define RUNNERD_SPARE_RETRIES 3u
+
+struct runnerd;
+struct runnerd_spare;
+
+struct runnerd_spares {
+	TAILQ_HEAD(, runnerd_spare) list;
+	unsigned n;	   /* spares in the pool (starting or ready) */
+	unsigned n_ready;  /* of which ready */
+	unsigned removing; /* discarded spares whose docker rm -f still runs */
+	unsigned claimed;  /* spares turns took over, since start-up */
+	bool shutting_down;
+};
+
+void runnerd_spares_init(struct runnerd *rd);
+/* The turn machine's ops (runnerd/turn.h: spare_claim, spare_feed, spare_refill). */
+int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
+			void *arg, struct runnerd_spare_claim *out);
+int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, size_t input_len);
+void runnerd_spare_refill(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd);
+/* Discard every spare and start no more; runnerd_spares_idle() tells when their
+ * containers are gone. */
+void runnerd_spares_shutdown(struct runnerd *rd);
+bool runnerd_spares_idle(const struct runnerd *rd);
+/* Containers the pool accounts for: spares waiting plus those still being removed. */
+unsigned runnerd_spares_containers(const struct runnerd *rd);
+
+#endif
