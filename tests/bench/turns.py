@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""How much a sandboxed turn costs over a bare hardened `docker run`.
+"""How much a sandboxed turn costs over a bare hardened `docker run`, warm and cold.
 
     tests/bench/turns.py [-n N]        (as root, with dockerd running and the suite built;
                                         RTS_BUILDDIR as for the integration tests)
 
 Times N turns through the whole suite (the CLI's `say` in one channel: statd, runnerd,
-a new container running the worker, brokerd, and the scripted model endpoint, which
-answers at once) and N bare `docker run --rm -i` of a tiny static program with the same
-hardening flags and binds runnerd uses, alternating the two. Prints the median of each and
-their ratio. One untimed warm-up of each comes first. Nothing is asserted: timings depend
-on the machine.
+the container running the worker, brokerd, and the scripted model endpoint, which
+answers at once) in two suites side by side, one with warm spares (each turn claims the
+channel's spare, runnerd/spare.h) and one with "warmSpares": 0 (each turn starts its
+container), and N bare `docker run --rm -i` of a tiny static program with the same
+hardening flags and binds runnerd uses, alternating the three. Before each timed turn the
+benchmark waits, untimed, until the warm suite's spare is ready, so the spare's start
+never overlaps a timed run. Prints the median of each and their ratios. One untimed
+warm-up of each comes first. Nothing is asserted: timings depend on the machine.
 """
 import argparse
 import os
@@ -23,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import Environment, HarnessError, Suite, docker, docker_bin, remove_tag  # noqa: E402
+from harness import Environment, HarnessError, Suite, docker, docker_bin, remove_tag, wait_until  # noqa: E402
 
 # A tag of this process's own, so two benchmarks (or a benchmark and someone else) on one
 # Docker host never untag each other's image; remove_baseline() removes it.
@@ -79,25 +82,50 @@ def measure(env, n):
             subprocess.run(baseline_argv(env, ws, rd), input=b'{"v":1}\n', check=True, capture_output=True,
                            timeout=60)
 
-        with Suite(env) as s:
-            if s.cli("on", "bench").returncode != 0:
-                raise HarnessError("could not turn the bench channel on")
+        with Suite(env, config={"warmSpares": 1}) as ws_suite, Suite(env, config={"warmSpares": 0}) as cs_suite:
+            for s in (ws_suite, cs_suite):
+                if s.cli("on", "bench").returncode != 0:
+                    raise HarnessError("could not turn the bench channel on")
 
-            def turn():
+            def turn(s):
                 p = s.cli("say", "bench", "--author", "1", "--name", "Bench", "hello")
                 if p.returncode != 0:
                     raise HarnessError(f"turn failed ({p.returncode}): {p.stderr.strip()}\n{s.logs()}")
 
-            turn()  # warm-up: first workspace, first connections between the daemons
+            def spare_ready():
+                wait_until(lambda: metric(ws_suite, "roundtable_sandbox_spares_ready") >= 1, 60,
+                           "the warm suite's spare")
+
+            # Warm-up: first workspace, first connections between the daemons, the first spare.
+            turn(ws_suite)
+            turn(cs_suite)
             bare()
-            suite_ms, bare_ms = [], []
+            warm_ms, cold_ms, bare_ms = [], [], []
             for _ in range(n):
-                suite_ms.append(timed(turn))
+                spare_ready()
+                warm_ms.append(timed(lambda: turn(ws_suite)))
+                spare_ready()
+                cold_ms.append(timed(lambda: turn(cs_suite)))
                 bare_ms.append(timed(bare))
-            return suite_ms, bare_ms
+            # Every timed turn of the warm suite claimed a spare, and none of the cold one.
+            claimed = metric(ws_suite, "roundtable_sandbox_spares_claimed_total")
+            if claimed != n or metric(cs_suite, "roundtable_sandbox_spares_claimed_total") != 0:
+                raise HarnessError(f"expected {n} warm turns, runnerd counted {claimed}")
+            return warm_ms, cold_ms, bare_ms
     finally:
         remove_baseline()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def metric(s, name):
+    """The value of an unlabelled sample in the suite's `metrics` text."""
+    p = s.cli("metrics", timeout=60)
+    if p.returncode != 0:
+        raise HarnessError(f"metrics failed: {p.stderr.strip()}")
+    for line in p.stdout.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise HarnessError(f"{name} missing from the metrics")
 
 
 def describe(name, xs):
@@ -106,7 +134,7 @@ def describe(name, xs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="suite turn vs bare docker run")
+    ap = argparse.ArgumentParser(description="warm and cold suite turns vs bare docker run")
     ap.add_argument("-n", type=int, default=20, help="timed runs of each (default 20)")
     a = ap.parse_args()
     if a.n < 1:
@@ -117,16 +145,20 @@ def main():
         print(f"turns.py: {e}", file=sys.stderr)
         return 1
     try:
-        suite, bare = measure(env, a.n)
+        warm, cold, bare = measure(env, a.n)
     except (HarnessError, subprocess.CalledProcessError) as e:
         print(f"turns.py: {e}", file=sys.stderr)
         return 1
     finally:
         for problem in env.cleanup():
             print(f"turns.py: {problem}", file=sys.stderr)
-    print(describe("suite turn (say)", suite))
+    mw, mc, mb = statistics.median(warm), statistics.median(cold), statistics.median(bare)
+    print(describe("warm turn (say)", warm))
+    print(describe("cold turn (say)", cold))
     print(describe("bare docker run", bare))
-    print(f"ratio (median suite / median bare): {statistics.median(suite) / statistics.median(bare):.2f}")
+    print(f"ratio warm / cold: {mw / mc:.2f}")
+    print(f"ratio warm / bare: {mw / mb:.2f}")
+    print(f"ratio cold / bare: {mc / mb:.2f}")
     return 0
 
 
