@@ -232,14 +232,15 @@ static void turn_finish(void *arg)
 	/* Prechecks are not turns: the turn metrics leave them out. */
 	if (ts->ops->finished && !is_precheck(t))
 		ts->ops->finished(ts->owner, t->status, ms, t->warm);
-	/* The channel had traffic: get its next turn a spare, unless it was cancelled (a
-	 * spare is discarded on cancel) or runnerd is stopping. */
-	if (ts->ops->spare_refill && !is_precheck(t) && t->status != RTS_TURN_CANCELLED && !ts->shutting_down)
-		ts->ops->spare_refill(ts->owner, t->channel_hash, t->workspace, steal_fd(&t->workspace_fd));
 	if (t->peer && is_precheck(t))
 		send_precheck_done(ts, t->peer, t->id, t->status, t->answer, t->reply);
 	else if (t->peer)
 		send_done(ts, t->peer, t->id, t->status, t->reply);
+	/* After the answer, so it never waits for a docker run: the channel had traffic, so
+	 * its next turn gets a spare, unless this one was cancelled (a spare is discarded on
+	 * cancel) or runnerd is stopping. */
+	if (ts->ops->spare_refill && !is_precheck(t) && t->status != RTS_TURN_CANCELLED && !ts->shutting_down)
+		ts->ops->spare_refill(ts->owner, t->channel_hash, t->workspace, steal_fd(&t->workspace_fd));
 
 	TAILQ_REMOVE(&ts->list, t, entry);
 	ts->n--;

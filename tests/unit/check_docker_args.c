@@ -359,6 +359,50 @@ START_TEST(test_rm_argv)
 }
 END_TEST
 
+/* A warm spare (runnerd/spare.h): the same list with one more label right after the
+ * channel's, nothing else; a precheck never carries it. */
+START_TEST(test_run_argv_spare_label)
+{
+	struct runnerd_run_spec s = default_spec();
+	cleanup_strv char **cold = runnerd_docker_run_argv(&s);
+	s.spare = true;
+	cleanup_strv char **warm = runnerd_docker_run_argv(&s);
+	ck_assert_ptr_nonnull(cold);
+	ck_assert_ptr_nonnull(warm);
+	size_t n = rts_strv_len(cold);
+	ck_assert_uint_eq(rts_strv_len(warm), n + 2);
+	size_t at = 0;
+	while (strcmp(cold[at], "io.roundtable-sandbox.channel=" HASH) != 0)
+		at++;
+	for (size_t i = 0; i <= at; i++)
+		ck_assert_str_eq(warm[i], cold[i]);
+	ck_assert_str_eq(warm[at + 1], "--label");
+	ck_assert_str_eq(warm[at + 2], "io.roundtable-sandbox.spare=1");
+	for (size_t i = at + 1; i < n; i++)
+		ck_assert_str_eq(warm[i + 2], cold[i]);
+	s.kind = RUNNERD_RUN_PRECHECK;
+	cleanup_strv char **pre = runnerd_docker_run_argv(&s);
+	ck_assert_ptr_nonnull(pre);
+	ck_assert_uint_eq(count(pre, "io.roundtable-sandbox.spare=1"), 0);
+}
+END_TEST
+
+START_TEST(test_running_argv)
+{
+	const char *name = "roundtable-sandbox-" INST "-" TURN;
+	cleanup_strv char **v = runnerd_docker_running_argv("/usr/bin/docker", name);
+	ck_assert_ptr_nonnull(v);
+	const char *expect[] = {"/usr/bin/docker", "container", "inspect", "--format", "{{.State.Running}}", name};
+	ck_assert_uint_eq(rts_strv_len(v), RTS_ARRAY_SIZE(expect));
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect); i++)
+		ck_assert_str_eq(v[i], expect[i]);
+	/* Only our own names, as for a removal. */
+	ck_assert_ptr_null(runnerd_docker_running_argv("/usr/bin/docker", "--help"));
+	ck_assert_ptr_null(runnerd_docker_running_argv("/usr/bin/docker", "other-" INST "-" TURN));
+	ck_assert_ptr_null(runnerd_docker_running_argv("docker", name));
+}
+END_TEST
+
 START_TEST(test_ps_argv)
 {
 	cleanup_strv char **v = runnerd_docker_ps_argv("/usr/bin/docker", INST);
@@ -731,6 +775,8 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_run_argv_image_last_and_names);
 	tcase_add_test(tc, test_run_argv_refuses_bad_specs);
 	tcase_add_test(tc, test_rm_argv);
+	tcase_add_test(tc, test_run_argv_spare_label);
+	tcase_add_test(tc, test_running_argv);
 	tcase_add_test(tc, test_ps_argv);
 	tcase_add_test(tc, test_stale_names);
 	tcase_add_test(tc, test_stale_lines);

@@ -1351,6 +1351,162 @@ START_TEST(test_precheck_without_config)
 }
 END_TEST
 
+
+/* ---- warm spares (runnerd/spare.h): the turn's side of a claim ---- */
+
+#define SPARE "00000000000000ff" /* tname: "tf" */
+
+static struct {
+	bool available; /* spare_claim finds one */
+	int feed_result;
+	unsigned refills;
+} sp;
+
+static int op_spare_claim(void *owner, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
+			  void *arg, struct runnerd_spare_claim *out)
+{
+	char expect[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash(CHANNEL, expect);
+	ck_assert_str_eq(channel_hash, expect);
+	ck_assert_int_ge(fcntl(workspace_fd, F_GETFD), 0);
+	if (!sp.available)
+		return 0;
+	sp.available = false;
+	rig_logf("claim %s", tname(SPARE));
+	struct runnerd_proc *p = rts_xcalloc(1, sizeof(*p));
+	*p = (struct runnerd_proc){.next = fk.procs, .is_run = true, .out_max = RTS_WORKER_OUTPUT_MAX, .done = done,
+				   .arg = arg};
+	fk.procs = p;
+	snprintf(out->id, sizeof(out->id), "%s", SPARE);
+	out->listen_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(out->listen_fd, 0);
+	out->run = p;
+	return 1;
+}
+
+static int op_spare_feed(void *owner, struct runnerd_proc *p, char *input, size_t input_len)
+{
+	if (sp.feed_result < 0) {
+		free(input);
+		return sp.feed_result;
+	}
+	ck_assert_ptr_null(p->input);
+	p->input = input;
+	p->input_len = input_len;
+	rig_logf("feed");
+	return 0;
+}
+
+static void op_spare_refill(void *owner, const char *channel_hash, const char *workspace, int workspace_fd)
+{
+	ck_assert_int_ge(workspace_fd, 0);
+	close(workspace_fd);
+	sp.refills++;
+	rig_logf("refill");
+}
+
+static struct runnerd_turn_ops spare_ops;
+
+static void setup_spares(void)
+{
+	setup();
+	memset(&sp, 0, sizeof(sp));
+	spare_ops = ops;
+	spare_ops.spare_claim = op_spare_claim;
+	spare_ops.spare_feed = op_spare_feed;
+	spare_ops.spare_refill = op_spare_refill;
+	runnerd_turns_init(&ts, &spare_ops, NULL,
+			   &(struct runnerd_turn_config){.cfg = cfg, .public_tools = public_tools, .uid = 1000, .gid = 1000});
+}
+
+START_TEST(test_warm_turn_replies_through_its_spare)
+{
+	sp.available = true;
+	size_t m = rig_mark();
+	start(&peer1, T1);
+	/* No run dir of its own: the spare's broker.sock is bound. */
+	rig_expect_since(m, "claim tf", "want", NULL);
+	broker_up();
+	m = rig_mark();
+	bound(T1, 0);
+	/* The input reaches the spare only now, after the binding; no docker run. */
+	rig_expect_since(m, "wscheck", "feed", NULL);
+	ck_assert_int_eq(phase(T1), RUNNERD_TURN_RUNNING);
+	struct runnerd_proc *run = child(true);
+	cleanup_json json_object *in = json_tokener_parse(run->input);
+	ck_assert_ptr_nonnull(in);
+	ck_assert_str_eq(json_object_get_string(rts_json_get(in, "turn")), T1);
+	ck_assert_ptr_null(fk.run_argv);
+	m = rig_mark();
+	finish(run, exit_status(0, "{\"v\":1,\"reply\":\"warm\"}", ""));
+	fake_run();
+	/* The spare's run dir goes with the turn, then its channel gets the next spare. */
+	rig_expect_since(m, "close t1 gen=1", "rmdir tf", "done p1 t1 ok warm", "refill", NULL);
+	ck_assert_uint_eq(sp.refills, 1);
+}
+END_TEST
+
+START_TEST(test_warm_turn_that_ends_before_its_input_removes_the_spare)
+{
+	sp.available = true;
+	start(&peer1, T1);
+	broker_up();
+	size_t m = rig_mark();
+	bound(T1, -EIO);
+	/* Never fed; its container runs since the claim, so it is removed by name. */
+	cleanup_free char *name = rts_xasprintf("roundtable-sandbox-%s-" SPARE, cfg->installation_id);
+	char want[128];
+	snprintf(want, sizeof(want), "spawn rm %s", name);
+	rig_expect_since(m, "close t1 gen=1", "kill run", want, NULL);
+	ck_assert_ptr_null(child(true)->input);
+	finish(child(true), killed_by(SIGKILL));
+	finish(child(false), exit_status(0, "", ""));
+	fake_run();
+	rig_expect_since(m, "close t1 gen=1", "kill run", want, "rmdir tf", "done p1 t1 error", "refill", NULL);
+}
+END_TEST
+
+START_TEST(test_spare_that_takes_no_input_fails_the_turn)
+{
+	sp.available = true;
+	sp.feed_result = -EPIPE;
+	start(&peer1, T1);
+	broker_up();
+	size_t m = rig_mark();
+	bound(T1, 0);
+	finish(child(true), killed_by(SIGKILL));
+	finish(child(false), exit_status(0, "", ""));
+	fake_run();
+	cleanup_free char *want = rts_xasprintf("spawn rm roundtable-sandbox-%s-" SPARE, cfg->installation_id);
+	rig_expect_since(m, "wscheck", "close t1 gen=1", "kill run", want, "rmdir tf", "done p1 t1 error", "refill",
+			 NULL);
+	ck_assert_uint_eq(sp.refills, 1);
+}
+END_TEST
+
+START_TEST(test_cold_when_no_spare_and_no_refill_after_cancel)
+{
+	size_t m = rig_mark();
+	start(&peer1, T1);
+	rig_expect_since(m, "mkdir t1", "want", NULL);
+	broker_up();
+	bound(T1, 0);
+	ck_assert_ptr_nonnull(fk.run_argv); /* a cold docker run */
+	INPUT(runnerd_turn_cancel_id(&ts, &peer1, T1));
+	kill_and_remove_twice();
+	fake_run();
+	/* A cancelled turn leaves its channel without a spare (DESIGN.md 8.4). */
+	ck_assert_uint_eq(sp.refills, 0);
+	/* The next one replies cold and gets its channel a spare. */
+	start(&peer1, T2);
+	broker_up();
+	bound(T2, 0);
+	finish(child(true), exit_status(0, "{\"v\":1,\"reply\":\"cold\"}", ""));
+	fake_run();
+	ck_assert_uint_eq(sp.refills, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("runnerd_turn");
@@ -1397,6 +1553,14 @@ int main(void)
 	tcase_add_test(pc, test_precheck_run_checked_field_by_field);
 	tcase_add_test(pc, test_precheck_refused_at_once);
 	suite_add_tcase(s, pc);
+	TCase *wc = tcase_create("spares");
+	tcase_add_checked_fixture(wc, setup_spares, teardown);
+	tcase_set_timeout(wc, 60);
+	tcase_add_test(wc, test_warm_turn_replies_through_its_spare);
+	tcase_add_test(wc, test_warm_turn_that_ends_before_its_input_removes_the_spare);
+	tcase_add_test(wc, test_spare_that_takes_no_input_fails_the_turn);
+	tcase_add_test(wc, test_cold_when_no_spare_and_no_refill_after_cancel);
+	suite_add_tcase(s, wc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);
