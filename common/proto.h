@@ -42,8 +42,9 @@
  * field every version keeps.
  * 3: METRICS, METRICS_TEXT, BROKER_METRICS, BROKER_METRICS_TEXT (issue 15); the precheck
  * runner (DESIGN.md 8.3): PRECHECK_RUN, PRECHECK_DONE, PRECHECK_CANCEL on runnerd.sock and
- * PRECHECK_BIND on brokerd.sock. */
-#define RTS_PROTO_VERSION 3u
+ * PRECHECK_BIND on brokerd.sock.
+ * 4: SPARE_DROP (warm spares, issue 15). */
+#define RTS_PROTO_VERSION 4u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
@@ -104,6 +105,9 @@ enum rts_proto_dir {
 /* statd -> runnerd: end the turn like its deadline would; a TURN_DONE with
  * RTS_TURN_CANCELLED follows. Unknown ids are ignored. */
 #define RTS_PROTO_FIELDS_TURN_CANCEL(F, X) F(X, STR, turn_id, RTS_TURN_ID_LEN)
+/* statd -> runnerd: the channel was turned off or cancelled: discard its warm spare, if
+ * any (DESIGN.md 8.4; runnerd/spare.h). No answer. */
+#define RTS_PROTO_FIELDS_SPARE_DROP(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
 /* runnerd -> brokerd: serve a turn. fd: the listening SOCK_STREAM socket bound at
  * runRoot/<turn>/broker.sock. deadline_ms: CLOCK_MONOTONIC milliseconds when the turn
  * ends. */
@@ -235,6 +239,7 @@ enum rts_precheck_answer {
 	M(TURN_RUN, turn_run, 10, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)        \
 	M(TURN_DONE, turn_done, 11, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)     \
 	M(TURN_CANCEL, turn_cancel, 12, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)  \
+	M(SPARE_DROP, spare_drop, 14, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)    \
 	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
 	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \

@@ -404,6 +404,13 @@ int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, 
 	return runnerd_proc_feed(p, input, input_len);
 }
 
+void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash)
+{
+	struct runnerd_spare *s = spare_of(rd, channel_hash);
+	if (s)
+		spare_discard(s, "its channel was turned off or cancelled");
+}
+
 void runnerd_spares_shutdown(struct runnerd *rd)
 {
 	rd->spares.shutting_down = true;

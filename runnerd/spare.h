@@ -73,6 +73,9 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 			void *arg, struct runnerd_spare_claim *out);
 int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, size_t input_len);
 void runnerd_spare_refill(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd);
+/* SPARE_DROP: discard channel_hash's spare, if any (its channel was turned off or had a
+ * turn cancelled). */
+void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash);
 /* Discard every spare and start no more; runnerd_spares_idle() tells when their
  * containers are gone. */
 void runnerd_spares_shutdown(struct runnerd *rd);

@@ -23,6 +23,24 @@ static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_ms
 	return 0;
 }
 
+static bool hash_valid(const char *h)
+{
+	size_t n = 0;
+	for (; h[n]; n++)
+		if (!((h[n] >= '0' && h[n] <= '9') || (h[n] >= 'a' && h[n] <= 'f')))
+			return false;
+	return n == RTS_HASH_HEX_LEN;
+}
+
+static int runnerd_on_spare_drop(struct rts_link *l, void *owner, struct rts_msg_spare_drop *m)
+{
+	struct runnerd_statd *peer = owner;
+	if (!hash_valid(m->channel_hash))
+		return -EBADMSG;
+	runnerd_spare_drop(peer->rd, m->channel_hash);
+	return 0;
+}
+
 static int runnerd_on_metrics(struct rts_link *l, void *owner, struct rts_msg_metrics *m)
 {
 	struct runnerd_statd *peer = owner;
@@ -48,6 +66,7 @@ static int runnerd_on_precheck_cancel(struct rts_link *l, void *owner, struct rt
 static const struct rts_link_dispatch runnerd_dispatch_statd[] = {
 	RTS_LINK_ON(TURN_RUN, runnerd_on_turn_run),
 	RTS_LINK_ON(TURN_CANCEL, runnerd_on_turn_cancel),
+	RTS_LINK_ON(SPARE_DROP, runnerd_on_spare_drop),
 	RTS_LINK_ON(METRICS, runnerd_on_metrics),
 	RTS_LINK_ON(PRECHECK_RUN, runnerd_on_precheck_run),
 	RTS_LINK_ON(PRECHECK_CANCEL, runnerd_on_precheck_cancel),

@@ -397,6 +397,9 @@ static void item_run_mode(struct statd_queue *q, struct statd_channel *ch, struc
 		a.error = STATD_REFUSAL_STATE_WRITE;
 	else
 		log_info("channel %.12s: mode %s", ch->hash, statd_mode_name(it->mode));
+	/* An off channel keeps no warm spare at runnerd (DESIGN.md 8.4). */
+	if (r >= 0 && it->mode == STATD_MODE_OFF && q->ops->send_spare_drop)
+		q->ops->send_spare_drop(q->owner, ch->hash);
 	item_answer(q, it, &a);
 }
 
@@ -497,6 +500,12 @@ enum statd_refusal statd_queue_fresh(struct statd_queue *q, const char *channel,
 
 unsigned statd_queue_cancel(struct statd_queue *q, const char *channel)
 {
+	/* A cancel discards the channel's warm spare too (DESIGN.md 8.4), idle or not. */
+	if (q->ops->send_spare_drop) {
+		char hash[RTS_HASH_HEX_LEN + 1];
+		rts_channel_hash(channel, hash);
+		q->ops->send_spare_drop(q->owner, hash);
+	}
 	struct statd_channel *ch = channel_find(q, channel);
 	if (!ch)
 		return 0;

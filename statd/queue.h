@@ -143,6 +143,8 @@ struct statd_queue_ops {
 	bool (*withdraw)(void *owner, const void *tag);
 	/* Queue TURN_CANCEL (nothing when the link is not up: its failure ends the turn). */
 	void (*send_cancel)(void *owner, const char *turn_id);
+	/* Optional: queue SPARE_DROP for channel_hash (nothing when the link is not up). */
+	void (*send_spare_drop)(void *owner, const char *channel_hash);
 
 	/* statd_queue_stop was called and no turn runs any more: the daemon may exit. Called
 	 * once. */

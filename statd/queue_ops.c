@@ -79,6 +79,7 @@ static const struct statd_queue_ops statd_queue_ops = {
 	.send_run = statd_link_send_run,
 	.withdraw = statd_link_withdraw,
 	.send_cancel = statd_link_send_cancel,
+	.send_spare_drop = statd_link_send_spare_drop,
 	.stopped = op_stopped,
 };
 

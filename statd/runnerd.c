@@ -143,6 +143,15 @@ void statd_link_send_cancel(void *owner, const char *turn_id)
 		(void)rts_link_send_turn_cancel(d->link.link, &(struct rts_msg_turn_cancel){.turn_id = turn_id});
 }
 
+void statd_link_send_spare_drop(void *owner, const char *channel_hash)
+{
+	struct statd *d = owner;
+	/* Without a link there is no one to tell: a spare runnerd still holds ends with its
+	 * idle timeout (runnerd/spare.h). */
+	if (rts_link_up(d->link.link))
+		(void)rts_link_send_spare_drop(d->link.link, &(struct rts_msg_spare_drop){.channel_hash = channel_hash});
+}
+
 bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag)
 {
 	if (!rts_link_has_room(d->link.link))

@@ -198,6 +198,7 @@ int statd_link_start(void *owner);
 bool statd_link_send_run(void *owner, const struct statd_turn_start *s);
 bool statd_link_withdraw(void *owner, const void *tag);
 void statd_link_send_cancel(void *owner, const char *turn_id);
+void statd_link_send_spare_drop(void *owner, const char *channel_hash);
 /* PRECHECK_RUN tagged with tag (statd_link_withdraw takes it back); false when the link is
  * not up or congested (nothing taken). PRECHECK_CANCEL when the link is up. */
 bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag);

@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 3  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3)
+PROTO_VERSION = 4  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3); 4: SPARE_DROP
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -44,6 +44,7 @@ HELLO_OK = 3
 TURN_RUN = 10
 TURN_DONE = 11
 TURN_CANCEL = 12
+SPARE_DROP = 14
 BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
@@ -111,6 +112,7 @@ MESSAGES = {
     "TURN_DONE": (TURN_DONE, "runnerd.sock", "to_connector", False,
                   (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("reply", "str", REPLY_MAX))),
     "TURN_CANCEL": (TURN_CANCEL, "runnerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
+    "SPARE_DROP": (SPARE_DROP, "runnerd.sock", "to_listener", False, (("channel_hash", "str", HASH_HEX_LEN),)),
     "BROKER_BIND": (BROKER_BIND, "brokerd.sock", "to_listener", True,
                     (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
                      ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),

@@ -224,3 +224,30 @@ def test_runnerd_stop_and_crash_leave_no_spare_behind(make_suite):
     assert not container_exists(b)
     turn(s, ch, "works after the restart")
     assert ready_spare(s, ch) != b
+
+
+def test_off_and_cancel_discard_the_channels_spare(make_suite):
+    """DESIGN.md 8.4: a spare is discarded when its channel goes off and on cancel (statd
+    tells runnerd with SPARE_DROP); the next turn then starts cold. Another channel's spare
+    stays."""
+    s = make_suite(config=SPARES_ON)
+    ch, other = "guild-15/spares-off-cancel", "guild-15/spares-bystander"
+    for c in (ch, other):
+        assert s.cli("on", c).returncode == 0
+        turn(s, c, "cold")
+    a, keep = ready_spare(s, ch), ready_spare(s, other)
+    assert s.cli("off", ch).returncode == 0
+    wait_until(lambda: not container_exists(a), 30, "the spare's removal after off")
+    assert "discarded: its channel was turned off or cancelled" in s.log_tail("runnerd", limit=10**7)
+    assert s.cli("on", ch).returncode == 0
+    turn(s, ch, "cold: off took the spare")
+    assert warm_turns(s) == 0
+    b = ready_spare(s, ch)
+    assert s.cli("cancel", ch).returncode == 0
+    wait_until(lambda: not container_exists(b), 30, "the spare's removal after cancel")
+    turn(s, ch, "cold: cancel took the spare")
+    assert warm_turns(s) == 0
+    # The bystander's spare survived both and still serves its channel.
+    assert container_exists(keep)
+    turn(s, other, "warm")
+    assert warm_turns(s) == 1
