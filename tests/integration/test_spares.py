@@ -9,13 +9,14 @@ runnerd stops or dies. warmSpares 0 is the cold path.
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_spares.py
 """
 import hashlib
+import json
 import os
 import socket
-import time
+import subprocess
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import LABEL_INSTALLATION, QUIET_TURN_S, assert_quiet, docker, docker_inspect, wait_until
+from harness import LABEL_INSTALLATION, QUIET_FORWARD_S, QUIET_TURN_S, assert_quiet, docker, docker_inspect, wait_until
 from lifecycle_helpers import container_exists, kill9, restart, say, wait_runnerd_ready
 
 LABEL_CHANNEL = "io.roundtable-sandbox.channel"
@@ -251,3 +252,42 @@ def test_off_and_cancel_discard_the_channels_spare(make_suite):
     assert container_exists(keep)
     turn(s, other, "warm")
     assert warm_turns(s) == 1
+
+
+# Speaks statd's side of runnerd.sock as the service account (runnerd accepts only its own
+# uid): HELLO, one SPARE_DROP, then reports whether runnerd dropped the link.
+AS_STATD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import rtsproto
+conn = rtsproto.Conn.connect(sys.argv[2])
+conn.hello(rtsproto.PROGRAM_STATD)
+conn.send(rtsproto.SPARE_DROP, channel_hash=sys.argv[3])
+print(json.dumps({"dropped": conn.closed_by_peer(timeout=float(sys.argv[4]))}))
+"""
+
+
+def spare_drop_as_statd(s, channel_hash, wait_s):
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run(["setpriv", "--reuid", str(s.env.uid), "--regid", str(s.env.gid), "--clear-groups", "--",
+                        "/usr/bin/python3", "-I", "-c", AS_STATD, here, os.path.join(s.dirs["rt"], "runnerd.sock"),
+                        channel_hash, str(wait_s)],
+                       capture_output=True, text=True, timeout=60, cwd="/", stdin=subprocess.DEVNULL,
+                       env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["dropped"]
+
+
+def test_spare_drop_with_a_malformed_hash_drops_the_link_not_a_spare(make_suite):
+    s = make_suite(config=SPARES_ON)
+    ch = "guild-15/spares-drop-msg"
+    assert s.cli("on", ch).returncode == 0
+    turn(s, ch, "cold")
+    a = ready_spare(s, ch)
+    h = chash(ch)
+    # 64 characters, the field's bound, but not lowercase hex: a protocol violation.
+    assert spare_drop_as_statd(s, h.upper(), 10) is True
+    assert container_exists(a)
+    # The same message with the hash as statd writes it discards the spare, link kept.
+    assert spare_drop_as_statd(s, h, QUIET_FORWARD_S) is False
+    wait_until(lambda: not container_exists(a), 30, "the spare's removal after SPARE_DROP")
