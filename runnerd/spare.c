@@ -40,8 +40,10 @@ struct spare_removal {
 	struct rts_timer *delay;
 };
 
-/* A dead spare's channel, started again after RUNNERD_SPARE_RETRY_MS. */
-struct spare_retry {
+/* A dead spare's channel, started again after RUNNERD_SPARE_RETRY_MS (unless dropped or
+ * shutting down first). */
+struct runnerd_spare_retry {
+	TAILQ_ENTRY(runnerd_spare_retry) entry;
 	struct runnerd *rd;
 	char channel_hash[RTS_HASH_HEX_LEN + 1];
 	char *workspace;
@@ -57,6 +59,7 @@ void runnerd_spares_init(struct runnerd *rd)
 {
 	rd->spares = (struct runnerd_spares){0};
 	TAILQ_INIT(&rd->spares.list);
+	TAILQ_INIT(&rd->spares.retries);
 }
 
 bool runnerd_spares_idle(const struct runnerd *rd)
@@ -139,8 +142,8 @@ static void removal_next(struct spare_removal *rm)
 	}
 }
 
-/* Take s out of the pool and free it; its container (if docker run was started) is
- * removed in the background. Returns what the caller may reuse of it: nothing. */
+/* Take s out of the pool and free it; its container is removed in the background (counted
+ * in spares.removing until the removal ends). */
 static void spare_discard(struct runnerd_spare *s, const char *why)
 {
 	struct runnerd *rd = s->rd;
@@ -176,12 +179,33 @@ static void spare_discard(struct runnerd_spare *s, const char *why)
 	removal_next(rm);
 }
 
-static void retry_fire(void *arg)
+static void retry_free(struct runnerd_spare_retry *rt)
 {
-	struct spare_retry *rt = arg;
-	spare_start(rt->rd, rt->channel_hash, rt->workspace, rt->workspace_fd, rt->failures);
+	TAILQ_REMOVE(&rt->rd->spares.retries, rt, entry);
+	rts_timer_stop(rt->timer);
+	if (rt->workspace_fd >= 0)
+		close(rt->workspace_fd);
 	free(rt->workspace);
 	free(rt);
+}
+
+static void retry_fire(void *arg)
+{
+	struct runnerd_spare_retry *rt = arg;
+	rt->timer = NULL; /* fired */
+	spare_start(rt->rd, rt->channel_hash, rt->workspace, steal_fd(&rt->workspace_fd), rt->failures);
+	retry_free(rt);
+}
+
+/* Forget the pending restart of channel_hash's spare (NULL: every one). */
+static void retries_cancel(struct runnerd *rd, const char *channel_hash)
+{
+	struct runnerd_spare_retry *rt, *next;
+	for (rt = TAILQ_FIRST(&rd->spares.retries); rt; rt = next) {
+		next = TAILQ_NEXT(rt, entry);
+		if (!channel_hash || strcmp(rt->channel_hash, channel_hash) == 0)
+			retry_free(rt);
+	}
 }
 
 /* The spare's docker CLI exited while it waited: killed from outside, or it never started. */
@@ -196,7 +220,7 @@ static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_res
 		    s->channel_hash, r->exited ? "exited with status" : "died of signal", r->status,
 		    line[0] ? line : "(no stderr)");
 	unsigned failures = s->failures + 1;
-	struct spare_retry *rt = NULL;
+	struct runnerd_spare_retry *rt = NULL;
 	if (!rd->spares.shutting_down && failures < RUNNERD_SPARE_RETRIES) {
 		rt = rts_xcalloc(1, sizeof(*rt));
 		rt->rd = rd;
@@ -209,10 +233,10 @@ static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_res
 			    failures);
 	}
 	spare_discard(s, "its container ended");
-	if (rt && rts_timer_start(rd->event, RUNNERD_SPARE_RETRY_MS, 10, retry_fire, rt, &rt->timer) < 0) {
-		close(rt->workspace_fd);
-		free(rt->workspace);
-		free(rt);
+	if (rt) {
+		TAILQ_INSERT_TAIL(&rd->spares.retries, rt, entry);
+		if (rts_timer_start(rd->event, RUNNERD_SPARE_RETRY_MS, 10, retry_fire, rt, &rt->timer) < 0)
+			retry_free(rt);
 	}
 }
 
@@ -406,6 +430,7 @@ int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, 
 
 void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash)
 {
+	retries_cancel(rd, channel_hash);
 	struct runnerd_spare *s = spare_of(rd, channel_hash);
 	if (s)
 		spare_discard(s, "its channel was turned off or cancelled");
@@ -414,6 +439,7 @@ void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash)
 void runnerd_spares_shutdown(struct runnerd *rd)
 {
 	rd->spares.shutting_down = true;
+	retries_cancel(rd, NULL);
 	struct runnerd_spare *s;
 	while ((s = TAILQ_FIRST(&rd->spares.list)))
 		spare_discard(s, "shutting down");

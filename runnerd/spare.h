@@ -57,6 +57,7 @@
 
 struct runnerd;
 struct runnerd_spare;
+struct runnerd_spare_retry;
 
 struct runnerd_spares {
 	TAILQ_HEAD(, runnerd_spare) list;
@@ -64,6 +65,7 @@ struct runnerd_spares {
 	unsigned n_ready;  /* of which ready */
 	unsigned removing; /* discarded spares whose docker rm -f still runs */
 	unsigned claimed;  /* spares turns took over, since start-up */
+	TAILQ_HEAD(, runnerd_spare_retry) retries; /* dead spares' channels, started again soon */
 	bool shutting_down;
 };
 
