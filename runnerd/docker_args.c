@@ -157,6 +157,15 @@ char **runnerd_docker_rm_argv(const char *docker, const char *name)
 	return v;
 }
 
+enum runnerd_rm_outcome runnerd_docker_rm_outcome(bool killed, bool exited, int status, const char *err)
+{
+	if (killed || !exited)
+		return RUNNERD_RM_FAILED;
+	if (status == 0 || strstr(err, "No such container"))
+		return RUNNERD_RM_GONE;
+	return strstr(err, "already in progress") ? RUNNERD_RM_IN_PROGRESS : RUNNERD_RM_FAILED;
+}
+
 char **runnerd_docker_running_argv(const char *docker, const char *name)
 {
 	/* The same name check as a removal: only containers of ours are asked about. */

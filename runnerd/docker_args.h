@@ -104,6 +104,18 @@ char **runnerd_docker_info_argv(const char *docker);
  * runnerd_docker_run_argv accepts. Free with rts_strv_free. */
 char **runnerd_docker_image_inspect_argv(const char *docker, const char *image);
 
+/* What one `docker rm -f` that ran (killed: we killed it; exited and status: how it ended;
+ * err: its stderr, NUL-terminated) says about the container. "No such container" means it
+ * is gone (the CLI says so with status 0 or 1 depending on its version); "already in
+ * progress" means dockerd is removing it (--rm after the CLI was killed), which only a
+ * later removal can confirm. */
+enum runnerd_rm_outcome {
+	RUNNERD_RM_GONE,
+	RUNNERD_RM_IN_PROGRESS,
+	RUNNERD_RM_FAILED,
+};
+enum runnerd_rm_outcome runnerd_docker_rm_outcome(bool killed, bool exited, int status, const char *err);
+
 /* `docker container inspect --format {{.State.Running}} <name>`: is a warm spare's
  * container up (it prints "true")? NULL as runnerd_docker_rm_argv for a name that is not
  * one of ours. Free with rts_strv_free. */

@@ -103,10 +103,10 @@ static void removal_delay_done(void *arg)
 static void removal_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
 	struct spare_removal *rm = arg;
-	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
-	/* dockerd is removing it already (--rm once the killed CLI let go of its stdin): only
-	 * a later removal can tell it is gone, as for a turn (runnerd/turn.c rm_done). */
-	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
+	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
+	bool gone = o == RUNNERD_RM_GONE;
+	/* --rm once the killed CLI let go of its stdin: a later removal tells. */
+	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
 	if (in_progress && !rm->extra_round) {
 		rm->extra_round = true;
 		if (rm->rounds_left == 0)

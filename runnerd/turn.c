@@ -289,12 +289,10 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	struct runnerd_turn *t = arg;
 	struct runnerd_turns *ts = t->ts;
 	t->rm = NULL;
-	/* "No such container" is what we want: it is gone (the CLI says so with status 0 or
-	 * 1 depending on its version). */
-	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
-	/* dockerd is already removing it (--rm after the CLI was killed): only a later
-	 * removal can confirm it is gone, so make sure one follows. */
-	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
+	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
+	bool gone = o == RUNNERD_RM_GONE;
+	/* Only a later removal can confirm it is gone, so make sure one follows. */
+	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
 	if (in_progress && t->rm_rounds_left == 0 && !t->rm_extra_round) {
 		t->rm_extra_round = true;
 		t->rm_rounds_left = 1;

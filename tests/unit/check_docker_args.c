@@ -403,6 +403,21 @@ START_TEST(test_running_argv)
 }
 END_TEST
 
+START_TEST(test_rm_outcome)
+{
+	ck_assert_int_eq(runnerd_docker_rm_outcome(false, true, 0, ""), RUNNERD_RM_GONE);
+	ck_assert_int_eq(runnerd_docker_rm_outcome(false, true, 1, "Error: No such container: x"), RUNNERD_RM_GONE);
+	ck_assert_int_eq(runnerd_docker_rm_outcome(false, true, 1,
+						   "Error response from daemon: removal of container x is already in progress"),
+			 RUNNERD_RM_IN_PROGRESS);
+	ck_assert_int_eq(runnerd_docker_rm_outcome(false, true, 1, "Cannot connect to the Docker daemon"),
+			 RUNNERD_RM_FAILED);
+	/* Killed (its timeout) or ended by a signal: nothing is known. */
+	ck_assert_int_eq(runnerd_docker_rm_outcome(true, true, 0, ""), RUNNERD_RM_FAILED);
+	ck_assert_int_eq(runnerd_docker_rm_outcome(false, false, 9, "No such container"), RUNNERD_RM_FAILED);
+}
+END_TEST
+
 START_TEST(test_ps_argv)
 {
 	cleanup_strv char **v = runnerd_docker_ps_argv("/usr/bin/docker", INST);
@@ -777,6 +792,7 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_rm_argv);
 	tcase_add_test(tc, test_run_argv_spare_label);
 	tcase_add_test(tc, test_running_argv);
+	tcase_add_test(tc, test_rm_outcome);
 	tcase_add_test(tc, test_ps_argv);
 	tcase_add_test(tc, test_stale_names);
 	tcase_add_test(tc, test_stale_lines);
