@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Concurrent turns: the suite against bare `docker run`, and what the daemons leak and weigh.
 
-    tests/bench/concurrency.py [-c CHANNELS] [-n TURNS] [--json]
+    tests/bench/concurrency.py [-c CHANNELS] [-n TURNS] [--warm-spares 0|1] [--json]
         (as root, with dockerd running and the suite built; RTS_BUILDDIR as for the
         integration tests)
 
@@ -18,7 +18,10 @@ each and their ratios, the overhead (suite minus bare, at the median and p95), f
 and what was left behind once the load stopped: containers of the installation, open fds
 of each daemon beyond their idle count, and per-turn run dirs. Each daemon's RSS is
 reported idle (before the load) and at its peak under load (sampled every 50 ms). Exits 1
-when a turn failed or anything leaked.
+when a turn failed or anything leaked. --warm-spares sets the suite's "warmSpares" (default
+0, every turn cold; 1: each channel's spare is ready before the load starts, and the one
+spare per channel left at the end, with its run dir, is not a leak); run it both ways to
+compare.
 """
 import argparse
 import json
@@ -34,7 +37,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
-from harness import Environment, HarnessError, Suite, docker  # noqa: E402
+from harness import Environment, HarnessError, Suite, docker, wait_until  # noqa: E402
 from turns import baseline_argv, build_baseline, remove_baseline  # noqa: E402
 
 DAEMONS = ("statd", "runnerd", "brokerd")
@@ -111,7 +114,14 @@ def parallel(workers, per_worker, job):
     return lat, fails, time.monotonic() - t0
 
 
-def run(env, channels, turns):
+def spare_containers(s):
+    """This suite's warm spares (runnerd/spare.h), by their label."""
+    return docker("ps", "-a", "--filter", f"label=io.roundtable-sandbox.installation={s.installation}",
+                  "--filter", "label=io.roundtable-sandbox.spare=1", "--format", "{{.Names}}",
+                  timeout=30).stdout.split()
+
+
+def run(env, channels, turns, warm_spares=0):
     tmp = tempfile.mkdtemp(prefix="rts-bench-", dir="/tmp")
     try:
         build_baseline(tmp)
@@ -127,7 +137,7 @@ def run(env, channels, turns):
             p = subprocess.run(baseline_argv(env, *dirs[w]), input=b'{"v":1}\n', capture_output=True, timeout=120)
             return None if p.returncode == 0 else f"bare run: exit {p.returncode}: {p.stderr[-200:]!r}"
 
-        with Suite(env) as s:
+        with Suite(env, config={"warmSpares": warm_spares}) as s:
             names = [f"bench/c{w}" for w in range(channels)]
             for n in names:
                 if s.cli("on", n).returncode != 0:
@@ -143,6 +153,8 @@ def run(env, channels, turns):
             if fails:
                 raise HarnessError(f"warm-up turn failed: {fails[0]}\n{s.logs()}")
             time.sleep(1.0)
+            if warm_spares:
+                wait_until(lambda: len(spare_containers(s)) == channels, 120, "every channel's spare")
 
             pids = {n: s._daemon_pid(s.procs[n]) for n in DAEMONS}
             idle_rss = {n: rss_kib(p) for n, p in pids.items()}
@@ -169,9 +181,12 @@ def run(env, channels, turns):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and any(fd_count(p) > idle_fds[n] for n, p in pids.items()):
                 time.sleep(0.2)
+            if warm_spares:
+                wait_until(lambda: len(spare_containers(s)) == channels, 120, "every channel's next spare")
+            spares = len(spare_containers(s)) if warm_spares else 0
             leaks = {
-                "containers": len(s.containers()),
-                "run_dirs": len([e for e in os.listdir(s.dirs["run"]) if len(e) == 16]),
+                "containers": len(s.containers()) - spares,
+                "run_dirs": len([e for e in os.listdir(s.dirs["run"]) if len(e) == 16]) - spares,
                 "fds": {n: fd_count(p) - idle_fds[n] for n, p in pids.items()},
             }
             bench_left = docker("ps", "-a", "--filter", "name=rts-bench-", "--format", "{{.Names}}",
@@ -180,6 +195,7 @@ def run(env, channels, turns):
             leaks["fd_detail"] = {n: sorted(set(fd_targets(p)) - set(idle_fd_list[n])) for n, p in pids.items()
                                   if fd_count(p) != idle_fds[n]}
             return {
+                "warm_spares": warm_spares,
                 "channels": channels,
                 "turns_per_channel": 2 * (turns // 2 + turns % 2),
                 "suite": {"n": len(suite_lat), "throughput_per_s": len(suite_lat) / suite_wall,
@@ -197,7 +213,8 @@ def run(env, channels, turns):
 
 def report(r):
     su, ba = r["suite"], r["bare"]
-    print(f"{r['channels']} channels x {r['turns_per_channel']} turns, concurrently; bare runs likewise")
+    print(f"{r['channels']} channels x {r['turns_per_channel']} turns, concurrently, warmSpares {r['warm_spares']}; "
+          "bare runs likewise")
     print(f"{'':16}{'throughput/s':>14}{'median ms':>12}{'p95 ms':>10}{'n':>6}")
     for name, x in (("suite turn", su), ("bare docker run", ba)):
         print(f"{name:16}{x['throughput_per_s']:14.2f}{x['median_ms']:12.1f}{x['p95_ms']:10.1f}{x['n']:6d}")
@@ -219,6 +236,8 @@ def main():
     ap = argparse.ArgumentParser(description="concurrent suite turns vs bare docker runs")
     ap.add_argument("-c", "--channels", type=int, default=8, help="channels at once (default 8)")
     ap.add_argument("-n", "--turns", type=int, default=6, help="turns per channel (default 6, made even)")
+    ap.add_argument("--warm-spares", type=int, choices=(0, 1), default=0,
+                    help="the suite's warmSpares (default 0: cold turns)")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON object too")
     a = ap.parse_args()
     if a.channels < 1 or a.turns < 1:
@@ -229,7 +248,7 @@ def main():
         print(f"concurrency.py: {e}", file=sys.stderr)
         return 1
     try:
-        r = run(env, a.channels, a.turns)
+        r = run(env, a.channels, a.turns, a.warm_spares)
     except (HarnessError, subprocess.CalledProcessError) as e:
         print(f"concurrency.py: {e}", file=sys.stderr)
         return 1
