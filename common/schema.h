@@ -58,8 +58,8 @@
  * references are never followed. */
 #define RTS_SCHEMA_DEPTH 64u
 
-/* Distinct anchor names a schema may define when it refers to one by name (a plain-name
- * reference is looked up among them). */
+/* Distinct anchor names recorded per schema, in walk order; a plain-name reference is looked
+ * up among them, and refused (_ANCHORS) when it is not there and more were defined. */
 #define RTS_SCHEMA_ANCHORS 64u
 
 /* Bytes of one decoded JSON pointer token (a name or keyword a pointer steps through). */
@@ -97,8 +97,8 @@
  * wrong type (also a schema position holding neither object nor boolean), _DEPTH beyond
  * RTS_SCHEMA_DEPTH nested schemas (data nesting counts on from its schema), _TARGET for a
  * local reference that names no schema position, _DATA for a reference or anchor in data,
- * _ANCHORS for a plain-name reference in a schema defining more than RTS_SCHEMA_ANCHORS
- * anchors. schema is only read; NULL (a JSON null) is refused with _TYPE. */
+ * _ANCHORS for a plain-name reference to none of the first RTS_SCHEMA_ANCHORS anchor names
+ * of a schema that defines more. schema is only read; NULL (a JSON null) is refused with _TYPE. */
 int rts_schema_check(json_object *schema, const char **why);
 
 /* True when the len bytes at s are a fragment-only URI reference (RFC 3986 section 4.4: a
