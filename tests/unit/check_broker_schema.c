@@ -449,6 +449,10 @@ static const char *const wrong_elsewhere[] = {
 	"{\"type\":[\"string\",true]}",
 	"{\"type\":[[\"string\"]]}",
 	"{\"disallow\":{}}",
+	/* anchors are names */
+	"{\"$anchor\":7}",
+	"{\"$dynamicAnchor\":{\"$ref\":\"https://evil.example/\"}}",
+	"{\"$anchor\":null}",
 	/* a schema position holds an object or a boolean: not a number, string or null */
 	"1",
 	"\"#\"",
