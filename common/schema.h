@@ -40,6 +40,14 @@
  * "#" alone is the root, a schema. Each parameters object is its own document: the root of a
  * pointer is the schema passed in.
  *
+ * Resolving a pointer by the grammar, rather than recording the objects the walk visited and
+ * looking targets up by identity, needs no table: it costs the pointer's length, and it
+ * needs no identity for boolean schemas. The data rule alone would already keep a remote
+ * reference out of what a pointer into data reaches; the target rule also keeps a resolver
+ * from reading data as a schema at all (a {"$vocabulary"...} map, a "dependencies" name
+ * list). A data "id" without '#' stays allowed: records with an "id" field are common
+ * examples and defaults, and such a value cannot name a fragment of this document.
+ *
  * Pure functions, no I/O, no allocation: anchors are recorded in a bounded array in the
  * caller's stack frame (pointers into the tree), pointer tokens decoded into a bounded
  * buffer. The work is linear in the size of the tree; with a plain-name reference the tree
