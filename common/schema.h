@@ -46,7 +46,9 @@
  * reference out of what a pointer into data reaches; the target rule also keeps a resolver
  * from reading data as a schema at all (a {"$vocabulary"...} map, a "dependencies" name
  * list). A data "id" without '#' stays allowed: records with an "id" field are common
- * examples and defaults, and such a value cannot name a fragment of this document.
+ * examples and defaults, and such a value names no anchor; only a resolver that indexes
+ * draft 4 ids inside data, and whose base URI for the document the guest guesses exactly,
+ * could take it for the document itself.
  *
  * Pure functions, no I/O, no allocation: anchors are recorded in a bounded array in the
  * caller's stack frame (pointers into the tree), pointer tokens decoded into a bounded
