@@ -207,7 +207,8 @@ static bool parameters_check(struct rts_jctx *ctx, json_object *o, void *base)
 	const char *why = NULL;
 	if (rts_schema_check(o, &why) < 0)
 		return rts_jfail(ctx,
-				 "%s (references such as $ref, $id and $schema must be local fragments like \"#/$defs/x\")",
+				 "%s (references such as $ref, $id and $schema must be local fragments that name a "
+				 "schema, like \"#/$defs/x\"; enum, const, default and examples hold none)",
 				 why);
 	return true;
 }

@@ -449,6 +449,25 @@ def test_every_daemon_refuses_the_worker_s_out_of_range_value(host_env, request,
     assert f"{path}: maxOutputTokens: must be an integer from 1 to 1048576" in log, log
 
 
+# The schema reference rule's local references (common/schema.h), refused at start naming
+# the rule: a pointer into data, a reference member in data. The same tools with the pointer
+# at a schema and the data harmless are in test_schema_refs (brokerd forwards them).
+REFERENCE_RULE = {
+    "pointer into data": ({"properties": {"a": {"$ref": "#/properties/b/default"},
+                                          "b": {"default": {"type": "string"}}}},
+                          "schema reference does not point at a schema"),
+    "reference in data": ({"properties": {"a": {"enum": [{"$ref": "#"}]}}},
+                          "schema data holds a reference or anchor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCE_RULE))
+def test_tool_parameters_reference_rule_at_start(host_env, case):
+    params, why = REFERENCE_RULE[case]
+    path, log = start_refused(host_env, {"tools": [tool(parameters=params)]})
+    assert f"{path}: tools[0].parameters: {why}" in log, log
+
+
 BAD_NAMES = {
     "uppercase": "Clock",
     "leading digit": "1clock",

@@ -10,6 +10,7 @@
 #include "common/conf.h"
 #include "common/json.h"
 #include "common/limits.h"
+#include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
 
@@ -438,7 +439,7 @@ START_TEST(test_parameters_schema_rule)
 	static const char *const good[] = {
 		"{\"$schema\":\"#\",\"type\":\"object\"}",
 		"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/s\"}},\"$defs\":{\"s\":{}}}",
-		"{\"anyOf\":[{\"$ref\":\"#/x\"}]}",
+		"{\"anyOf\":[{\"$ref\":\"#/$defs/x\"}],\"$defs\":{\"x\":{}}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		cleanup_free char *tool = rts_xasprintf(
@@ -452,6 +453,39 @@ START_TEST(test_parameters_schema_rule)
 		cleanup_free char *ok = rts_xasprintf(
 			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]", good[i]);
 		assert_loads(ok);
+	}
+}
+END_TEST
+
+/* The same at start for a local reference that leads into data, and for data that holds a
+ * reference (common/schema.h): refused naming the tool and the rule; with the reference
+ * pointing at a schema, or the data harmless, the tool loads. */
+START_TEST(test_parameters_reference_targets)
+{
+	static const struct {
+		const char *bad, *why, *good;
+	} cases[] = {
+		{"{\"properties\":{\"a\":{\"$ref\":\"#/x-hidden\"}},\"x-hidden\":{\"type\":\"string\"}}",
+		 RTS_SCHEMA_WHY_TARGET,
+		 "{\"properties\":{\"a\":{\"$ref\":\"#/$defs/h\"}},\"$defs\":{\"h\":{\"type\":\"string\"}}}"},
+		{"{\"properties\":{\"a\":{\"$ref\":\"#n\"}}}", RTS_SCHEMA_WHY_TARGET,
+		 "{\"properties\":{\"a\":{\"$ref\":\"#n\"},\"b\":{\"$anchor\":\"n\"}}}"},
+		{"{\"properties\":{\"a\":{\"enum\":[{\"$ref\":\"https://evil.example/e\"}]}}}", RTS_SCHEMA_WHY_DATA,
+		 "{\"properties\":{\"a\":{\"enum\":[{\"ref\":\"https://evil.example/e\"}]}}}"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cleanup_free char *bad = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]",
+			cases[i].bad);
+		assert_refused(bad, "tools[0].parameters");
+		char err[1024] = "";
+		cleanup_free char *text = with(bad);
+		ck_assert_ptr_null(load_text(text, err, sizeof(err)));
+		ck_assert_msg(strstr(err, cases[i].why) != NULL, "%s: %s", cases[i].bad, err);
+		cleanup_free char *good = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]",
+			cases[i].good);
+		assert_loads(good);
 	}
 }
 END_TEST
@@ -817,6 +851,7 @@ int main(void)
 	tcase_add_test(tc, test_tool_budget);
 	tcase_add_test(tc, test_parameters_depth);
 	tcase_add_test(tc, test_parameters_schema_rule);
+	tcase_add_test(tc, test_parameters_reference_targets);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_write_paths);
