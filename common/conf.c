@@ -342,6 +342,20 @@ static const struct rts_jspec limits_spec = {
 	},
 };
 
+/* The precheck container's: the turn container's ranges, but enough processes for the
+ * JavaScript runtime to start (RTS_PRECHECK_PIDS_MIN). */
+static const struct rts_jspec precheck_limits_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,
+		 .store = RTS_JS_DOUBLE,
+		 .at = LIMITS(cpus)},
+		UINT_FIELD("pids", RTS_PRECHECK_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
+		{0},
+	},
+};
+
 _Static_assert(sizeof(RTS_FETCH_TOOL_DESCRIPTION) - 1 <= RTS_DESCRIPTION_MAX,
 	       "host_fetch's description must be one a configured tool could have");
 #define FETCH(m) offsetof(struct rts_fetch_conf, m)
@@ -448,7 +462,7 @@ static const struct rts_jspec precheck_spec = {
 		 .max = RTS_PRECHECK_TIMEOUT_MS_MAX, .store = RTS_JS_UINT32, .at = PRE(timeout_ms)},
 		{.key = "maxCalls", .types = RTS_JT_INT, .min = 0, .max = RTS_PRECHECK_MAX_CALLS_MAX,
 		 .store = RTS_JS_UINT32, .at = PRE(max_calls)},
-		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &precheck_limits_spec, .store = RTS_JS_OBJECT,
 		 .at = PRE(limits)},
 		{.key = "toolNames", .types = RTS_JT_STRING, .one_of = tool_names_names, .store = RTS_JS_INDEX,
 		 .at = PRE(tool_names), .what = "\"tool\" or \"server_tool\" (how the host's hold rules name a tool)"},
