@@ -264,8 +264,8 @@ json_object *statd_precheck_op(struct statd *d, struct statd_conn *c, uint64_t s
 	if (ret < 0 || rts_time_zone_file(r.time_zone, &zone_file) < 0 ||
 	    statd_time_zone_date(zone_file, r.fired_at_s, local_today) == -ENOENT)
 		return error_answer(r.id, STATD_E_UNKNOWN_TIME_ZONE, "timeZone names no time zone this host knows");
-	/* The date the script is told must be the one it would compute itself (DESIGN.md 8.3:
-	 * "today is the date in the run's time zone"). */
+	/* The date the script is told must be firedAt's in timeZone, so a script never reads
+	 * another day by mistake (seed: "Precheck scripts", today). */
 	if (strcmp(local_today, r.today) != 0) {
 		char today_detail[96];
 		snprintf(today_detail, sizeof(today_detail), "today must be firedAt's date in timeZone%s%s",
