@@ -331,14 +331,28 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
 #define UINT_FIELD(k, lo, hi, off)                                                                                     \
 	{.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
 
+/* A container's memory and CPUs: the same ranges for a turn's and a precheck's. */
+#define MEMORY_CPUS_FIELDS                                                                                             \
+	UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),                               \
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,                    \
+		 .store = RTS_JS_DOUBLE, .at = LIMITS(cpus)}
+
 static const struct rts_jspec limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),
-		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,
-		 .store = RTS_JS_DOUBLE,
-		 .at = LIMITS(cpus)},
+		MEMORY_CPUS_FIELDS,
 		UINT_FIELD("pids", RTS_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
+		{0},
+	},
+};
+
+/* The precheck container's: the turn container's ranges, but enough processes for the
+ * JavaScript runtime to start (RTS_PRECHECK_PIDS_MIN). */
+static const struct rts_jspec precheck_limits_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		MEMORY_CPUS_FIELDS,
+		UINT_FIELD("pids", RTS_PRECHECK_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
 		{0},
 	},
 };
@@ -449,7 +463,7 @@ static const struct rts_jspec precheck_spec = {
 		 .max = RTS_PRECHECK_TIMEOUT_MS_MAX, .store = RTS_JS_UINT32, .at = PRE(timeout_ms)},
 		{.key = "maxCalls", .types = RTS_JT_INT, .min = 0, .max = RTS_PRECHECK_MAX_CALLS_MAX,
 		 .store = RTS_JS_UINT32, .at = PRE(max_calls)},
-		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &precheck_limits_spec, .store = RTS_JS_OBJECT,
 		 .at = PRE(limits)},
 		{.key = "toolNames", .types = RTS_JT_STRING, .one_of = tool_names_names, .store = RTS_JS_INDEX,
 		 .at = PRE(tool_names), .what = "\"tool\" or \"server_tool\" (how the host's hold rules name a tool)"},
