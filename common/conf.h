@@ -67,15 +67,30 @@ struct rts_limits {
 	uint32_t pids;	    /* RTS_PIDS_* */
 };
 
+/* An account per role (DESIGN.md 8.1, config key "accounts"): brokerd runs as broker,
+ * runnerd as runner, statd as the account it is started as, turn containers as uid/gid
+ * (the guest account). Names are resolved when the config is loaded. */
+struct rts_accounts {
+	bool present; /* "accounts" is in the config; absent: single-account mode */
+	char *broker, *runner;
+	uid_t broker_uid, runner_uid;
+	gid_t broker_gid, runner_gid; /* their primary groups */
+};
+
 struct rts_config {
 	char *path; /* the file it came from */
 	char *image;
 	char *run_root;
 	char *workspace_root;
 	char *state_file;
+	/* Single-account mode: the service account, checked against the daemon's own ids.
+	 * With accounts: the guest account turn containers run as (required then). Written
+	 * as a number or a name; uid_name/gid_name keep the name (NULL for a number). */
 	bool has_uid, has_gid;
 	uid_t uid;
 	gid_t gid;
+	char *uid_name, *gid_name;
+	struct rts_accounts accounts;
 	char *provider;
 	char *model;
 	char *model_url;

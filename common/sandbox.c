@@ -97,14 +97,18 @@ static const char *const sys_misc[] = {"uname", "sysinfo", "prlimit64", "getrlim
 static const char *const sys_journal[] = {"memfd_create", NULL};
 
 /* statd: the state file (temp file, fsync, rename, dir fsync), workspace directories (and
- * restoring a workspace mode a guest changed), removing control.sock at exit. */
-static const char *const sys_statd_files[] = {"mkdir",	  "mkdirat",   "unlink", "unlinkat",  "rename",
-					      "renameat", "renameat2", "fsync",	 "fdatasync", "chmod",
-					      "fchmodat", NULL};
+ * restoring a workspace mode a guest changed), removing control.sock at exit; in accounts
+ * mode reading and setting a workspace's ACL (libacl through /proc/self/fd: the xattr
+ * calls by path) and dropping a default ACL. */
+static const char *const sys_statd_files[] = {"mkdir",	  "mkdirat",   "unlink",   "unlinkat",	"rename",
+					      "renameat", "renameat2", "fsync",	   "fdatasync", "chmod",
+					      "fchmodat", "getxattr",  "setxattr", "removexattr", NULL};
 /* runnerd: per-turn run dirs and their broker.sock (bind with umask, chmod, listen),
- * removed again when the turn ends. */
-static const char *const sys_runnerd_files[] = {"mkdir", "mkdirat", "rmdir",  "unlink", "unlinkat", "bind",
-						"listen", "umask",  "chmod", "fchmod", "fchmodat", NULL};
+ * removed again when the turn ends; in accounts mode their ACL entries for the guest
+ * account (fsetxattr on the dir, setxattr on the socket through /proc/self/fd). */
+static const char *const sys_runnerd_files[] = {"mkdir", "mkdirat", "rmdir",	"unlink",   "unlinkat",
+						"bind",	 "listen",  "umask",	"chmod",    "fchmod",
+						"fchmodat", "fsetxattr", "setxattr", NULL};
 /* Spawning and reaping children (posix_spawn, sd-event child sources with pidfds), killing
  * them (the docker CLI on cancel; tool process groups). clone is allowed separately. */
 static const char *const sys_spawn[] = {"vfork",  "execve",	   "wait4",	       "waitid",

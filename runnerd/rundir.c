@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -69,10 +70,18 @@ int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id)
 {
 	if (mkdirat(rd->run_root_fd, turn_id, 0700) < 0)
 		return -errno;
+	/* Single-account mode: the container runs as our uid, so 0700 on the dir and 0600 on
+	 * the socket are all it needs to connect. Accounts mode: the guest account gets search
+	 * on the dir and read/write on the socket by ACL entries, nobody else anything; runRoot
+	 * stays 0700, so the guest reaches them only through this turn's bind mount. */
+	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	int r = 0;
+	if (guest != (uid_t)-1) {
+		cleanup_close int dfd = openat(rd->run_root_fd, turn_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, RTS_PERM_X);
+	}
 	cleanup_free char *path = rts_xasprintf("%s/%s/%s", rd->cfg->run_root, turn_id, RUNNERD_BROKER_SOCK);
-	/* The container runs as our uid, so 0700 on the dir and 0600 on the socket are all it
-	 * needs to connect; nobody else gets in. */
-	int fd = rts_listen_unix(path, SOCK_STREAM, 0600);
+	int fd = r < 0 ? r : rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 	if (fd < 0) {
 		unlinkat(rd->run_root_fd, turn_id, AT_REMOVEDIR);
 		return fd;

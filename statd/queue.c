@@ -264,7 +264,8 @@ static bool turn_start(struct statd *d, struct statd_channel *ch, struct statd_i
 		return false;
 	}
 	const char *why = NULL;
-	r = statd_workspace_open(d->cfg->workspace_root, ch->hash, &t->ws_path, &why);
+	r = statd_workspace_open(d->cfg->workspace_root, ch->hash, d->cfg->accounts.present ? d->cfg->uid : (uid_t)-1,
+				 &t->ws_path, &why);
 	if (r < 0) {
 		/* Only the hash: the channel key is guest-facing data. */
 		rts_log_errno(LOG_ERR, r, "turn %s: workspace %s: %s (%m); refusing to run the turn", t->id, ch->hash,

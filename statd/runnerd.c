@@ -10,6 +10,7 @@
  * and goes out when it drains. */
 #include "config.h"
 
+#include "common/accounts.h"
 #include "common/link.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -59,8 +60,8 @@ static const struct rts_link_spec statd_runnerd_spec = {
 	.peer_name = "runnerd",
 	/* runnerd checks us with SO_PEERCRED; we check it too, so a socket planted by another
 	 * account cannot receive guest messages and workspace fds. */
-	.peer_check = rts_listener_is_trusted,
-	.peer_refusal = "listener that is neither this service account nor root",
+	.peer_check = rts_listener_is_runnerd,
+	.peer_refusal = "listener that is neither runnerd's account nor root",
 	.dispatch = statd_dispatch_runnerd,
 	.on_up = statd_runnerd_up,
 	.on_down = statd_runnerd_down,
