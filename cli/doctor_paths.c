@@ -46,12 +46,14 @@ static int judge_ancestor(const char *dir, const struct stat *st, void *arg)
 		return -EPERM;
 	}
 	if (!(doctor_account_perm(d, st) & 01)) {
-		char owner[96], group[96];
+		char owner[96], group[96], who[96] = "the service account";
 		doctor_name_uid(st->st_uid, owner, sizeof(owner));
 		doctor_name_gid(st->st_gid, group, sizeof(group));
-		doctor_report(d, DOCTOR_FAIL, a->check, "the service account cannot pass through %s (owner %s, "
-		              "group %s, mode %04o), so the daemons cannot reach %s; fix: chmod o+x %s, or "
-		              "choose a path the account can reach", dir, owner, group, mode, a->path, dir);
+		if (d->uid != d->svc_uid)
+			doctor_name_uid(d->uid, who, sizeof(who));
+		doctor_report(d, DOCTOR_FAIL, a->check, "%s cannot pass through %s (owner %s, group %s, mode %04o), so "
+		              "the daemons cannot reach %s; fix: chmod o+x %s, or choose a path the account can reach",
+		              who, dir, owner, group, mode, a->path, dir);
 		return -EPERM;
 	}
 	if (a->warning)
@@ -162,6 +164,12 @@ void doctor_check_private_dir(struct doctor *d, const char *check, const char *p
 	doctor_daemon_account(d, daemon, &uid, &gid);
 	doctor_view_as(d, uid, gid);
 	check_private_dir(d, check, path, daemon, unit_dir);
+	/* Accounts mode: runnerd looks statd's roots up too, the state directory for its
+	 * owner (statd's account, common/accounts.h) and each workspace by name. */
+	if (d->accounts && strcmp(daemon, "statd") == 0) {
+		doctor_view_as(d, d->runner_uid, d->runner_gid);
+		(void)doctor_check_ancestors(d, check, path, NULL, NULL);
+	}
 	doctor_view_as(d, d->svc_uid, d->svc_gid);
 }
 

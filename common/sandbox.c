@@ -46,11 +46,15 @@ int rts_sandbox_init(void)
 	if (capng_get_caps_process() < 0)
 		return -EPERM;
 	/* CAPNG_SELECT_BOTH would include the bounding set, which libcap-ng then fails (and
-	 * complains) to drop without CAP_SETPCAP. */
+	 * complains) to drop without CAP_SETPCAP. With no capability at all (the service
+	 * accounts) there is nothing to drop, and no capset(2) is made: statd's unit refuses
+	 * @privileged calls. */
 	capng_select_t what = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) ? CAPNG_SELECT_ALL : CAPNG_SELECT_CAPS;
-	capng_clear(what);
-	if (capng_apply(what) < 0)
-		return -EPERM;
+	if (what == CAPNG_SELECT_ALL || capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE) {
+		capng_clear(what);
+		if (capng_apply(what) < 0)
+			return -EPERM;
+	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return -errno;
 	return 0;
