@@ -63,6 +63,7 @@ struct doctor {
 	bool accounts;
 	uid_t broker_uid, runner_uid, guest_uid;
 	gid_t broker_gid, runner_gid, guest_gid;
+	bool ancestors_fail_only; /* doctor_check_ancestors(): no warning (said once already) */
 	unsigned n[3];
 };
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli/doctor_checks.h"
+#include "common/acl.h"
 #include "common/paths.h"
 #include "common/util.h"
 
@@ -43,14 +44,15 @@ void doctor_check_config_file(struct doctor *d, const char *path)
 			uid_t uid;
 			gid_t gid;
 			doctor_daemon_account(d, readers[i].daemon, &uid, &gid);
-			doctor_view_as(d, uid, gid);
-			bool ok = doctor_account_can_read(d, &st);
-			doctor_view_as(d, d->svc_uid, d->svc_gid);
-			if (!ok) {
+			/* ACL-aware: the package's upgrade lets broker and runner read a 0640
+			 * config by ACL entries (debian/roundtable-sandbox.postinst). */
+			int perms = rts_acl_perms_for(-1, path, &st, uid, gid);
+			if (perms < 0 || !(perms & RTS_PERM_R)) {
 				doctor_report(d, DOCTOR_FAIL, "config file", "%s's account (uid %lu) cannot read %s (owner %lu, "
-				              "group %lu, mode %04o); fix: chown root:root %s && chmod 0644 %s",
-				              readers[i].daemon, (unsigned long)uid, path, (unsigned long)st.st_uid,
-				              (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), path, path);
+				              "group %lu, mode %04o); fix: setfacl -m u:%lu:r %s (or chmod 0644 %s: it holds "
+				              "no secret)", readers[i].daemon, (unsigned long)uid, path,
+				              (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+				              (unsigned)(st.st_mode & 07777), (unsigned long)uid, path, path);
 				return;
 			}
 		}

@@ -87,7 +87,7 @@ enum doctor_verdict doctor_check_ancestors(struct doctor *d, const char *check, 
 		*nearest = steal_pointer(&deepest);
 		*nearest_st = a.deepest_st;
 	}
-	if (warning) {
+	if (warning && !d->ancestors_fail_only) {
 		doctor_report(d, DOCTOR_WARN, check, "%s", warning);
 		return DOCTOR_WARN;
 	}
@@ -163,12 +163,15 @@ void doctor_check_private_dir(struct doctor *d, const char *check, const char *p
 	gid_t gid;
 	doctor_daemon_account(d, daemon, &uid, &gid);
 	doctor_view_as(d, uid, gid);
+	unsigned failed = d->n[DOCTOR_FAIL];
 	check_private_dir(d, check, path, daemon, unit_dir);
 	/* Accounts mode: runnerd looks statd's roots up too, the state directory for its
 	 * owner (statd's account, common/accounts.h) and each workspace by name. */
-	if (d->accounts && strcmp(daemon, "statd") == 0) {
+	if (d->accounts && strcmp(daemon, "statd") == 0 && d->n[DOCTOR_FAIL] == failed) {
 		doctor_view_as(d, d->runner_uid, d->runner_gid);
+		d->ancestors_fail_only = true;
 		(void)doctor_check_ancestors(d, check, path, NULL, NULL);
+		d->ancestors_fail_only = false;
 	}
 	doctor_view_as(d, d->svc_uid, d->svc_gid);
 }
@@ -214,16 +217,17 @@ static void check_private_dir(struct doctor *d, const char *check, const char *p
 		return;
 	}
 	if (verdict == -EPERM) {
-		doctor_report(d, DOCTOR_FAIL, check, "%s is owned by uid %lu, not by the service account (uid %lu); "
-		              "fix: chown %lu:%lu %s", path, (unsigned long)st.st_uid, (unsigned long)d->uid,
-		              (unsigned long)d->uid, (unsigned long)d->gid, path);
+		doctor_report(d, DOCTOR_FAIL, check, "%s is owned by uid %lu, not by %s (uid %lu); fix: chown %lu:%lu %s",
+		              path, (unsigned long)st.st_uid,
+		              d->accounts ? (strcmp(daemon, "runnerd") == 0 ? "the runner account" : "the service account")
+		                          : "the service account",
+		              (unsigned long)d->uid, (unsigned long)d->uid, (unsigned long)d->gid, path);
 		return;
 	}
 	if (verdict == -EACCES) {
-		doctor_report(d, DOCTOR_FAIL, check, "%s has mode %04o%s; it must have no group/other permissions and "
-		              "no ACL entry for another account%s; fix: chmod 0700 %s && setfacl -b %s", path,
-		              (unsigned)(st.st_mode & 07777), "", grant ? " (statd adds runnerd's itself)" : "", path,
-		              path);
+		doctor_report(d, DOCTOR_FAIL, check, "%s has mode %04o; it must have no group/other permissions and no "
+		              "ACL entry for another account%s; fix: chmod 0700 %s && setfacl -b %s", path,
+		              (unsigned)(st.st_mode & 07777), grant ? " (statd adds runnerd's itself)" : "", path, path);
 		return;
 	}
 	if (verdict < 0) {

@@ -128,6 +128,52 @@ int rts_acl_view(int fd, const char *path, struct rts_acl_view *v)
 	return 0;
 }
 
+int rts_acl_perms_for(int fd, const char *path, const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (uid == st->st_uid)
+		return (int)((st->st_mode >> 6) & 07);
+	cleanup_acl acl_t acl = fd >= 0 ? acl_get_fd(fd) : acl_get_file(path, ACL_TYPE_ACCESS);
+	if (!acl)
+		return -errno;
+	unsigned mask = 07, user = 0, group = 0, other = 0;
+	bool named_user = false, in_group = false;
+	acl_entry_t e;
+	for (int w = ACL_FIRST_ENTRY;; w = ACL_NEXT_ENTRY) {
+		int got = acl_get_entry(acl, w, &e);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		acl_tag_t tag;
+		if (acl_get_tag_type(e, &tag) < 0)
+			return -errno;
+		unsigned p = perms_of(e);
+		if (tag == ACL_MASK) {
+			mask = p;
+		} else if (tag == ACL_OTHER) {
+			other = p;
+		} else if (tag == ACL_GROUP_OBJ && st->st_gid == gid) {
+			group |= p;
+			in_group = true;
+		} else if (tag == ACL_USER || tag == ACL_GROUP) {
+			id_t *id = acl_get_qualifier(e);
+			if (!id)
+				return -errno;
+			bool match = tag == ACL_USER ? *id == uid : *id == gid;
+			acl_free(id);
+			if (match && tag == ACL_USER)
+				user = p, named_user = true;
+			else if (match)
+				group |= p, in_group = true;
+		}
+	}
+	if (named_user)
+		return (int)(user & mask);
+	if (in_group)
+		return (int)(group & mask);
+	return (int)other;
+}
+
 bool rts_acl_private_but(const struct rts_acl_view *v, uid_t uid, unsigned perms)
 {
 	if (v->group_perms || v->other_perms || v->named_groups || v->has_default)

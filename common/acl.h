@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Permission bits as in a mode's "other" triple. */
@@ -54,6 +55,14 @@ struct rts_acl_view {
  * not be O_PATH). Returns 0 with *v filled, or -errno. A file system without ACLs reads as
  * its mode (not extended). */
 int rts_acl_view(int fd, const char *path, struct rts_acl_view *v);
+
+/* The permissions (RTS_PERM_*) an account with uid and primary group gid gets on a file
+ * (fd and path as for rts_acl_grant(); st its stat()), by the POSIX ACL access check:
+ * owner, else a named-user entry, else the owning group or named-group entries, else
+ * others; entries but the owner's limited by the mask. Supplementary groups are not
+ * considered (the daemons are started with their primary group alone). Returns the bits,
+ * or -errno when the ACL cannot be read. */
+int rts_acl_perms_for(int fd, const char *path, const struct stat *st, uid_t uid, gid_t gid);
 
 /* True when v gives nobody but the owner any access, except uid at most perms (uid may be
  * (uid_t)-1 for nobody): no group or other permission, no named group, no other named

@@ -381,3 +381,92 @@ def test_single_account_mode_as_before(make_suite):
     st = os.lstat(ws)
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (svc.uid, 0o700)
     assert os.lstat(os.path.join(ws, ".sandbox", "memory.json")).st_uid == svc.uid
+
+
+def doctor_lines(suite, *args):
+    p = suite.cli("doctor", "--offline", *args)
+    return p, p.stdout.splitlines()
+
+
+def test_doctor_in_accounts_mode(make_suite):
+    """doctor checks the account model and names each fix; each problem is made, seen,
+    and undone."""
+    s = make_suite()
+    acc = s.env.accounts
+    ch = "guild-1/doctor"
+    assert s.cli("on", ch).returncode == 0
+    assert s.cli("say", ch, "--author", "1001", "--name", "Alice", "remember that doctors check").returncode == 0
+    p, lines = doctor_lines(s)
+    assert p.returncode == 0 and not [ln for ln in lines if ln.startswith("FAIL")], p.stdout
+    assert any(ln.startswith("ok: accounts: ") and "four accounts apart" in ln for ln in lines), p.stdout
+    assert any(ln.startswith("ok: workspaces: 1 workspaces, each shared with the guest account") for ln in lines)
+    assert not any(ln.startswith("warn: accounts:") for ln in lines), p.stdout
+
+    def fails(check, *words):
+        p, lines = doctor_lines(s)
+        bad = [ln for ln in lines if ln.startswith(f"FAIL: {check}: ")]
+        assert p.returncode == 1 and bad, p.stdout
+        for w in words:
+            assert w in bad[0], (w, bad[0])
+
+    # runRoot is the runner account's, not the service account's.
+    svc, runner, broker, guest = acc["service"], acc["runner"], acc["broker"], acc["guest"]
+    os.chown(s.dirs["run"], svc.uid, svc.gid)
+    try:
+        fails("runRoot", f"is owned by uid {svc.uid}, not by the runner account (uid {runner.uid})",
+              f"fix: chown {runner.uid}:{runner.gid} {s.dirs['run']}")
+    finally:
+        os.chown(s.dirs["run"], runner.uid, runner.gid)
+    # workspaceRoot lets runnerd search it, nobody else in.
+    setfacl("-m", f"u:{guest.uid}:x", s.dirs["ws"])
+    try:
+        fails("workspaceRoot", "ACL entry for another account", f"setfacl -b {s.dirs['ws']}")
+    finally:
+        setfacl("-x", f"u:{guest.uid}", s.dirs["ws"])
+    # The key file: brokerd's account alone.
+    os.chown(s.key_file, svc.uid, svc.gid)
+    try:
+        fails("apiKey", f"is owned by uid {svc.uid}, so brokerd (uid {broker.uid}) cannot read it",
+              f"fix: chown {broker.uid}")
+    finally:
+        os.chown(s.key_file, broker.uid, broker.gid)
+    os.chown(s.key_file, 0, broker.gid)
+    os.chmod(s.key_file, 0o640)
+    try:
+        fails("apiKey", "its group may read the key", f"fix: chown {broker.uid}")
+    finally:
+        os.chown(s.key_file, broker.uid, broker.gid)
+        os.chmod(s.key_file, 0o400)
+    # The config: all three daemon accounts read it; root alone may change it.
+    os.chmod(s.config_path, 0o640)
+    try:
+        fails("config file", "cannot read", "setfacl -m u:")
+    finally:
+        os.chmod(s.config_path, 0o644)
+    os.chown(s.config_path, svc.uid, 0)
+    try:
+        fails("config file", "can be changed by its owner", "fix: chown root:root")
+    finally:
+        os.chown(s.config_path, 0, 0)
+    # A workspace left from single-account mode: its files are the service account's.
+    memory = os.path.join(s.workspace(ch), ".sandbox", "memory.json")
+    os.chown(memory, svc.uid, svc.gid)
+    try:
+        fails("workspaces", "files the guest account does not own", f"chown -h {guest.uid}:{guest.gid}")
+    finally:
+        os.chown(memory, guest.uid, guest.gid)
+    # A workspace whose share statd would restore: a warning.
+    setfacl("-b", s.workspace(ch))
+    try:
+        p, lines = doctor_lines(s)
+        assert any(ln.startswith("warn: workspaces: 1 of 1 workspaces") and "statd restores" in ln for ln in lines), \
+            p.stdout
+    finally:
+        setfacl("--set", f"u::rwx,u:{guest.uid}:rwx,g::---,m::rwx,o::---", s.workspace(ch))
+    p, lines = doctor_lines(s)
+    assert p.returncode == 0, p.stdout
+    # And single-account mode is worth a warning that names the fix.
+    single = make_suite(accounts=False)
+    p, lines = doctor_lines(single)
+    warned = [ln for ln in lines if ln.startswith("warn: accounts: single-account mode")]
+    assert warned and '"accounts": {"broker": "roundtable-sandbox-broker"' in warned[0], p.stdout
