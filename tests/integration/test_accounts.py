@@ -357,10 +357,20 @@ print(json.dumps(out))
     st = os.lstat(ws)
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (acc["service"].uid, 0o1770)
     assert os.path.isdir(made) and os.lstat(made).st_uid == acc["service"].uid
+    # A workspace as single-account mode left it (0700, no ACL) with a default ACL besides:
+    # statd shares it again before the turn, under its seccomp filter, and says so.
+    setfacl("-b", ws)
+    os.chmod(ws, 0o700)
+    setfacl("-d", "-m", f"u:{acc['runner'].uid}:rx", ws)
     # statd still opens, verifies and hands out the workspace (it never reads what the
     # guest wrote); the next turn runs and recalls the memory.
     p = suite.cli("say", ch, "--author", "1001", "--name", "Alice", "what do you remember?")
     assert p.returncode == 0 and "the shed is green" in p.stdout, p.stdout + p.stderr
+    acl = subprocess.run(["getfacl", "-cpn", ws], capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(acl) == sorted(["user::rwx", f"user:{acc['guest'].uid}:rwx", "group::---", "mask::rwx",
+                                  "other::---"]), acl
+    assert stat.S_IMODE(os.lstat(ws).st_mode) == 0o1770
+    assert "mode 0700 or ACL was not the guest account's share; restored" in suite.log_tail("statd")
 
 
 def test_single_account_mode_as_before(make_suite):
