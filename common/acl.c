@@ -59,6 +59,10 @@ int rts_acl_drop_default(const char *path)
 	return 0;
 }
 
+/* Call fn(tag, perms, entry, arg) for every entry of acl, until it returns non-zero.
+ * Returns 0, fn's value, or -errno. */
+static int each_entry(acl_t acl, int (*fn)(acl_tag_t tag, unsigned perms, acl_entry_t e, void *arg), void *arg);
+
 static unsigned perms_of(acl_entry_t e)
 {
 	acl_permset_t ps;
@@ -68,6 +72,76 @@ static unsigned perms_of(acl_entry_t e)
 	       (acl_get_perm(ps, ACL_EXECUTE) == 1 ? RTS_PERM_X : 0);
 }
 
+static int each_entry(acl_t acl, int (*fn)(acl_tag_t tag, unsigned perms, acl_entry_t e, void *arg), void *arg)
+{
+	acl_entry_t e;
+	for (int w = ACL_FIRST_ENTRY;; w = ACL_NEXT_ENTRY) {
+		int got = acl_get_entry(acl, w, &e);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return 0;
+		acl_tag_t tag;
+		if (acl_get_tag_type(e, &tag) < 0)
+			return -errno;
+		int r = fn(tag, perms_of(e), e, arg);
+		if (r != 0)
+			return r;
+	}
+}
+
+/* The qualifier (uid or gid) of a named entry. Returns 0 or -errno. */
+static int qualifier(acl_entry_t e, id_t *id)
+{
+	id_t *q = acl_get_qualifier(e);
+	if (!q)
+		return -errno;
+	*id = *q;
+	acl_free(q);
+	return 0;
+}
+
+struct view_walk {
+	struct rts_acl_view *v;
+	bool has_mask;
+};
+
+static int view_entry(acl_tag_t tag, unsigned p, acl_entry_t e, void *arg)
+{
+	struct view_walk *w = arg;
+	struct rts_acl_view *v = w->v;
+	switch (tag) {
+	case ACL_USER_OBJ:
+		v->owner_perms = p;
+		return 0;
+	case ACL_GROUP_OBJ:
+		v->group_perms = p;
+		return 0;
+	case ACL_OTHER:
+		v->other_perms = p;
+		return 0;
+	case ACL_MASK:
+		v->mask = p;
+		w->has_mask = true;
+		return 0;
+	case ACL_USER:
+		if (v->named_users++ == 0) {
+			id_t id = 0;
+			int r = qualifier(e, &id);
+			if (r < 0)
+				return r;
+			v->user = (uid_t)id;
+			v->user_perms = p;
+		}
+		return 0;
+	case ACL_GROUP:
+		v->named_groups++;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
 int rts_acl_view(int fd, const char *path, struct rts_acl_view *v)
 {
 	*v = (struct rts_acl_view){0};
@@ -75,57 +149,59 @@ int rts_acl_view(int fd, const char *path, struct rts_acl_view *v)
 	cleanup_acl acl_t acl = fd >= 0 ? acl_get_fd(fd) : acl_get_file(path, ACL_TYPE_ACCESS);
 	if (!acl)
 		return -errno;
-	bool has_mask = false;
-	acl_entry_t e;
-	for (int w = ACL_FIRST_ENTRY;; w = ACL_NEXT_ENTRY) {
-		int got = acl_get_entry(acl, w, &e);
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		acl_tag_t tag;
-		if (acl_get_tag_type(e, &tag) < 0)
-			return -errno;
-		unsigned p = perms_of(e);
-		switch (tag) {
-		case ACL_USER_OBJ:
-			v->owner_perms = p;
-			break;
-		case ACL_GROUP_OBJ:
-			v->group_perms = p;
-			break;
-		case ACL_OTHER:
-			v->other_perms = p;
-			break;
-		case ACL_MASK:
-			v->mask = p;
-			has_mask = true;
-			break;
-		case ACL_USER:
-			if (v->named_users++ == 0) {
-				uid_t *id = acl_get_qualifier(e);
-				if (!id)
-					return -errno;
-				v->user = *id;
-				acl_free(id);
-				v->user_perms = p;
-			}
-			break;
-		case ACL_GROUP:
-			v->named_groups++;
-			break;
-		default:
-			return -EINVAL;
-		}
-	}
-	v->extended = has_mask || v->named_users || v->named_groups;
-	if (!has_mask)
+	struct view_walk w = {.v = v};
+	int r = each_entry(acl, view_entry, &w);
+	if (r < 0)
+		return r;
+	v->extended = w.has_mask || v->named_users || v->named_groups;
+	if (!w.has_mask)
 		v->mask = v->group_perms;
 	ssize_t n = fd >= 0 ? fgetxattr(fd, DEFAULT_ACL_XATTR, NULL, 0) : getxattr(path, DEFAULT_ACL_XATTR, NULL, 0);
 	if (n < 0 && errno != ENODATA && errno != ENOTSUP)
 		return -errno;
 	v->has_default = n > 0;
 	return 0;
+}
+
+struct perms_walk {
+	const struct stat *st;
+	uid_t uid;
+	gid_t gid;
+	unsigned mask, user, group, other;
+	bool named_user, in_group;
+};
+
+static int perms_entry(acl_tag_t tag, unsigned p, acl_entry_t e, void *arg)
+{
+	struct perms_walk *w = arg;
+	id_t id = 0;
+	int r;
+	switch (tag) {
+	case ACL_MASK:
+		w->mask = p;
+		return 0;
+	case ACL_OTHER:
+		w->other = p;
+		return 0;
+	case ACL_GROUP_OBJ:
+		if (w->st->st_gid == w->gid)
+			w->group |= p, w->in_group = true;
+		return 0;
+	case ACL_USER:
+		if ((r = qualifier(e, &id)) < 0)
+			return r;
+		if ((uid_t)id == w->uid)
+			w->user = p, w->named_user = true;
+		return 0;
+	case ACL_GROUP:
+		if ((r = qualifier(e, &id)) < 0)
+			return r;
+		if ((gid_t)id == w->gid)
+			w->group |= p, w->in_group = true;
+		return 0;
+	default:
+		return 0;
+	}
 }
 
 int rts_acl_perms_for(int fd, const char *path, const struct stat *st, uid_t uid, gid_t gid)
@@ -135,43 +211,15 @@ int rts_acl_perms_for(int fd, const char *path, const struct stat *st, uid_t uid
 	cleanup_acl acl_t acl = fd >= 0 ? acl_get_fd(fd) : acl_get_file(path, ACL_TYPE_ACCESS);
 	if (!acl)
 		return -errno;
-	unsigned mask = 07, user = 0, group = 0, other = 0;
-	bool named_user = false, in_group = false;
-	acl_entry_t e;
-	for (int w = ACL_FIRST_ENTRY;; w = ACL_NEXT_ENTRY) {
-		int got = acl_get_entry(acl, w, &e);
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		acl_tag_t tag;
-		if (acl_get_tag_type(e, &tag) < 0)
-			return -errno;
-		unsigned p = perms_of(e);
-		if (tag == ACL_MASK) {
-			mask = p;
-		} else if (tag == ACL_OTHER) {
-			other = p;
-		} else if (tag == ACL_GROUP_OBJ && st->st_gid == gid) {
-			group |= p;
-			in_group = true;
-		} else if (tag == ACL_USER || tag == ACL_GROUP) {
-			id_t *id = acl_get_qualifier(e);
-			if (!id)
-				return -errno;
-			bool match = tag == ACL_USER ? *id == uid : *id == gid;
-			acl_free(id);
-			if (match && tag == ACL_USER)
-				user = p, named_user = true;
-			else if (match)
-				group |= p, in_group = true;
-		}
-	}
-	if (named_user)
-		return (int)(user & mask);
-	if (in_group)
-		return (int)(group & mask);
-	return (int)other;
+	struct perms_walk w = {.st = st, .uid = uid, .gid = gid, .mask = 07};
+	int r = each_entry(acl, perms_entry, &w);
+	if (r < 0)
+		return r;
+	if (w.named_user)
+		return (int)(w.user & w.mask);
+	if (w.in_group)
+		return (int)(w.group & w.mask);
+	return (int)w.other;
 }
 
 bool rts_acl_private_but(const struct rts_acl_view *v, uid_t uid, unsigned perms)

@@ -325,28 +325,29 @@ static bool resolve_user(struct rts_jctx *ctx, const char *name, uid_t *uid, gid
 	return true;
 }
 
+/* One daemon account of "accounts": resolved, its ids stored where given (base may be
+ * NULL: nothing stored). */
+static bool daemon_account(struct rts_jctx *ctx, json_object *v, uid_t *uid, gid_t *gid)
+{
+	uid_t u;
+	gid_t g;
+	if (!resolve_user(ctx, json_object_get_string(v), &u, &g))
+		return false;
+	if (uid)
+		*uid = u, *gid = g;
+	return true;
+}
+
 static bool broker_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	struct rts_accounts *a = base;
-	uid_t uid;
-	gid_t gid;
-	if (!resolve_user(ctx, json_object_get_string(v), &uid, &gid))
-		return false;
-	if (a)
-		a->broker_uid = uid, a->broker_gid = gid;
-	return true;
+	return daemon_account(ctx, v, a ? &a->broker_uid : NULL, a ? &a->broker_gid : NULL);
 }
 
 static bool runner_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	struct rts_accounts *a = base;
-	uid_t uid;
-	gid_t gid;
-	if (!resolve_user(ctx, json_object_get_string(v), &uid, &gid))
-		return false;
-	if (a)
-		a->runner_uid = uid, a->runner_gid = gid;
-	return true;
+	return daemon_account(ctx, v, a ? &a->runner_uid : NULL, a ? &a->runner_gid : NULL);
 }
 
 static bool accounts_check(struct rts_jctx *ctx, json_object *o, void *base)

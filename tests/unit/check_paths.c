@@ -194,6 +194,41 @@ START_TEST(test_private_dir_acl)
 }
 END_TEST
 
+/* Who may read a file, ACL entries included (doctor's "the three daemon accounts read the
+ * config", which the package's upgrade lets broker and runner read by ACL entries). */
+START_TEST(test_acl_perms_for)
+{
+	cleanup_free char *f = in_tmp("conf");
+	FILE *fp = fopen(f, "we");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	ck_assert_int_eq(chmod(f, 0640), 0);
+	struct stat st;
+	ck_assert_int_eq(stat(f, &st), 0);
+	const gid_t group = st.st_gid;
+	/* Owner, the owning group, others: the mode. */
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, geteuid(), 4343), 06);
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4242, group), 04);
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4242, 4343), 0);
+	/* A named user's entry, limited by the mask. */
+	acl_t a = acl_from_text("u::rw-,u:4242:r--,g::r--,m::r--,o::---");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(acl_set_file(f, ACL_TYPE_ACCESS, a), 0);
+	acl_free(a);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4242, 4343), 04);
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4244, 4343), 0);
+	a = acl_from_text("u::rw-,u:4242:rw-,g::r--,g:4343:rw-,m::---,o::r--");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(acl_set_file(f, ACL_TYPE_ACCESS, a), 0);
+	acl_free(a);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4242, 1), 0);	 /* masked away */
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4244, 4343), 0); /* named group, masked */
+	ck_assert_int_eq(rts_acl_perms_for(-1, f, &st, 4244, 4345), 04); /* others */
+}
+END_TEST
+
 struct seen {
 	char dirs[8][256];
 	size_t n;
@@ -272,6 +307,7 @@ int main(void)
 	tcase_add_test(tc, test_time_zone_file);
 	tcase_add_test(tc, test_private_dir_judge);
 	tcase_add_test(tc, test_private_dir_acl);
+	tcase_add_test(tc, test_acl_perms_for);
 	tcase_add_test(tc, test_ancestors);
 	tcase_add_test(tc, test_image_ref);
 	suite_add_tcase(s, tc);
