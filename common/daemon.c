@@ -216,11 +216,19 @@ void rts_daemon_listen(struct rts_daemon *d, const char *sock_name, int type, mo
 		uid_t peer;
 		r = rts_accounts_listen_peer(d->role, &peer);
 		if (r < 0) {
+			/* Accounts mode, runnerd: statd's account is the state directory's owner. */
 			cleanup_free char *copy = rts_xstrdup(d->cfg->state_file);
-			log_error_errno(r, "cannot tell statd's account, whom %s must let in: the owner of %s, the state "
-					   "file's directory, is it (start statd first, or create it with install -d -o "
-					   "SERVICE-ACCOUNT -m 0700 DIR): %m",
-					d->listen_path, dirname(copy));
+			const char *dir = dirname(copy);
+			if (r == -EPERM)
+				log_error("cannot tell statd's account, whom %s must let in: %s, the state file's "
+					  "directory, must be a directory of the service account (not root's, nor the "
+					  "broker's, runner's or guest's)",
+					  d->listen_path, dir);
+			else
+				log_error_errno(r, "cannot tell statd's account, whom %s must let in: it is the owner of %s, "
+						   "the state file's directory (start statd first, or create it with "
+						   "install -d -o SERVICE-ACCOUNT -m 0700 %s): %m",
+						d->listen_path, dir, dir);
 			exit(1);
 		}
 		fd = rts_listen_unix_for(d->listen_path, type, mode, peer);

@@ -277,8 +277,15 @@ class Environment:
         except KeyError as e:
             raise HarnessError("there is no docker group: is docker.io installed?") from e
 
+    @classmethod
+    def ensure_account(cls):
+        """The service account (created when missing); returns (uid, gid, primary group
+        name)."""
+        a = cls.ensure_named_account(SERVICE_USER)
+        return a.uid, a.gid, a.group
+
     @staticmethod
-    def ensure_account(name=SERVICE_USER):
+    def ensure_named_account(name):
         """Create the account when missing, as the package's sysusers.d file does: a system
         account with its own group, not in the docker group (runnerd alone gets that group,
         from runuser -G here and SupplementaryGroups= under systemd). An existing account
@@ -303,7 +310,7 @@ class Environment:
     def ensure_accounts(cls):
         """The four accounts of accounts mode, by role; each distinct, none in the docker
         group (HarnessError otherwise: the tests would prove nothing)."""
-        accounts = {role: cls.ensure_account(name) for role, name in
+        accounts = {role: cls.ensure_named_account(name) for role, name in
                     (("service", SERVICE_USER), ("broker", BROKER_USER), ("runner", RUNNER_USER),
                      ("guest", GUEST_USER))}
         if len({a.uid for a in accounts.values()}) != 4 or len({a.gid for a in accounts.values()}) != 4:
