@@ -52,6 +52,7 @@
 #include "cli/doctor.h"
 #include "cli/doctor_checks.h"
 #include "common/accounts.h"
+#include "common/acl.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -287,6 +288,16 @@ unsigned doctor_account_perm(const struct doctor *d, const struct stat *st)
 	if (st->st_gid == d->gid)
 		return (st->st_mode >> 3) & 07;
 	return st->st_mode & 07;
+}
+
+unsigned doctor_account_perm_at(const struct doctor *d, const char *path, const struct stat *st)
+{
+	if (!d->have_account || d->uid == 0)
+		return 07;
+	/* POSIX ACLs decide when there are any (the hand-started runtime directory lets
+	 * runnerd's and brokerd's accounts in by ACL entries). */
+	int r = rts_acl_perms_for(-1, path, st, d->uid, d->gid);
+	return r >= 0 ? (unsigned)r : doctor_account_perm(d, st);
 }
 
 bool doctor_account_can_read(const struct doctor *d, const struct stat *st)

@@ -94,6 +94,8 @@ const char *doctor_cannot(int e);
 /* The permission bits (07: read, write, search) the service account gets on a file with
  * this owner and mode; doctor_account_can_read() is the read bit of that. */
 unsigned doctor_account_perm(const struct doctor *d, const struct stat *st);
+/* doctor_account_perm() for the file at path, its ACL entries included. */
+unsigned doctor_account_perm_at(const struct doctor *d, const char *path, const struct stat *st);
 bool doctor_account_can_read(const struct doctor *d, const struct stat *st);
 
 /* "uid 1000 (alice)" / "gid 50 (staff)", or without the name when there is none. */

@@ -45,7 +45,7 @@ static int judge_ancestor(const char *dir, const struct stat *st, void *arg)
 		              "fix: chmod o-w %s", dir, mode, a->path, dir);
 		return -EPERM;
 	}
-	if (!(doctor_account_perm(d, st) & 01)) {
+	if (!(doctor_account_perm_at(d, dir, st) & 01)) {
 		char owner[96], group[96], who[96] = "the service account";
 		doctor_name_uid(st->st_uid, owner, sizeof(owner));
 		doctor_name_gid(st->st_gid, group, sizeof(group));
@@ -119,7 +119,7 @@ static void check_missing_dir(struct doctor *d, const char *check, const char *p
 		              "or choose another path", path, nearest, nearest);
 		return;
 	}
-	if ((doctor_account_perm(d, nst) & 03) == 03) {
+	if ((doctor_account_perm_at(d, nearest, nst) & 03) == 03) {
 		doctor_report(d, DOCTOR_OK, check, "%s does not exist yet; roundtable-sandbox-%s creates it (mode "
 		              "0700) at start", path, daemon);
 		return;

@@ -475,6 +475,20 @@ def test_doctor_in_accounts_mode(make_suite):
         setfacl("--set", f"u::rwx,u:{guest.uid}:rwx,g::---,m::rwx,o::---", s.workspace(ch))
     p, lines = doctor_lines(s)
     assert p.returncode == 0, p.stdout
+    # The runner account passes through a directory that lets it in by an ACL entry alone
+    # (runRoot inside the hand-started runtime directory, as README's layout has it).
+    turns = os.path.join(s.dirs["rt"], "turns")
+    os.mkdir(turns, 0o700)
+    os.chown(turns, runner.uid, runner.gid)
+    cfg = dict(s.config, runRoot=turns)
+    path = os.path.join(s.dirs["etc"], "turns-in-rt.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f)
+    os.chmod(path, 0o644)
+    p = subprocess.run(
+        [s.env.program("cli"), "--config", path, "--runtime-dir", s.dirs["rt"], "doctor", "--offline"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert any(ln.startswith(f"ok: runRoot: {turns}") for ln in p.stdout.splitlines()), p.stdout
     # And single-account mode is worth a warning that names the fix.
     single = make_suite(accounts=False)
     p, lines = doctor_lines(single)
