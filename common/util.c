@@ -76,6 +76,15 @@ size_t rts_strv_len(char *const *v)
 	return n;
 }
 
+char **rts_strv_dup(char *const *v)
+{
+	size_t n = rts_strv_len(v);
+	char **out = rts_xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		out[i] = rts_xstrdup(v[i]);
+	return out;
+}
+
 void rts_strv_free(char **v)
 {
 	rts_strvfreep(&v);

@@ -62,6 +62,8 @@ char *rts_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* strv: NULL-terminated arrays of heap strings. */
 size_t rts_strv_len(char *const *v);
+/* A deep copy (caller frees with rts_strv_free()). */
+char **rts_strv_dup(char *const *v);
 void rts_strv_free(char **v);
 
 /* Write all of buf to fd, retrying on EINTR and short writes. Returns 0 or -errno. */

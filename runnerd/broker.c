@@ -13,7 +13,8 @@ static int runnerd_on_broker_bound(struct rts_link *l, void *owner, struct rts_m
 {
 	if (!rts_turn_id_valid(m->turn_id) || m->result > 0)
 		return -EBADMSG;
-	runnerd_turn_bound(owner, m->turn_id, m->result);
+	struct runnerd *rd = owner;
+	runnerd_turn_bound(&rd->turns, rd->broker.gen, m->turn_id, m->result);
 	return 0;
 }
 
@@ -26,16 +27,24 @@ static int runnerd_on_broker_closed(struct rts_link *l, void *owner, struct rts_
 	return 0;
 }
 
+static int runnerd_on_broker_metrics_text(struct rts_link *l, void *owner, struct rts_msg_broker_metrics_text *m)
+{
+	return runnerd_metrics_brokerd_text(owner, m->seq, m->text);
+}
+
 /* What brokerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 	RTS_LINK_ON(BROKER_BOUND, runnerd_on_broker_bound),
 	RTS_LINK_ON(BROKER_CLOSED, runnerd_on_broker_closed),
+	RTS_LINK_ON(BROKER_METRICS_TEXT, runnerd_on_broker_metrics_text),
 	RTS_LINK_DISPATCH_END,
 };
 
 static void runnerd_brokerd_up(struct rts_link *l, void *owner)
 {
-	runnerd_turns_link_up(owner);
+	struct runnerd *rd = owner;
+	runnerd_turns_broker_up(&rd->turns);
+	runnerd_metrics_broker_up(rd);
 }
 
 static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -46,7 +55,8 @@ static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool 
 		log_warning("lost the connection to brokerd; running turns fail");
 	/* Turns bound through this connection fail; turns still waiting fail too when the
 	 * link never came up, else they get a fresh connection. */
-	runnerd_turns_link_lost(rd, rd->broker.gen, !was_up);
+	runnerd_turns_broker_lost(&rd->turns, rd->broker.gen, !was_up);
+	runnerd_metrics_broker_down(rd);
 }
 
 static const struct rts_link_spec runnerd_brokerd_spec = {
@@ -68,7 +78,7 @@ void runnerd_broker_want(struct runnerd *rd)
 {
 	struct runnerd_broker *b = &rd->broker;
 	if (rts_link_up(b->link)) {
-		runnerd_turns_link_up(rd);
+		runnerd_turns_broker_up(&rd->turns);
 		return;
 	}
 	/* Being made (its on_up follows), or failed (its on_down reconnects for turns that
@@ -81,7 +91,8 @@ void runnerd_broker_want(struct runnerd *rd)
 		/* Nothing was started: there is no on_down to wait for. */
 		log_error_errno(r, "cannot start connecting to brokerd: %m");
 		b->link = NULL;
-		runnerd_turns_link_lost(rd, b->gen, true);
+		runnerd_turns_broker_lost(&rd->turns, b->gen, true);
+		runnerd_metrics_broker_down(rd);
 	}
 }
 

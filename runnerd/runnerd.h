@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* runnerd's internal state, shared by its files (not installed, not a library API).
  *
- * main.c     start-up, signals, start-up clean-up
- * statd.c    runnerd's end of the statd links: runnerd_dispatch_statd
- * broker.c   runnerd's end of the brokerd link, made lazily: runnerd_dispatch_brokerd
- * turn.c     one turn from TURN_RUN to TURN_DONE
- * rundir.c   runRoot checks and per-turn directories
- * proc.c     asynchronous docker CLI children
+ * main.c       start-up, signals, start-up clean-up
+ * statd.c      runnerd's end of the statd links: runnerd_dispatch_statd
+ * broker.c     runnerd's end of the brokerd link, made lazily: runnerd_dispatch_brokerd
+ * turn.c       one turn from TURN_RUN to TURN_DONE: a state machine with typed inputs and
+ *              effects (turn.h), no sockets, no processes
+ * turn_ops.c   the turn machine's effects in the daemon (the ops table)
+ * rundir.c     runRoot checks and per-turn directories
+ * proc.c       asynchronous docker CLI children
  * (the links themselves are common/link.c)
- * docker_args.c, worker_io.c   pure functions (unit-tested) */
+ * docker_args.c, worker_io.c   pure functions (unit-tested)
+ *
+ * Dependencies point one way: statd.c and broker.c give turn.c its inputs; turn.c reaches
+ * them, proc.c and rundir.c only through its ops (turn.h), which turn_ops.c wires. */
 #ifndef RUNNERD_H
 #define RUNNERD_H
 
@@ -22,45 +27,50 @@
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/link.h"
+#include "common/metrics.h"
 #include "common/msg.h"
 #include "common/paths.h"
 #include "common/proto.h"
 #include "runnerd/proc.h"
+#include "runnerd/turn.h"
 
-/* Turns running at once (beyond: an immediate TURN_DONE with RTS_TURN_ERROR). */
-#define RUNNERD_MAX_TURNS 64u
+/* The turns' limits and timing (RUNNERD_MAX_TURNS, RUNNERD_BIND_TIMEOUT_MS, the removals)
+ * are in turn.h. */
 /* statd connections at once; statd needs one, a restarting statd briefly two. */
 #define RUNNERD_MAX_STATD 8u
-/* How long brokerd may take to answer BROKER_BIND (from the moment the turn asks for the
- * link, so connecting and HELLO count too). */
-#define RUNNERD_BIND_TIMEOUT_MS 5000u
-/* Each docker rm -f has this deadline (seed: "each removal command has a five-second
- * deadline"). */
-#define RUNNERD_RM_TIMEOUT_MS 5000u
-/* The second removal after a kill covers the create/attach race (seed: "A short second
- * removal covers the local create/attach race"). */
-#define RUNNERD_RM_SECOND_DELAY_MS 1000u
-/* stdout kept from docker rm -f (it prints the name; nothing in it is used). */
-#define RUNNERD_RM_OUTPUT_MAX 4096u
 /* docker ps at start-up. */
 #define RUNNERD_PS_TIMEOUT_MS 5000u
 #define RUNNERD_PS_OUTPUT_MAX (256u * 1024u)
 /* docker info and docker image inspect at start-up: Docker must answer within this. */
 #define RUNNERD_CHECK_TIMEOUT_MS 10000u
 #define RUNNERD_CHECK_OUTPUT_MAX 4096u
-/* First line of a failed docker CLI's stderr that is logged. */
-#define RUNNERD_STDERR_LOG_MAX 200u
 /* The longest broker socket path is RTS_BROKER_SOCK_PATH_MAX (common/limits.h). */
 #define RUNNERD_BROKER_SOCK RTS_BROKER_SOCK_NAME
 
 struct runnerd;
-struct runnerd_turn;
 
 /* One accepted statd connection. */
 struct runnerd_statd {
 	TAILQ_ENTRY(runnerd_statd) entry;
 	struct runnerd *rd;
 	struct rts_link *link;
+};
+
+/* metrics.c: runnerd's metrics and the METRICS requests waiting for brokerd's text. */
+#define RUNNERD_METRICS_WAIT_MS 2500u /* brokerd's text, connecting included; statd waits longer */
+enum { RUNNERD_START_COLD, RUNNERD_START_WARM, RUNNERD_START_KINDS };
+struct runnerd_metrics_waiter {
+	struct runnerd_statd *peer;
+	uint32_t seq;
+};
+struct runnerd_metrics {
+	struct rts_histogram turn_seconds[RUNNERD_START_KINDS];
+	struct runnerd_metrics_waiter waiting[16];
+	unsigned n_waiting;
+	bool asking;   /* waiting for brokerd's text (timer armed) */
+	bool sent;     /* BROKER_METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
 };
 
 struct runnerd_broker {
@@ -75,6 +85,8 @@ struct runnerd {
 	const char *runtime_dir;
 	char *broker_path; /* <runtime-dir>/brokerd.sock */
 	int run_root_fd;   /* O_DIRECTORY of cfg->run_root, checked at start-up */
+	int precheck_root_fd; /* O_DIRECTORY of cfg->precheck.run_root (its own, even when it is
+			       * run_root); -1 without "precheck" */
 	uid_t uid;
 	gid_t gid;
 	json_object *public_tools; /* rts_config_public_tools(cfg), built once */
@@ -83,36 +95,15 @@ struct runnerd {
 	struct rts_link_server *statd_server; /* runnerd.sock */
 	TAILQ_HEAD(, runnerd_statd) statd;
 
-	TAILQ_HEAD(, runnerd_turn) turns;
-	unsigned n_turns;
+	struct runnerd_turns turns; /* turn.h */
 
 	struct runnerd_broker broker;
+	struct runnerd_metrics metrics;
 	bool shutting_down;
 };
 
-/* turn.c */
-
-/* Handle TURN_RUN from peer: validate every field (-EBADMSG drops the peer for a
- * malformed or inconsistent message), then start the turn or answer TURN_DONE at once
- * (too many turns, shutdown). Returns 0 or -EBADMSG. */
-int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg_turn_run *m);
-/* Cancel the turn id if peer started it (statd's TURN_CANCEL; unknown ids are ignored). */
-void runnerd_turn_cancel_id(struct runnerd *rd, struct runnerd_statd *peer, const char *turn_id);
-/* Cancel with the given final status (TIMEOUT, CANCELLED, ERROR). Idempotent. */
-void runnerd_turn_cancel(struct runnerd_turn *t, enum rts_turn_status status);
-/* The statd connection is gone: cancel its turns without answering. */
-void runnerd_turns_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
-/* brokerd answered BROKER_BOUND for turn_id (unknown or not-waiting turns are ignored). */
-void runnerd_turn_bound(struct runnerd *rd, const char *turn_id, int32_t result);
-/* The brokerd link came up: send BROKER_BIND for every turn waiting for it. */
-void runnerd_turns_link_up(struct runnerd *rd);
-/* The brokerd link could not be set up, or connection gen was lost: the turns waiting for
- * it or bound through it fail (RTS_TURN_ERROR), clean-up as usual. */
-void runnerd_turns_link_lost(struct runnerd *rd, uint64_t gen, bool connect_failed);
-/* Shutdown: cancel every turn (RTS_TURN_CANCELLED). */
-void runnerd_turns_cancel_all(struct runnerd *rd);
-/* Called whenever a turn is freed: exits the loop when shutting down and none remain. */
-void runnerd_maybe_exit(struct runnerd *rd);
+/* turn_ops.c: rd->turns, wired to this daemon (after rd->cfg, public_tools, uid, gid). */
+void runnerd_turns_attach(struct runnerd *rd);
 
 /* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
  * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
@@ -128,12 +119,27 @@ void runnerd_statd_free_all(struct runnerd *rd);
 
 /* broker.c */
 
-/* Make sure a link to brokerd exists or is being set up; runnerd_turns_link_up follows
- * when it is up, runnerd_turns_link_lost when it cannot be. Send on rd->broker.link
+/* Make sure a link to brokerd exists or is being set up; runnerd_turns_broker_up follows
+ * when it is up, runnerd_turns_broker_lost when it cannot be. Send on rd->broker.link
  * (rts_link_send_* refuse a link that is not up, or none, with -ENOTCONN). */
 void runnerd_broker_want(struct runnerd *rd);
 /* Exit: close the link without callbacks. */
 void runnerd_broker_close(struct runnerd *rd);
+
+/* metrics.c */
+void runnerd_metrics_init(struct runnerd *rd);
+void runnerd_metrics_free(struct runnerd *rd);
+/* The turn machine's finished op. */
+void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms);
+/* METRICS from peer: answered with METRICS_TEXT once brokerd's text is in or
+ * RUNNERD_METRICS_WAIT_MS passed. Returns 0 or a send's -errno. */
+int runnerd_metrics_request(struct runnerd *rd, struct runnerd_statd *peer, uint32_t seq);
+/* BROKER_METRICS_TEXT: -EBADMSG for a text that is not printable ASCII lines. */
+int runnerd_metrics_brokerd_text(struct runnerd *rd, uint32_t seq, const char *text);
+/* The brokerd link came up or went down; statd's peer link went down. */
+void runnerd_metrics_broker_up(struct runnerd *rd);
+void runnerd_metrics_broker_down(struct runnerd *rd);
+void runnerd_metrics_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
 
 /* rundir.c */
 
@@ -151,5 +157,18 @@ void runnerd_run_root_clean(int run_root_fd);
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id);
 /* Unlink broker.sock and remove runRoot/<turn>/. Returns 0 or -errno. */
 int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id);
+/* A precheck's run dir (DESIGN.md 8.3): <precheck runRoot>/precheck-<id>/ (0700) holding
+ * broker/ (0700) with a listening SOCK_STREAM broker.sock (0600) and an empty workspace/
+ * (0700) that the container mounts read-only. Returns the listening fd or -errno (what was
+ * made is removed again). */
+int runnerd_precheck_dir_create(struct runnerd *rd, const char *id);
+/* Remove all of it: broker.sock, broker/, workspace/ and the directory. Returns 0 or the
+ * first -errno. */
+int runnerd_precheck_dir_remove(struct runnerd *rd, const char *id);
+/* Check (and create) the precheck runRoot like runRoot, with the precheck socket's path
+ * length. Returns an O_DIRECTORY fd or -errno with err filled. */
+int runnerd_precheck_root_open(const char *root, char *err, size_t errlen);
+/* Remove the precheck run dirs a previous runnerd left in the precheck runRoot. */
+void runnerd_precheck_root_clean(int root_fd);
 
 #endif

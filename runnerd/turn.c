@@ -1,40 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One turn, from TURN_RUN to TURN_DONE (HACKING.md "Turn flow").
+/* One turn, from TURN_RUN to TURN_DONE: the state machine of runnerd/turn.h.
  *
- *   BROKER_WAIT  run dir and broker.sock exist; waiting for the brokerd link
- *   BINDING      BROKER_BIND sent; waiting for BROKER_BOUND (RUNNERD_BIND_TIMEOUT_MS)
- *   RUNNING      docker run -i is running; its stdout is the reply
- *   ENDING       outcome decided: BROKER_CLOSE sent, the CLI killed if it still runs,
- *                docker rm -f as needed; then the run dir goes and TURN_DONE is sent
- *
- * A turn is only ever freed from an event-loop callback of its own (a child, a timer or
- * its finish source), never from inside a message handler that still holds it, so
- * cancelling is safe from anywhere. */
+ * Depends on turn.h, the pure docker_args.h and worker_io.h, and common/ only; every
+ * effect is an op (turn_ops.c in the daemon, a recording fake in the unit test). */
 #include "config.h"
 
-#include <fcntl.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/precheck.h"
+#include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
-#include "runnerd/runnerd.h"
+#include "runnerd/precheck_io.h"
+#include "runnerd/turn.h"
 #include "runnerd/worker_io.h"
-
-enum turn_phase {
-	TURN_BROKER_WAIT,
-	TURN_BINDING,
-	TURN_RUNNING,
-	TURN_ENDING,
-};
 
 struct runnerd_turn {
 	TAILQ_ENTRY(runnerd_turn) entry;
-	struct runnerd *rd;
+	struct runnerd_turns *ts;
 	struct runnerd_statd *peer; /* NULL once statd went away: no TURN_DONE then */
+	enum runnerd_turn_kind kind;
 
 	char id[RTS_TURN_ID_LEN + 1];
 	char channel_hash[RTS_HASH_HEX_LEN + 1];
@@ -44,16 +32,17 @@ struct runnerd_turn {
 	uint32_t attachments;
 	bool start_fresh;
 	char *workspace;
-	int workspace_fd; /* O_PATH fd statd verified; compared with lstat before docker run */
+	int workspace_fd; /* O_PATH fd statd verified; compared with the path before docker run */
 	char *container;
 
-	int listen_fd;	     /* broker.sock listener until it travels in BROKER_BIND */
+	int listen_fd; /* broker.sock listener until it travels in BROKER_BIND */
 	bool run_dir_made;
 	uint64_t broker_gen; /* link generation BROKER_BIND went out on; 0: none (or closed) */
 
-	enum turn_phase phase;
+	enum runnerd_turn_phase phase;
+	bool ended; /* the outcome is decided (phase REMOVING or later) */
 	uint64_t started_ms, deadline_ms;
-	sd_event_source *deadline_src, *bind_src, *rm_delay_src, *finish_src;
+	struct rts_timer *deadline, *bind_timer, *rm_delay, *finish;
 	struct runnerd_proc *run, *rm;
 	bool spawned;		 /* docker run was started: a container may exist */
 	unsigned rm_rounds_left; /* docker rm -f still to run */
@@ -62,9 +51,24 @@ struct runnerd_turn {
 	enum rts_turn_status status;
 	const char *why; /* short reason for the log line; never guest data */
 	char worker_code[RTS_WORKER_ERROR_CODE_MAX + 1];
-	char *reply;
+	char *reply; /* a precheck: the text of its answer (note, context or error), or NULL */
 	bool cleanup_failed;
+
+	/* RUNNERD_KIND_PRECHECK: the run as statd sent it (validated), and its answer. */
+	char *target, *tier, *approved, *script, *fired_at, *time_zone, *today, *schedule;
+	uint32_t answer; /* enum rts_precheck_answer */
 };
+
+static bool is_precheck(const struct runnerd_turn *t)
+{
+	return t->kind == RUNNERD_KIND_PRECHECK;
+}
+
+/* "turn" or "precheck", for log lines. */
+static const char *kind_word(const struct runnerd_turn *t)
+{
+	return is_precheck(t) ? "precheck" : "turn";
+}
 
 static const char *outcome_word(enum rts_turn_status s)
 {
@@ -83,26 +87,50 @@ static const char *outcome_word(enum rts_turn_status s)
 	}
 }
 
-static struct runnerd_turn *turn_find(struct runnerd *rd, const char *id)
+void runnerd_turns_init(struct runnerd_turns *ts, const struct runnerd_turn_ops *ops, void *owner,
+			const struct runnerd_turn_config *conf)
+{
+	*ts = (struct runnerd_turns){.ops = ops, .owner = owner, .conf = *conf};
+	TAILQ_INIT(&ts->list);
+}
+
+struct runnerd_turn *runnerd_turn_find(struct runnerd_turns *ts, const char *id)
 {
 	struct runnerd_turn *t;
-	TAILQ_FOREACH(t, &rd->turns, entry)
+	TAILQ_FOREACH(t, &ts->list, entry)
 	if (strcmp(t->id, id) == 0)
 		return t;
 	return NULL;
 }
 
+enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t)
+{
+	return t->phase;
+}
+
+enum runnerd_turn_kind runnerd_turn_kind(const struct runnerd_turn *t)
+{
+	return t->kind;
+}
+
+static void timer_stop(struct runnerd_turn *t, struct rts_timer **timer)
+{
+	t->ts->ops->timer_stop(t->ts->owner, *timer);
+	*timer = NULL;
+}
+
 static void turn_free(struct runnerd_turn *t)
 {
-	t->deadline_src = sd_event_source_disable_unref(t->deadline_src);
-	t->bind_src = sd_event_source_disable_unref(t->bind_src);
-	t->rm_delay_src = sd_event_source_disable_unref(t->rm_delay_src);
-	t->finish_src = sd_event_source_disable_unref(t->finish_src);
+	struct runnerd_turns *ts = t->ts;
+	timer_stop(t, &t->deadline);
+	timer_stop(t, &t->bind_timer);
+	timer_stop(t, &t->rm_delay);
+	timer_stop(t, &t->finish);
 	/* Children outlive the turn only if they refused to die; they reap themselves. */
 	if (t->run)
-		runnerd_proc_detach(t->run);
+		ts->ops->detach(ts->owner, t->run);
 	if (t->rm)
-		runnerd_proc_detach(t->rm);
+		ts->ops->detach(ts->owner, t->rm);
 	if (t->listen_fd >= 0)
 		close(t->listen_fd);
 	if (t->workspace_fd >= 0)
@@ -115,30 +143,60 @@ static void turn_free(struct runnerd_turn *t)
 	free(t->workspace);
 	free(t->container);
 	free(t->reply);
+	free(t->target);
+	free(t->tier);
+	free(t->approved);
+	free(t->script);
+	free(t->fired_at);
+	free(t->time_zone);
+	free(t->today);
+	free(t->schedule);
 	free(t);
 }
 
-static void send_done(struct runnerd_statd *peer, const char *id, enum rts_turn_status status, const char *reply)
+static void send_done(struct runnerd_turns *ts, struct runnerd_statd *peer, const char *id,
+		      enum rts_turn_status status, const char *reply)
 {
-	int r = rts_link_send_turn_done(peer->link, &(struct rts_msg_turn_done){
-							    .turn_id = id,
-							    .status = (uint32_t)status,
-							    .reply = status == RTS_TURN_OK && reply ? reply : "",
-						    });
-	if (r < 0)
-		log_warning_errno(r, "cannot send the result of turn %s to statd: %m", id);
+	ts->ops->turn_done(ts->owner, peer,
+			   &(struct rts_msg_turn_done){
+				   .turn_id = id,
+				   .status = (uint32_t)status,
+				   .reply = status == RTS_TURN_OK && reply ? reply : "",
+			   });
 }
 
-/* Last step: run dir gone, statd answered, one log line. */
-static void turn_finish(struct runnerd_turn *t)
+static void send_precheck_done(struct runnerd_turns *ts, struct runnerd_statd *peer, const char *id,
+			       enum rts_turn_status status, uint32_t answer, const char *text)
 {
-	struct runnerd *rd = t->rd;
+	bool ok = status == RTS_TURN_OK;
+	ts->ops->precheck_done(ts->owner, peer,
+			       &(struct rts_msg_precheck_done){
+				       .precheck_id = id,
+				       .status = (uint32_t)status,
+				       .answer = ok ? answer : 0,
+				       .text = ok && text ? text : "",
+			       });
+}
+
+static void maybe_idle(struct runnerd_turns *ts)
+{
+	if (ts->shutting_down && ts->n == 0)
+		ts->ops->idle(ts->owner);
+}
+
+/* FINISHING, from the loop: run dir gone, one log line, statd answered, t freed. */
+static void turn_finish(void *arg)
+{
+	struct runnerd_turn *t = arg;
+	struct runnerd_turns *ts = t->ts;
+	t->finish = NULL; /* fired */
 	if (t->listen_fd >= 0)
 		close(steal_fd(&t->listen_fd));
 	if (t->run_dir_made) {
-		int r = runnerd_run_dir_remove(rd, t->id);
+		int r = is_precheck(t) ? ts->ops->precheck_dir_remove(ts->owner, t->id)
+				       : ts->ops->run_dir_remove(ts->owner, t->id);
 		if (r < 0)
-			log_warning_errno(r, "cannot remove the run dir of turn %s: %m", t->id);
+			log_warning_errno(r, "cannot remove the run dir of %s %s: %m", kind_word(t), t->id);
 	}
 	if (t->cleanup_failed)
 		t->status = RTS_TURN_CLEANUP_FAILED;
@@ -146,78 +204,81 @@ static void turn_finish(struct runnerd_turn *t)
 		free(t->reply);
 		t->reply = NULL;
 	}
-	uint64_t ms = rts_now_ms() - t->started_ms;
+	uint64_t ms = ts->ops->now_ms(ts->owner) - t->started_ms;
 	ms = ms ? ms : 1;
 	const char *why = t->why ? t->why : "-";
 	if (t->cleanup_failed)
 		/* The one generic line that asks the operator to look (seed: a cleanup failure
 		 * ends the turn and asks for inspection instead of hanging the queue). */
 		rts_log_turn(LOG_ERR, t->id, t->channel_hash, "cleanup_failed", ms,
-			     "turn finished (%s) but container %s could not be removed: inspect it with "
+			     "%s finished (%s) but container %s could not be removed: inspect it with "
 			     "docker ps -a and remove it",
-			     why, t->container);
+			     kind_word(t), why, t->container);
 	else if (t->worker_code[0])
 		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, outcome_word(t->status), ms,
-			     "turn finished: %s (worker code %s)", why, t->worker_code);
+			     "%s finished: %s (%s %s)", kind_word(t), why,
+			     is_precheck(t) ? "harness refused the input field" : "worker code", t->worker_code);
 	else
 		rts_log_turn(t->status == RTS_TURN_OK		? LOG_INFO
 			     : t->status == RTS_TURN_CANCELLED ? LOG_NOTICE
 							       : LOG_WARNING,
-			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
-			     t->peer ? "" : " (statd gone, not answered)");
+			     t->id, t->channel_hash, outcome_word(t->status), ms, "%s finished: %s%s", kind_word(t),
+			     why, t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
-	if (t->peer)
-		send_done(t->peer, t->id, t->status, t->reply);
+	/* Prechecks are not turns: the turn metrics leave them out. */
+	if (ts->ops->finished && !is_precheck(t))
+		ts->ops->finished(ts->owner, t->status, ms);
+	if (t->peer && is_precheck(t))
+		send_precheck_done(ts, t->peer, t->id, t->status, t->answer, t->reply);
+	else if (t->peer)
+		send_done(ts, t->peer, t->id, t->status, t->reply);
 
-	TAILQ_REMOVE(&rd->turns, t, entry);
-	rd->n_turns--;
+	TAILQ_REMOVE(&ts->list, t, entry);
+	ts->n--;
 	turn_free(t);
-	runnerd_maybe_exit(rd);
+	maybe_idle(ts);
 }
 
-static int on_finish(sd_event_source *s, void *userdata)
+/* Once the outcome is decided and no removal runs or is due: FINISHING. A docker CLI
+ * that was SIGKILLed but is not reaped yet does not hold the turn up. */
+static void turn_settle(struct runnerd_turn *t)
 {
-	turn_finish(userdata);
-	return 0;
-}
-
-static void turn_schedule_finish(struct runnerd_turn *t)
-{
-	if (t->finish_src)
+	struct runnerd_turns *ts = t->ts;
+	if (!t->ended || t->phase == RUNNERD_TURN_FINISHING || t->rm || t->rm_delay || t->rm_rounds_left > 0)
 		return;
-	int r = sd_event_add_defer(t->rd->event, &t->finish_src, on_finish, t);
+	if (t->run) {
+		/* Already SIGKILLed by turn_end; it reaps itself whenever the kernel lets go. */
+		ts->ops->kill(ts->owner, t->run);
+		ts->ops->detach(ts->owner, t->run);
+		t->run = NULL;
+	}
+	t->phase = RUNNERD_TURN_FINISHING;
+	int r = ts->ops->timer_start(ts->owner, 0, turn_finish, t, &t->finish);
 	if (r < 0)
 		fatal_f("cannot schedule the end of turn %s: %s", t->id, strerror(-r));
 }
 
-/* Done when no child of ours runs and no removal is pending. A docker CLI that was
- * SIGKILLed but is not reaped yet does not hold the turn once the removals are over. */
-static void turn_maybe_finish(struct runnerd_turn *t)
+/* A removal failed in a way another try would not mend. */
+static void removal_give_up(struct runnerd_turn *t)
 {
-	if (t->phase != TURN_ENDING || t->rm || t->rm_delay_src || t->rm_rounds_left > 0)
-		return;
-	if (t->run) {
-		/* Already SIGKILLed by turn_end; it reaps itself whenever the kernel lets go. */
-		runnerd_proc_kill(t->run);
-		runnerd_proc_detach(t->run);
-		t->run = NULL;
-	}
-	turn_schedule_finish(t);
+	t->cleanup_failed = true;
+	/* The daemon is not cooperating: another try would only hold up the queue. */
+	t->rm_rounds_left = 0;
 }
 
-static void turn_start_removal(struct runnerd_turn *t);
+static void turn_remove_next(struct runnerd_turn *t);
 
-static int on_rm_delay(sd_event_source *s, uint64_t usec, void *userdata)
+static void on_rm_delay(void *arg)
 {
-	struct runnerd_turn *t = userdata;
-	t->rm_delay_src = sd_event_source_disable_unref(t->rm_delay_src);
-	turn_start_removal(t);
-	return 0;
+	struct runnerd_turn *t = arg;
+	t->rm_delay = NULL; /* fired */
+	turn_remove_next(t);
 }
 
-static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
-	struct runnerd_turn *t = userdata;
+	struct runnerd_turn *t = arg;
+	struct runnerd_turns *ts = t->ts;
 	t->rm = NULL;
 	/* "No such container" is what we want: it is gone (the CLI says so with status 0 or
 	 * 1 depending on its version). */
@@ -231,112 +292,152 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	}
 	if (!gone && (!in_progress || t->rm_rounds_left == 0)) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		runnerd_first_line(r->err, r->err_len, line);
+		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 		if (r->timed_out)
 			log_warning("turn %s: docker rm -f did not finish within %u ms", t->id, RUNNERD_RM_TIMEOUT_MS);
 		else
 			log_warning("turn %s: docker rm -f failed (%s %d): %s", t->id, r->exited ? "status" : "signal",
 				    r->status, line);
-		t->cleanup_failed = true;
-		/* The daemon is not cooperating: another try would only hold up the queue. */
-		t->rm_rounds_left = 0;
+		removal_give_up(t);
 	} else {
 		/* The last removal decides: an earlier "in progress" is settled by a later one. */
 		t->cleanup_failed = false;
 	}
 	if (t->rm_rounds_left > 0) {
-		int rr = sd_event_add_time_relative(t->rd->event, &t->rm_delay_src, CLOCK_MONOTONIC,
-						    RUNNERD_RM_SECOND_DELAY_MS * 1000, 10 * 1000, on_rm_delay, t);
+		t->phase = RUNNERD_TURN_REMOVE_WAIT;
+		int rr = ts->ops->timer_start(ts->owner, RUNNERD_RM_SECOND_DELAY_MS, on_rm_delay, t, &t->rm_delay);
 		if (rr < 0) {
 			log_error_errno(rr, "turn %s: cannot schedule the next removal: %m", t->id);
-			t->cleanup_failed = true;
-			t->rm_rounds_left = 0;
+			removal_give_up(t);
 		}
 	}
-	turn_maybe_finish(t);
+	turn_settle(t);
 }
 
-static void turn_start_removal(struct runnerd_turn *t)
+/* REMOVING: the next docker rm -f, if one is due. */
+static void turn_remove_next(struct runnerd_turn *t)
 {
-	struct runnerd *rd = t->rd;
-	if (t->rm_rounds_left == 0) {
-		turn_maybe_finish(t);
-		return;
+	struct runnerd_turns *ts = t->ts;
+	if (t->rm_rounds_left > 0) {
+		t->rm_rounds_left--;
+		t->phase = RUNNERD_TURN_REMOVING;
+		cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, t->container);
+		int r = argv ? ts->ops->spawn(ts->owner, argv, NULL, 0, RUNNERD_RM_OUTPUT_MAX, RUNNERD_RM_TIMEOUT_MS,
+					      rm_done, t, &t->rm)
+			     : -EINVAL;
+		if (r < 0) {
+			log_error_errno(r, "turn %s: cannot run docker rm -f: %m", t->id);
+			removal_give_up(t);
+		}
 	}
-	t->rm_rounds_left--;
-	cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, t->container);
-	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_RM_OUTPUT_MAX,
-					  RUNNERD_RM_TIMEOUT_MS, rm_done, t, &t->rm)
-		     : -EINVAL;
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot run docker rm -f: %m", t->id);
-		t->cleanup_failed = true;
-		t->rm_rounds_left = 0;
-	}
-	turn_maybe_finish(t);
+	turn_settle(t);
 }
 
 /* Decide the outcome and start the clean-up: BROKER_CLOSE, kill the CLI, remove the
- * container rm_rounds times (1 s apart). Idempotent: the first outcome wins. */
+ * container rm_rounds times (RUNNERD_RM_SECOND_DELAY_MS apart) if docker run was started.
+ * Idempotent: the first outcome wins. */
 static void turn_end(struct runnerd_turn *t, enum rts_turn_status status, const char *why, unsigned rm_rounds)
 {
-	struct runnerd *rd = t->rd;
-	if (t->phase == TURN_ENDING)
+	struct runnerd_turns *ts = t->ts;
+	if (t->ended)
 		return;
-	t->phase = TURN_ENDING;
+	t->ended = true;
+	t->phase = RUNNERD_TURN_REMOVING;
 	t->status = status;
 	t->why = why;
-	t->deadline_src = sd_event_source_disable_unref(t->deadline_src);
-	t->bind_src = sd_event_source_disable_unref(t->bind_src);
+	timer_stop(t, &t->deadline);
+	timer_stop(t, &t->bind_timer);
 
 	/* brokerd aborts in-flight upstream calls and tool processes; its BROKER_CLOSED is
 	 * not waited for. */
-	if (t->broker_gen && t->broker_gen == rd->broker.gen)
-		(void)rts_link_send_broker_close(rd->broker.link, &(struct rts_msg_broker_close){.turn_id = t->id});
+	if (t->broker_gen)
+		ts->ops->broker_close(ts->owner, t->broker_gen, t->id);
 	t->broker_gen = 0;
 
 	if (t->run)
-		runnerd_proc_kill(t->run);
+		ts->ops->kill(ts->owner, t->run);
 	t->rm_rounds_left = t->spawned ? rm_rounds : 0;
-	turn_start_removal(t);
+	turn_remove_next(t);
 }
 
-void runnerd_turn_cancel(struct runnerd_turn *t, enum rts_turn_status status)
+/* Cancelled from outside the turn (deadline, TURN_CANCEL, statd gone, shutdown): kill,
+ * remove, then remove again for the create/attach race (HACKING.md "Turn flow" step 4). */
+static void turn_cancel(struct runnerd_turn *t, enum rts_turn_status status)
 {
-	const char *why = status == RTS_TURN_TIMEOUT     ? "deadline reached"
-			  : status == RTS_TURN_CANCELLED ? "cancelled"
-							 : "failed";
-	/* Kill, remove, then remove again for the create/attach race (HACKING.md step 4). */
-	turn_end(t, status, why, 2);
+	turn_end(t, status, status == RTS_TURN_TIMEOUT ? "deadline reached" : "cancelled", 2);
 }
 
-static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+static void on_deadline(void *arg)
 {
-	struct runnerd_turn *t = userdata;
-	t->deadline_src = sd_event_source_disable_unref(t->deadline_src);
-	runnerd_turn_cancel(t, RTS_TURN_TIMEOUT);
-	return 0;
+	struct runnerd_turn *t = arg;
+	t->deadline = NULL; /* fired */
+	turn_cancel(t, RTS_TURN_TIMEOUT);
 }
 
-static int on_bind_timeout(sd_event_source *s, uint64_t usec, void *userdata)
+static void on_bind_timeout(void *arg)
 {
-	struct runnerd_turn *t = userdata;
-	t->bind_src = sd_event_source_disable_unref(t->bind_src);
-	log_warning("turn %s: brokerd did not bind the turn within %u ms", t->id, RUNNERD_BIND_TIMEOUT_MS);
+	struct runnerd_turn *t = arg;
+	t->bind_timer = NULL; /* fired */
+	log_warning("%s %s: brokerd did not bind it within %u ms", kind_word(t), t->id, RUNNERD_BIND_TIMEOUT_MS);
 	turn_end(t, RTS_TURN_ERROR, "brokerd did not bind in time", 0);
-	return 0;
 }
 
-static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+_Static_assert(RUNNERD_PRECHECK_FIELD_MAX <= RTS_WORKER_ERROR_CODE_MAX, "a bad_input field is logged like a worker code");
+
+/* A precheck's docker run exited: the harness's one result line decides (HACKING.md
+ * "Precheck runtime"). Anything but a valid line is a failed run whose bytes go nowhere:
+ * statd wakes the schedule with a generic error. */
+static void precheck_run_done(struct runnerd_turn *t, const struct runnerd_proc_result *r)
 {
-	struct runnerd_turn *t = userdata;
+	if (r->out_overflow) {
+		log_warning("precheck %s: the harness wrote more than %u bytes to stdout", t->id, RTS_PRECHECK_OUTPUT_MAX);
+		turn_end(t, RTS_TURN_ERROR, "precheck output too large", 2);
+		return;
+	}
+	uint32_t answer = RTS_PRECHECK_SLEEP;
+	char *text = NULL;
+	int status = r->exited ? r->status : -1;
+	switch (runnerd_precheck_output_parse(r->out, r->out_len, status, &answer, &text, t->worker_code)) {
+	case RUNNERD_PRECHECK_ANSWER:
+		t->answer = answer;
+		t->reply = text;
+		/* --rm: the CLI returned after the container was removed; nothing to clean. */
+		turn_end(t, RTS_TURN_OK, "answered", 0);
+		return;
+	case RUNNERD_PRECHECK_BAD_INPUT:
+		/* Our input was refused: a bug on this side; the field is in the log line. */
+		turn_end(t, RTS_TURN_ERROR, "the harness refused its input", 1);
+		return;
+	case RUNNERD_PRECHECK_MALFORMED:
+		break;
+	}
+	if (!r->exited || r->status != 0) {
+		char line[RUNNERD_STDERR_LOG_MAX + 1];
+		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
+		log_warning("precheck %s: docker run %s %d: %s", t->id, r->exited ? "exited with status" : "died of signal",
+			    r->status, line[0] ? line : "(no stderr)");
+		turn_end(t, RTS_TURN_ERROR, "docker run failed", 1);
+		return;
+	}
+	turn_end(t, RTS_TURN_ERROR, "precheck output malformed", 1);
+}
+
+/* docker run exited: its output decides the outcome, unless one was decided already. */
+static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd_turn *t = arg;
+	struct runnerd_turns *ts = t->ts;
 	t->run = NULL;
-	if (t->phase == TURN_ENDING) {
+	if (t->ended) {
 		/* Killed by a cancellation; its removals decide the rest. How it ended comes from
 		 * the kernel's wait status, not from what we meant to send. */
-		log_info("turn %s: the docker CLI (pid %ld) %s %d", t->id, (long)runnerd_proc_pid(p),
+		log_info("%s %s: the docker CLI (pid %ld) %s %d", kind_word(t), t->id, (long)ts->ops->pid(ts->owner, p),
 			 r->exited ? "exited with status" : "was ended by signal", r->status);
-		turn_maybe_finish(t);
+		turn_settle(t);
+		return;
+	}
+	if (is_precheck(t)) {
+		precheck_run_done(t, r);
 		return;
 	}
 	if (r->out_overflow) {
@@ -346,7 +447,7 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	}
 	if (!r->exited || r->status != 0) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		runnerd_first_line(r->err, r->err_len, line);
+		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 		log_warning("turn %s: docker run %s %d: %s", t->id, r->exited ? "exited with status" : "died of signal",
 			    r->status, line[0] ? line : "(no stderr)");
 		turn_end(t, RTS_TURN_ERROR, "docker run failed", 1);
@@ -374,24 +475,89 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	}
 }
 
-/* Right before docker run: the path statd verified must still name the same directory,
- * so a swapped-in symlink or directory is never bind-mounted. */
-static int workspace_still_same(const struct runnerd_turn *t)
+/* BINDING -> RUNNING for a precheck: the harness input, docker run of the precheck image
+ * with the precheck limits, its empty workspace read-only. */
+static void precheck_spawn(struct runnerd_turn *t)
 {
-	struct stat a, b;
-	if (lstat(t->workspace, &a) < 0)
-		return -errno;
-	if (fstat(t->workspace_fd, &b) < 0)
-		return -errno;
-	if (!S_ISDIR(a.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-		return -ESTALE;
-	return 0;
+	struct runnerd_turns *ts = t->ts;
+	const struct rts_config *cfg = ts->conf.cfg;
+	const struct rts_precheck *pc = &cfg->precheck;
+	cleanup_strv char **approved = NULL;
+	int n = rts_precheck_approved_split(t->approved, &approved);
+	if (n < 0) {
+		/* Checked when PRECHECK_RUN arrived. */
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	/* The tools the script may call, from runnerd's own copy of the grants; brokerd decides
+	 * again from its own. */
+	struct rts_precheck_pair pairs[RTS_PRECHECK_PAIRS_MAX];
+	const struct rts_precheck_grant *g = rts_precheck_grant_find(pc, t->channel, t->target, t->tier);
+	size_t n_pairs = rts_precheck_allowed(g, pc->tool_names, approved, (size_t)n, pairs);
+	struct runnerd_precheck_input in = {
+		.script = t->script,
+		.fired_at = t->fired_at,
+		.time_zone = t->time_zone,
+		.today = t->today,
+		.schedule = t->schedule,
+		.pairs = pairs,
+		.n_pairs = n_pairs,
+		.max_calls = pc->max_calls,
+	};
+	char *input = NULL;
+	size_t input_len = 0;
+	int r = runnerd_precheck_input(&in, &input, &input_len);
+	if (r < 0) {
+		log_error_errno(r, "precheck %s: cannot build the harness input: %m", t->id);
+		turn_end(t, RTS_TURN_ERROR, "precheck input unusable", 0);
+		return;
+	}
+	cleanup_free char *dir = rts_xasprintf("%s/" RTS_PRECHECK_DIR_PREFIX "%s", pc->run_root, t->id);
+	cleanup_free char *workspace = rts_xasprintf("%s/" RTS_PRECHECK_WORKSPACE_DIR, dir);
+	cleanup_free char *broker_dir = rts_xasprintf("%s/" RTS_PRECHECK_BROKER_DIR, dir);
+	struct runnerd_run_spec spec = {
+		.kind = RUNNERD_RUN_PRECHECK,
+		.docker = RTS_DOCKER,
+		.installation_id = cfg->installation_id,
+		.turn_id = t->id,
+		.channel_hash = t->channel_hash,
+		.uid = ts->conf.uid,
+		.gid = ts->conf.gid,
+		.limits = pc->limits,
+		.workspace = workspace,
+		.run_dir = broker_dir,
+		.image = pc->image,
+	};
+	cleanup_strv char **argv = runnerd_docker_run_argv(&spec);
+	if (!argv) {
+		free(input);
+		log_error("precheck %s: cannot build the docker run arguments", t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	r = ts->ops->spawn(ts->owner, argv, input, input_len, RTS_PRECHECK_OUTPUT_MAX, 0, run_done, t, &t->run);
+	if (r < 0) {
+		log_error_errno(r, "precheck %s: cannot run %s: %m", t->id, RTS_DOCKER);
+		turn_end(t, RTS_TURN_ERROR, "cannot start docker", 0);
+		return;
+	}
+	t->spawned = true;
+	t->phase = RUNNERD_TURN_RUNNING;
+	log_debug("precheck %s: started container %s with %zu tools", t->id, t->container, n_pairs);
 }
 
+/* BINDING -> RUNNING: the workspace re-check, the worker input, docker run. */
 static void turn_spawn(struct runnerd_turn *t)
 {
-	struct runnerd *rd = t->rd;
-	int r = workspace_still_same(t);
+	struct runnerd_turns *ts = t->ts;
+	const struct runnerd_turn_config *c = &ts->conf;
+	if (is_precheck(t)) {
+		precheck_spawn(t);
+		return;
+	}
+	/* The path statd verified must still name the same directory, so a swapped-in
+	 * symlink or directory is never bind-mounted. */
+	int r = ts->ops->workspace_check(ts->owner, t->workspace, t->workspace_fd);
 	if (r < 0) {
 		log_error_errno(r, "turn %s: the workspace is no longer the directory statd verified: %m", t->id);
 		turn_end(t, RTS_TURN_ERROR, "workspace changed", 0);
@@ -404,6 +570,7 @@ static void turn_spawn(struct runnerd_turn *t)
 		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
 		return;
 	}
+	uint64_t now_ms = ts->ops->now_ms(ts->owner);
 	struct runnerd_worker_turn wt = {
 		.turn_id = t->id,
 		.speaker_id = t->speaker_id,
@@ -411,28 +578,28 @@ static void turn_spawn(struct runnerd_turn *t)
 		.text = t->text,
 		.attachments = t->attachments,
 		.start_fresh = t->start_fresh,
-		.time_left_ms = t->deadline_ms > rts_now_ms() ? t->deadline_ms - rts_now_ms() : 0,
+		.time_left_ms = t->deadline_ms > now_ms ? t->deadline_ms - now_ms : 0,
 	};
 	char *input = NULL;
 	size_t input_len = 0;
-	r = runnerd_worker_input(rd->cfg, rd->public_tools, &wt, now, &input, &input_len);
+	r = runnerd_worker_input(c->cfg, c->public_tools, &wt, now, &input, &input_len);
 	if (r < 0) {
 		log_error_errno(r, "turn %s: cannot build the worker input: %m", t->id);
 		turn_end(t, RTS_TURN_ERROR, "worker input too large", 0);
 		return;
 	}
-	cleanup_free char *run_dir = rts_xasprintf("%s/%s", rd->cfg->run_root, t->id);
+	cleanup_free char *run_dir = rts_xasprintf("%s/%s", c->cfg->run_root, t->id);
 	struct runnerd_run_spec spec = {
 		.docker = RTS_DOCKER,
-		.installation_id = rd->cfg->installation_id,
+		.installation_id = c->cfg->installation_id,
 		.turn_id = t->id,
 		.channel_hash = t->channel_hash,
-		.uid = rd->uid,
-		.gid = rd->gid,
-		.limits = rd->cfg->limits,
+		.uid = c->uid,
+		.gid = c->gid,
+		.limits = c->cfg->limits,
 		.workspace = t->workspace,
 		.run_dir = run_dir,
-		.image = rd->cfg->image,
+		.image = c->cfg->image,
 	};
 	cleanup_strv char **argv = runnerd_docker_run_argv(&spec);
 	if (!argv) {
@@ -441,110 +608,171 @@ static void turn_spawn(struct runnerd_turn *t)
 		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
 		return;
 	}
-	r = runnerd_proc_spawn(rd->event, argv, rd->child_env, input, input_len, RTS_WORKER_OUTPUT_MAX, 0, run_done, t,
-			       &t->run);
+	r = ts->ops->spawn(ts->owner, argv, input, input_len, RTS_WORKER_OUTPUT_MAX, 0, run_done, t, &t->run);
 	if (r < 0) {
 		log_error_errno(r, "turn %s: cannot run %s: %m", t->id, RTS_DOCKER);
 		turn_end(t, RTS_TURN_ERROR, "cannot start docker", 0);
 		return;
 	}
 	t->spawned = true;
-	t->phase = TURN_RUNNING;
+	t->phase = RUNNERD_TURN_RUNNING;
 	/* The container has its own view of the workspace now; the fd is no longer needed. */
 	close(steal_fd(&t->workspace_fd));
 	log_debug("turn %s: started container %s", t->id, t->container);
 }
 
+/* BROKER_WAIT -> BINDING. */
 static void turn_send_bind(struct runnerd_turn *t)
 {
-	struct runnerd *rd = t->rd;
-	struct rts_msg_broker_bind m = {
-		.turn_id = t->id,
-		.channel = t->channel,
-		.channel_hash = t->channel_hash,
-		.speaker_id = t->speaker_id,
-		.speaker_name = t->speaker_name,
-		.principal_id = t->principal_id,
-		.deadline_ms = t->deadline_ms,
-		/* The message owns the listener from here; after sending, only brokerd holds it. */
-		.fd = steal_fd(&t->listen_fd),
-	};
-	t->broker_gen = rd->broker.gen;
-	t->phase = TURN_BINDING;
-	/* A send failure fails the link, and the link's loss fails this turn. */
-	(void)rts_link_send_broker_bind(rd->broker.link, &m);
+	struct runnerd_turns *ts = t->ts;
+	t->phase = RUNNERD_TURN_BINDING;
+	if (is_precheck(t)) {
+		t->broker_gen = ts->ops->precheck_bind(ts->owner, &(struct rts_msg_precheck_bind){
+									  .precheck_id = t->id,
+									  .channel = t->channel,
+									  .channel_hash = t->channel_hash,
+									  .target = t->target,
+									  .tier = t->tier,
+									  .approved = t->approved,
+									  .deadline_ms = t->deadline_ms,
+									  .fd = steal_fd(&t->listen_fd),
+								  });
+		return;
+	}
+	t->broker_gen = ts->ops->broker_bind(ts->owner, &(struct rts_msg_broker_bind){
+								.turn_id = t->id,
+								.channel = t->channel,
+								.channel_hash = t->channel_hash,
+								.speaker_id = t->speaker_id,
+								.speaker_name = t->speaker_name,
+								.principal_id = t->principal_id,
+								.deadline_ms = t->deadline_ms,
+								/* After sending, only brokerd holds it. */
+								.fd = steal_fd(&t->listen_fd),
+							});
 }
 
-void runnerd_turns_link_up(struct runnerd *rd)
+void runnerd_turns_broker_up(struct runnerd_turns *ts)
 {
 	struct runnerd_turn *t;
-	TAILQ_FOREACH(t, &rd->turns, entry)
-	if (t->phase == TURN_BROKER_WAIT)
+	TAILQ_FOREACH(t, &ts->list, entry)
+	if (!t->ended && t->phase == RUNNERD_TURN_BROKER_WAIT)
 		turn_send_bind(t);
 }
 
-void runnerd_turns_link_lost(struct runnerd *rd, uint64_t gen, bool waiting_too)
+void runnerd_turns_broker_lost(struct runnerd_turns *ts, uint64_t gen, bool connect_failed)
 {
 	struct runnerd_turn *t;
 	bool still_waiting = false;
-	TAILQ_FOREACH(t, &rd->turns, entry)
+	TAILQ_FOREACH(t, &ts->list, entry)
 	{
-		if (t->phase == TURN_ENDING)
+		if (t->ended)
 			continue;
-		if ((gen && t->broker_gen == gen) || (waiting_too && t->phase == TURN_BROKER_WAIT)) {
+		if ((gen && t->broker_gen == gen) || (connect_failed && t->phase == RUNNERD_TURN_BROKER_WAIT)) {
 			t->broker_gen = 0; /* nothing left to close on a dead link */
 			turn_end(t, RTS_TURN_ERROR, "brokerd unavailable", 2);
-		} else if (t->phase == TURN_BROKER_WAIT) {
+		} else if (t->phase == RUNNERD_TURN_BROKER_WAIT) {
 			still_waiting = true;
 		}
 	}
 	/* HACKING.md: the next use reconnects. */
 	if (still_waiting)
-		runnerd_broker_want(rd);
+		ts->ops->broker_want(ts->owner);
 }
 
-void runnerd_turn_bound(struct runnerd *rd, const char *turn_id, int32_t result)
+void runnerd_turn_bound(struct runnerd_turns *ts, uint64_t gen, const char *turn_id, int32_t result)
 {
-	struct runnerd_turn *t = turn_find(rd, turn_id);
-	if (!t || t->phase != TURN_BINDING || t->broker_gen != rd->broker.gen)
+	struct runnerd_turn *t = runnerd_turn_find(ts, turn_id);
+	if (!t || t->ended || t->phase != RUNNERD_TURN_BINDING || t->broker_gen != gen)
 		return; /* a late answer for a turn that already ended */
-	t->bind_src = sd_event_source_disable_unref(t->bind_src);
+	timer_stop(t, &t->bind_timer);
 	if (result < 0) {
-		log_warning_errno(result, "turn %s: brokerd refused the binding: %m", t->id);
+		log_warning_errno(result, "%s %s: brokerd refused the binding: %m", kind_word(t), t->id);
 		turn_end(t, RTS_TURN_ERROR, "brokerd refused the turn", 0);
 		return;
 	}
 	turn_spawn(t);
 }
 
-void runnerd_turn_cancel_id(struct runnerd *rd, struct runnerd_statd *peer, const char *turn_id)
+void runnerd_turn_cancel_id(struct runnerd_turns *ts, struct runnerd_statd *peer, const char *turn_id)
 {
-	struct runnerd_turn *t = turn_find(rd, turn_id);
+	struct runnerd_turn *t = runnerd_turn_find(ts, turn_id);
 	if (t && t->peer == peer)
-		runnerd_turn_cancel(t, RTS_TURN_CANCELLED);
+		turn_cancel(t, RTS_TURN_CANCELLED);
 }
 
-void runnerd_turns_forget_peer(struct runnerd *rd, struct runnerd_statd *peer)
+void runnerd_turns_forget_peer(struct runnerd_turns *ts, struct runnerd_statd *peer)
 {
 	struct runnerd_turn *t;
-	TAILQ_FOREACH(t, &rd->turns, entry)
+	TAILQ_FOREACH(t, &ts->list, entry)
 	if (t->peer == peer) {
 		t->peer = NULL;
-		runnerd_turn_cancel(t, RTS_TURN_CANCELLED);
+		turn_cancel(t, RTS_TURN_CANCELLED);
 	}
 }
 
-void runnerd_turns_cancel_all(struct runnerd *rd)
+void runnerd_turns_shutdown(struct runnerd_turns *ts)
 {
+	ts->shutting_down = true;
 	struct runnerd_turn *t;
-	TAILQ_FOREACH(t, &rd->turns, entry)
-	runnerd_turn_cancel(t, RTS_TURN_CANCELLED);
+	TAILQ_FOREACH(t, &ts->list, entry)
+	turn_cancel(t, RTS_TURN_CANCELLED);
+	maybe_idle(ts);
 }
 
-void runnerd_maybe_exit(struct runnerd *rd)
+/* A new turn of kind in BROKER_WAIT, on ts's list; its deadline and run dir come from
+ * turn_admit(). */
+static struct runnerd_turn *turn_new(struct runnerd_turns *ts, struct runnerd_statd *peer, enum runnerd_turn_kind kind,
+				     const char *id, const char *channel, const char *channel_hash)
 {
-	if (rd->shutting_down && rd->n_turns == 0)
-		sd_event_exit(rd->event, 0);
+	struct runnerd_turn *t = rts_xcalloc(1, sizeof(*t));
+	t->ts = ts;
+	t->peer = peer;
+	t->kind = kind;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	snprintf(t->channel_hash, sizeof(t->channel_hash), "%s", channel_hash);
+	t->channel = rts_xstrdup(channel);
+	t->workspace_fd = -1;
+	t->container = rts_container_name(ts->conf.cfg->installation_id, t->id);
+	t->listen_fd = -1;
+	t->phase = RUNNERD_TURN_BROKER_WAIT;
+	t->started_ms = ts->ops->now_ms(ts->owner);
+	TAILQ_INSERT_TAIL(&ts->list, t, entry);
+	ts->n++;
+	return t;
+}
+
+/* Arm the deadline (timeout_ms from arrival: it covers every step after it), make the run
+ * dir with its broker socket, arm the bind timer and ask for the brokerd link. A failure
+ * ends the turn (its answer follows from the loop). */
+static void turn_admit(struct runnerd_turn *t, uint32_t timeout_ms)
+{
+	struct runnerd_turns *ts = t->ts;
+	const struct runnerd_turn_ops *ops = ts->ops;
+	t->deadline_ms = t->started_ms + timeout_ms;
+	int r = ops->timer_start(ts->owner, timeout_ms, on_deadline, t, &t->deadline);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot arm the deadline: %m", kind_word(t), t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	r = is_precheck(t) ? ops->precheck_dir_create(ts->owner, t->id) : ops->run_dir_create(ts->owner, t->id);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot create its run dir and broker socket under %s: %m", kind_word(t), t->id,
+				is_precheck(t) ? ts->conf.cfg->precheck.run_root : ts->conf.cfg->run_root);
+		turn_end(t, RTS_TURN_ERROR, "cannot create run dir", 0);
+		return;
+	}
+	t->listen_fd = r;
+	t->run_dir_made = true;
+	r = ops->timer_start(ts->owner, RUNNERD_BIND_TIMEOUT_MS, on_bind_timeout, t, &t->bind_timer);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot arm the bind timer: %m", kind_word(t), t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	log_debug("%s %s: accepted for channel %.12s", kind_word(t), t->id, t->channel_hash);
+	ops->broker_want(ts->owner);
 }
 
 static bool str_ok(const char *s)
@@ -552,91 +780,113 @@ static bool str_ok(const char *s)
 	return rts_utf8_valid(s, strlen(s));
 }
 
-int runnerd_turn_run(struct runnerd *rd, struct runnerd_statd *peer, struct rts_msg_turn_run *m)
+/* statd is trusted to be statd, not to be bug-free: every field of TURN_RUN is checked
+ * again (the link decoded each within its bounds). */
+static bool turn_run_valid(const struct runnerd_turns *ts, const struct rts_msg_turn_run *m, int ws_fd)
 {
-	/* The link decoded every field within its bounds; the rest is checked here. */
-	const char *id = m->turn_id, *channel = m->channel, *hash = m->channel_hash, *speaker_id = m->speaker_id,
-		   *speaker_name = m->speaker_name, *principal_id = m->principal_id, *text = m->text,
-		   *workspace = m->workspace;
-	uint32_t attachments = m->attachments;
-	uint8_t start_fresh = m->start_fresh;
-	cleanup_close int ws_fd = steal_fd(&m->fd);
-
-	/* statd is trusted to be statd, not to be bug-free: everything is checked again. */
 	char expect[RTS_HASH_HEX_LEN + 1];
-	if (!rts_turn_id_valid(id) || !channel[0])
-		return -EBADMSG;
-	rts_channel_hash(channel, expect);
-	if (strcmp(hash, expect) != 0 || start_fresh > 1 || !str_ok(channel) || !str_ok(speaker_id) ||
-	    !str_ok(speaker_name) || !str_ok(principal_id) || !str_ok(text))
-		return -EBADMSG;
+	if (!rts_turn_id_valid(m->turn_id) || !m->channel[0])
+		return false;
+	rts_channel_hash(m->channel, expect);
+	if (strcmp(m->channel_hash, expect) != 0 || m->start_fresh > 1 || !str_ok(m->channel) ||
+	    !str_ok(m->speaker_id) || !str_ok(m->speaker_name) || !str_ok(m->principal_id) || !str_ok(m->text))
+		return false;
 	/* The workspace is exactly <workspaceRoot>/<hash>: nothing statd sends can point the
 	 * bind mount anywhere else. */
-	size_t rl = strlen(rd->cfg->workspace_root);
-	if (strncmp(workspace, rd->cfg->workspace_root, rl) != 0 || workspace[rl] != '/' ||
-	    strcmp(workspace + rl + 1, hash) != 0)
-		return -EBADMSG;
+	const char *root = ts->conf.cfg->workspace_root;
+	size_t rl = strlen(root);
+	if (strncmp(m->workspace, root, rl) != 0 || m->workspace[rl] != '/' ||
+	    strcmp(m->workspace + rl + 1, m->channel_hash) != 0)
+		return false;
 	struct stat st;
-	if (fstat(ws_fd, &st) < 0 || !S_ISDIR(st.st_mode))
+	return fstat(ws_fd, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_turn_run *m)
+{
+	cleanup_close int ws_fd = steal_fd(&m->fd);
+	if (!turn_run_valid(ts, m, ws_fd))
 		return -EBADMSG;
 	/* Turn ids are statd's to make unique; a reused one would share a run dir. */
-	if (turn_find(rd, id))
+	if (runnerd_turn_find(ts, m->turn_id))
 		return -EBADMSG;
 
-	if (rd->shutting_down || rd->n_turns >= RUNNERD_MAX_TURNS) {
-		rts_log_turn(LOG_WARNING, id, hash, rd->shutting_down ? "cancelled" : "error", 0,
-			     "turn refused: %s", rd->shutting_down ? "shutting down" : "too many turns running");
-		send_done(peer, id, rd->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR, NULL);
+	if (ts->shutting_down || ts->n >= RUNNERD_MAX_TURNS) {
+		rts_log_turn(LOG_WARNING, m->turn_id, m->channel_hash, ts->shutting_down ? "cancelled" : "error", 0,
+			     "turn refused: %s", ts->shutting_down ? "shutting down" : "too many turns running");
+		send_done(ts, peer, m->turn_id, ts->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR, NULL);
 		return 0;
 	}
 
-	struct runnerd_turn *t = rts_xcalloc(1, sizeof(*t));
-	t->rd = rd;
-	t->peer = peer;
-	memcpy(t->id, id, sizeof(t->id));
-	memcpy(t->channel_hash, hash, sizeof(t->channel_hash));
-	t->channel = rts_xstrdup(channel);
-	t->speaker_id = rts_xstrdup(speaker_id);
-	t->speaker_name = rts_xstrdup(speaker_name);
-	t->principal_id = rts_xstrdup(principal_id);
-	t->text = rts_xstrdup(text);
-	t->attachments = attachments;
-	t->start_fresh = start_fresh;
-	t->workspace = rts_xstrdup(workspace);
+	struct runnerd_turn *t = turn_new(ts, peer, RUNNERD_KIND_TURN, m->turn_id, m->channel, m->channel_hash);
+	t->speaker_id = rts_xstrdup(m->speaker_id);
+	t->speaker_name = rts_xstrdup(m->speaker_name);
+	t->principal_id = rts_xstrdup(m->principal_id);
+	t->text = rts_xstrdup(m->text);
+	t->attachments = m->attachments;
+	t->start_fresh = m->start_fresh;
+	t->workspace = rts_xstrdup(m->workspace);
 	t->workspace_fd = steal_fd(&ws_fd);
-	t->container = rts_container_name(rd->cfg->installation_id, id);
-	t->listen_fd = -1;
-	t->phase = TURN_BROKER_WAIT;
-	t->started_ms = rts_now_ms();
-	t->deadline_ms = t->started_ms + rd->cfg->turn_timeout_ms;
-	TAILQ_INSERT_TAIL(&rd->turns, t, entry);
-	rd->n_turns++;
-
-	/* The deadline runs from arrival and covers every step after it. */
-	int r = sd_event_add_time(rd->event, &t->deadline_src, CLOCK_MONOTONIC, t->deadline_ms * 1000, 10 * 1000,
-				  on_deadline, t);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot arm the deadline: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
-		return 0;
-	}
-	r = runnerd_run_dir_create(rd, t->id);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot create its run dir and broker socket under %s: %m", t->id,
-				rd->cfg->run_root);
-		turn_end(t, RTS_TURN_ERROR, "cannot create run dir", 0);
-		return 0;
-	}
-	t->listen_fd = r;
-	t->run_dir_made = true;
-	r = sd_event_add_time_relative(rd->event, &t->bind_src, CLOCK_MONOTONIC, RUNNERD_BIND_TIMEOUT_MS * 1000,
-				       10 * 1000, on_bind_timeout, t);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot arm the bind timer: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
-		return 0;
-	}
-	log_debug("turn %s: accepted for channel %.12s", t->id, t->channel_hash);
-	runnerd_broker_want(rd);
+	turn_admit(t, ts->conf.cfg->turn_timeout_ms);
 	return 0;
+}
+
+/* PRECHECK_RUN: every field as statd must have checked it (statd/precheck.c), again. */
+static bool precheck_run_valid(const struct rts_msg_precheck_run *m)
+{
+	char expect[RTS_HASH_HEX_LEN + 1];
+	if (!rts_turn_id_valid(m->precheck_id) || !m->channel[0] || !str_ok(m->channel))
+		return false;
+	rts_channel_hash(m->channel, expect);
+	if (strcmp(m->channel_hash, expect) != 0 || !m->target[0] || !str_ok(m->target) || !str_ok(m->tier) ||
+	    !m->script[0] || !str_ok(m->script) || !m->schedule[0] || !str_ok(m->schedule) ||
+	    !rts_precheck_time_zone_valid(m->time_zone))
+		return false;
+	int64_t fired_at, today;
+	if (rts_precheck_fired_at_parse(m->fired_at, &fired_at) < 0 || rts_precheck_today_parse(m->today, &today) < 0 ||
+	    !rts_precheck_today_plausible(today, fired_at))
+		return false;
+	char **approved = NULL;
+	int n = rts_precheck_approved_split(m->approved, &approved);
+	rts_strv_free(approved);
+	return n >= 0;
+}
+
+int runnerd_precheck_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_precheck_run *m)
+{
+	if (!precheck_run_valid(m) || runnerd_turn_find(ts, m->precheck_id))
+		return -EBADMSG;
+	const struct rts_config *cfg = ts->conf.cfg;
+	const char *refusal = ts->shutting_down	      ? "shutting down"
+			      : ts->n >= RUNNERD_MAX_TURNS ? "too many turns running"
+			      : !cfg->has_precheck	      ? "the config has no \"precheck\""
+							      : NULL;
+	if (refusal) {
+		enum rts_turn_status st = ts->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR;
+		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, outcome_word(st), 0, "precheck refused: %s",
+			     refusal);
+		send_precheck_done(ts, peer, m->precheck_id, st, 0, NULL);
+		return 0;
+	}
+	struct runnerd_turn *t = turn_new(ts, peer, RUNNERD_KIND_PRECHECK, m->precheck_id, m->channel, m->channel_hash);
+	t->target = rts_xstrdup(m->target);
+	t->tier = rts_xstrdup(m->tier);
+	t->approved = rts_xstrdup(m->approved);
+	t->script = rts_xstrdup(m->script);
+	t->fired_at = rts_xstrdup(m->fired_at);
+	t->time_zone = rts_xstrdup(m->time_zone);
+	t->today = rts_xstrdup(m->today);
+	t->schedule = rts_xstrdup(m->schedule);
+	turn_admit(t, cfg->precheck.timeout_ms);
+	return 0;
+}
+
+unsigned runnerd_turns_containers(const struct runnerd_turns *ts)
+{
+	unsigned n = 0;
+	const struct runnerd_turn *t;
+	TAILQ_FOREACH(t, &ts->list, entry)
+		if (t->spawned && t->phase != RUNNERD_TURN_FINISHING)
+			n++;
+	return n;
 }

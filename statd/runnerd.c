@@ -2,12 +2,10 @@
 /* statd's end of the link to runnerd (runtime-dir/runnerd.sock): what statd sends and
  * accepts on it. Connecting, HELLO, the send queue and deferred teardown are common/link.c.
  *
- * The link is made when a turn needs it. Its failure (connect, HELLO, a send or receive
- * error, a message runnerd must not send) ends every running turn with `unavailable` and
- * lets its queue move on; the next turn connects again. After a link that never came up,
- * turns fail at once for STATD_RUNNERD_FAIL_FAST_MS instead of each waiting for another
- * full retry period. A TURN_RUN waits (its turn stays WAITING) while the link is congested
- * and goes out when it drains. */
+ * Link glue, both ways: runnerd's messages and the link's state become the queue's inputs
+ * (queue.h), and the queue's connect, send_run, withdraw and send_cancel ops become
+ * messages here. The link is made when a turn needs it; what its failure means for turns
+ * (unavailable, the fail-fast window) is the queue's to decide. */
 #include "config.h"
 
 #include "common/accounts.h"
@@ -17,39 +15,55 @@
 #include "common/util.h"
 #include "statd/statd.h"
 
+/* Everything a TURN_RUN carries besides the text fits in 8 KiB; with the text it fits in
+ * one packet, so building a TURN_RUN can never overflow. */
+_Static_assert(RTS_TEXT_MAX + RTS_CHANNEL_MAX + 3 * RTS_SPEAKER_FIELD_MAX + 2048 + 8192 < RTS_MSG_MAX,
+	       "TURN_RUN must fit in one packet");
+
 static int statd_on_turn_done(struct rts_link *l, void *owner, struct rts_msg_turn_done *m)
 {
 	struct statd *d = owner;
 	if (!rts_turn_id_valid(m->turn_id) || m->status >= RTS_TURN_STATUS_MAX_ ||
 	    (m->status != RTS_TURN_OK && *m->reply))
 		return -EBADMSG;
-	statd_turn_done(d, m->turn_id, (enum rts_turn_status)m->status, m->reply);
+	statd_queue_turn_done(d->queue, m->turn_id, (enum rts_turn_status)m->status, m->reply);
 	return 0;
+}
+
+static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg_metrics_text *m)
+{
+	return statd_metrics_text(owner, m);
+}
+
+static int statd_on_precheck_done(struct rts_link *l, void *owner, struct rts_msg_precheck_done *m)
+{
+	return statd_precheck_done(owner, m);
 }
 
 /* What runnerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(TURN_DONE, statd_on_turn_done),
+	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
+	RTS_LINK_ON(PRECHECK_DONE, statd_on_precheck_done),
 	RTS_LINK_DISPATCH_END,
 };
 
-static void statd_runnerd_up(struct rts_link *l, void *owner)
+/* Up, or drained after congestion: waiting turns and prechecks go. */
+static void statd_runnerd_ready(struct rts_link *l, void *owner)
 {
-	statd_turns_send_waiting(owner);
-}
-
-static void statd_runnerd_drained(struct rts_link *l, void *owner)
-{
-	statd_turns_send_waiting(owner);
+	struct statd *d = owner;
+	statd_queue_link_ready(d->queue);
+	statd_metrics_link_ready(d);
+	statd_prechecks_link_ready(d);
 }
 
 static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool was_up)
 {
 	struct statd *d = owner;
 	d->link.link = NULL;
-	if (!was_up)
-		d->link.fail_fast_until_ms = rts_now_ms() + STATD_RUNNERD_FAIL_FAST_MS;
-	statd_turns_fail_all(d, STATD_EV_UNAVAILABLE);
+	statd_queue_link_down(d->queue, was_up);
+	statd_metrics_link_down(d);
+	statd_prechecks_link_down(d);
 }
 
 static const struct rts_link_spec statd_runnerd_spec = {
@@ -63,9 +77,9 @@ static const struct rts_link_spec statd_runnerd_spec = {
 	.peer_check = rts_listener_is_runnerd,
 	.peer_refusal = "listener that is neither runnerd's account nor root",
 	.dispatch = statd_dispatch_runnerd,
-	.on_up = statd_runnerd_up,
+	.on_up = statd_runnerd_ready,
 	.on_down = statd_runnerd_down,
-	.on_drain = statd_runnerd_drained,
+	.on_drain = statd_runnerd_ready,
 };
 
 void statd_link_init(struct statd *d)
@@ -81,63 +95,66 @@ void statd_link_free(struct statd *d)
 	d->link.path = NULL;
 }
 
-bool statd_link_ready(struct statd *d)
+int statd_link_start(void *owner)
 {
-	return rts_link_has_room(d->link.link);
-}
-
-int statd_link_start(struct statd *d)
-{
+	struct statd *d = owner;
 	struct statd_link *l = &d->link;
 	if (l->link)
 		return 0;
-	if (rts_now_ms() < l->fail_fast_until_ms)
-		return -EHOSTDOWN;
 	int r = rts_link_connect(d->ev, l->path, &statd_runnerd_spec, d, &l->link);
 	if (r < 0)
 		return log_error_errno(r, "cannot start connecting to runnerd: %m");
 	return 0;
 }
 
-void statd_link_send_run(struct statd *d, struct statd_turn *t)
+bool statd_link_send_run(void *owner, const struct statd_turn_start *s)
 {
-	/* Congested: the turn stays WAITING and goes when the link drains. */
-	if (!statd_link_ready(d))
-		return;
-	struct statd_item *it = t->item;
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
 	struct rts_msg_turn_run m = {
-		.turn_id = t->id,
-		.channel = t->ch->key,
-		.channel_hash = t->ch->hash,
-		.speaker_id = it->speaker_id,
-		.speaker_name = it->speaker_name,
-		.principal_id = it->principal_id,
-		.text = it->text,
-		.attachments = it->attachments,
-		.start_fresh = t->start_fresh ? 1 : 0,
-		.workspace = t->ws_path,
-		.fd = steal_fd(&t->ws_fd),
+		.turn_id = s->turn_id,
+		.channel = s->channel,
+		.channel_hash = s->channel_hash,
+		.speaker_id = s->speaker_id,
+		.speaker_name = s->speaker_name,
+		.principal_id = s->principal_id,
+		.text = s->text,
+		.attachments = s->attachments,
+		.start_fresh = s->start_fresh ? 1 : 0,
+		.workspace = s->workspace,
+		.fd = s->workspace_fd,
 	};
-	t->state = STATD_TURN_SENT;
 	/* Tagged with the turn, so that a cancel can still take it back. A failure fails the
 	 * link, whose teardown ends the turn. */
-	(void)rts_link_send_turn_run_tagged(d->link.link, &m, t);
+	(void)rts_link_send_turn_run_tagged(d->link.link, &m, s->tag);
+	return true;
 }
 
-bool statd_link_send_cancel(struct statd *d, struct statd_turn *t)
+bool statd_link_withdraw(void *owner, const void *tag)
 {
-	if (d->link.link && rts_link_withdraw(d->link.link, t))
-		return true;
-	if (t->cancel_sent || !rts_link_up(d->link.link))
+	struct statd *d = owner;
+	return d->link.link && rts_link_withdraw(d->link.link, tag);
+}
+
+void statd_link_send_cancel(void *owner, const char *turn_id)
+{
+	struct statd *d = owner;
+	if (rts_link_up(d->link.link))
+		(void)rts_link_send_turn_cancel(d->link.link, &(struct rts_msg_turn_cancel){.turn_id = turn_id});
+}
+
+bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag)
+{
+	if (!rts_link_has_room(d->link.link))
 		return false;
-	t->cancel_sent = true;
-	(void)rts_link_send_turn_cancel(d->link.link, &(struct rts_msg_turn_cancel){.turn_id = t->id});
-	return false;
+	/* A failure fails the link, whose teardown ends the precheck. */
+	(void)rts_link_send_precheck_run_tagged(d->link.link, m, tag);
+	return true;
 }
 
-void statd_link_forget_turn(struct statd *d, struct statd_turn *t)
+void statd_link_send_precheck_cancel(struct statd *d, const char *id)
 {
-	/* An unsent TURN_RUN of a turn that ended is withdrawn: runnerd never hears of it. */
-	if (d->link.link)
-		(void)rts_link_withdraw(d->link.link, t);
+	if (rts_link_up(d->link.link))
+		(void)rts_link_send_precheck_cancel(d->link.link, &(struct rts_msg_precheck_cancel){.precheck_id = id});
 }

@@ -1,13 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* roundtable-sandbox-statd: internal interfaces between its source files.
  *
- *   main.c      start-up, signals, shutdown
- *   control.c   control.sock connections: NDJSON framing, answer ordering, the operations
- *   request.c   field validation and the route of a message (request.h: routing fails closed)
- *   queue.c     channels, their FIFO queues, turns and their outcomes
- *   runnerd.c   statd's end of the link to runnerd (TURN_RUN, TURN_CANCEL, TURN_DONE)
- *   workspace.c directory checks and the per-turn workspace fd
- *   state.c     the state file (state.h)
+ *   main.c           start-up, signals, shutdown
+ *   control.c        control.sock connections: NDJSON framing, answer ordering, the operations
+ *   control_queue.c  the operations that go through the queue; its answers and events as JSON
+ *   request.c        field validation and the route of a message (request.h: routing fails closed)
+ *   queue.c          channels, their FIFO queues, turns and their outcomes: a state machine
+ *                    with typed inputs and effects (queue.h), no JSON, no sockets
+ *   queue_ops.c      the queue's effects in the daemon (the ops table)
+ *   runnerd.c        statd's end of the link to runnerd (TURN_RUN, TURN_CANCEL, TURN_DONE)
+ *   workspace.c      directory checks and the per-turn workspace fd
+ *   state.c          the state file (state.h)
+ *   precheck.c       the precheck runner's ops and the prechecks running at runnerd
+ *                    (precheck_request.c: their fields and describe text)
+ *
+ * Dependencies point one way: control.c -> control_queue.c -> queue.c <- runnerd.c; queue.c
+ * reaches the others only through its ops (queue.h), which queue_ops.c wires.
  *
  * Everything runs on one sd-event loop in one thread. Rules that keep the call graph free of
  * surprises:
@@ -18,8 +26,7 @@
  *    answer later is discarded;
  *  - a broken runnerd link is torn down from a deferred event, never from inside the call
  *    that noticed it, so turns never vanish under a caller;
- *  - ending a turn may start the next item of that turn's channel (and free the channel),
- *    never anything of another channel. */
+ *  - the queue's effects never call back into it (queue.h). */
 #ifndef STATD_STATD_H
 #define STATD_STATD_H
 
@@ -33,6 +40,7 @@
 #include "common/ids.h"
 #include "common/link.h"
 #include "common/proto.h"
+#include "statd/queue.h"
 #include "statd/request.h"
 #include "statd/state.h"
 
@@ -43,81 +51,38 @@
 #define STATD_CONNS_MAX 256u			/* concurrent control connections */
 #define STATD_REFUSAL_LOG_MS 10000u		/* at most one "refusing clients" warning this often */
 
-/* Queue bounds: per channel, and across all channels so that many channels cannot add up
- * to unbounded memory. */
-#define STATD_QUEUE_MAX 64u		      /* queued items (turns, mode, fresh) per channel */
-#define STATD_QUEUED_TURNS_MAX 4096u	      /* queued turns, all channels */
-#define STATD_QUEUED_BYTES_MAX (64u << 20)    /* bytes of queued guest text, all channels */
-#define STATD_ACTIVE_CHANNELS_MAX 16384u      /* channels with queued work or a pending fresh */
-
-/* Timing. Connecting to runnerd and its HELLO have common/link.h's deadlines. */
-#define STATD_RUNNERD_FAIL_FAST_MS 1000u	/* after a failed connect, fail turns at once */
-#define STATD_BACKSTOP_EXTRA_MS 30000u	/* turnTimeoutMs + this: runnerd never answered */
-#define STATD_SHUTDOWN_MS 10000u
+/* Timing of control connections; the queue's bounds and timing are in queue.h. */
 #define STATD_LINE_DEADLINE_MS 30000u	/* a request line must be complete this long after its first byte */
 #define STATD_SWEEP_MS 1000u		/* how often that deadline is checked */
 
+/* Prechecks running at once (statd/precheck.c): a precheck is no channel turn, so these
+ * bound it instead of a channel queue; a request beyond either is refused with "busy". */
+#define STATD_PRECHECKS_MAX 16u
+#define STATD_PRECHECKS_PER_CHANNEL 4u
+
 struct statd;
 struct statd_conn;
-
-enum statd_item_kind {
-	STATD_ITEM_TURN,
-	STATD_ITEM_MODE,
-	STATD_ITEM_FRESH,
-};
-
-/* One entry of a channel queue. The answer (mode, fresh) or the events (turn) go to conn,
- * which may have been dropped meanwhile (then they are discarded). */
-struct statd_item {
-	enum statd_item_kind kind;
-	struct statd_item *next;
-	struct statd_conn *conn; /* reference */
-	uint64_t seq;		 /* the request's answer slot on conn */
-	json_object *id;	 /* the request's id (reference), echoed in answers and events */
-	enum statd_mode mode;	 /* MODE */
-	/* TURN */
-	char *speaker_id;
-	char *speaker_name;
-	char *principal_id; /* never empty: a message without one is not eligible */
-	char *text;
-	uint32_t attachments;
-};
-
-struct statd_channel {
-	char *key;
-	char hash[RTS_HASH_HEX_LEN + 1];
-	struct statd_item *head, *tail;
-	unsigned n_items; /* queued items of any kind */
-	unsigned n_turns; /* queued turns */
-	struct statd_turn *running;
-	bool fresh; /* a fresh start is pending (memory only: seed, lost on restart) */
-};
-
-enum statd_turn_state {
-	STATD_TURN_WAITING, /* workspace ready, waiting for the runnerd link */
-	STATD_TURN_SENT,    /* TURN_RUN handed to the link, waiting for TURN_DONE */
-};
-
-struct statd_turn {
-	struct statd *d;
-	struct statd_turn *prev, *next; /* d->turns */
-	struct statd_channel *ch;
-	struct statd_item *item;
-	char id[RTS_TURN_ID_LEN + 1];
-	enum statd_turn_state state;
-	bool start_fresh;
-	bool cancel_sent;
-	int ws_fd; /* O_PATH fd of the verified workspace, until TURN_RUN is sent */
-	char *ws_path;
-	uint64_t started_ms;
-	sd_event_source *backstop;
-};
+struct statd_prechecks;
 
 /* The link to runnerd (runnerd.c; common/link.h does the work). */
 struct statd_link {
 	struct rts_link *link; /* NULL until a turn needs it, and again after it failed */
 	char *path;
-	uint64_t fail_fast_until_ms;
+};
+
+/* metrics.c: statd's counters and the metrics requests waiting for runnerd. */
+#define STATD_METRICS_WAIT_MS 4000u   /* runnerd's answer; runnerd waits 2.5 s for brokerd */
+#define STATD_METRICS_WAITING_MAX 64u /* metrics requests waiting at once (more: busy) */
+struct statd_metrics_req;
+struct statd_metrics {
+	uint64_t outcomes[6]; /* enum statd_outcome */
+	uint64_t messages[3]; /* enum statd_route */
+	struct statd_metrics_req *waiting;
+	unsigned n_waiting;
+	bool asking; /* waiting for runnerd (timer armed) */
+	bool sent;   /* METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
 };
 
 struct statd {
@@ -130,7 +95,7 @@ struct statd {
 	sd_event_source *listen_src; /* control.sock */
 
 	struct statd_state *state;
-	struct lh_table *channels; /* key -> struct statd_channel, active channels only */
+	struct statd_queue *queue; /* queue.h */
 
 	struct statd_conn *conns; /* open connections */
 	unsigned n_conns;
@@ -141,16 +106,12 @@ struct statd {
 	uint64_t conns_refused;
 	uint64_t conns_refused_logged_ms;
 
-	struct statd_turn *turns; /* running turns */
-	unsigned n_running;
-	unsigned n_queued_turns;
-	size_t queued_bytes;
-
 	struct statd_link link;
+	struct statd_metrics metrics;
+	struct statd_prechecks *prechecks; /* precheck.c */
 
-	bool stopping;
-	bool exiting;
-	sd_event_source *stop_timer;
+	bool stopping;	     /* a stop signal came: no more clients */
+	bool queue_stopped;  /* the queue's stopped op ran: no turn is left */
 };
 
 /* control.c */
@@ -166,59 +127,80 @@ void statd_conn_answer(struct statd_conn *c, uint64_t seq, json_object *answer);
 /* Write an event for the request seq: right away, or just after that request's answer if
  * the answer is still held back behind an earlier pending one. Takes over ev. */
 void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev);
+/* The request seq of c gets no answer of its own, only events (a valid precheck): its
+ * pending answer slot goes, so answers of later requests are not held back. */
+void statd_conn_forget(struct statd_conn *c, uint64_t seq);
 /* Drop every connection (shutdown), trying one last non-blocking write of its output. */
 void statd_control_close_all(struct statd *d);
 /* New {"id": id, "error": code} object (id may be NULL: left out). */
 json_object *statd_error_answer(json_object *id, const char *code);
 
-/* queue.c */
-void statd_queue_init(struct statd *d);
-void statd_queue_free(struct statd *d);
-/* Queue a turn for m, a valid, eligible message of a channel that is on (request.h routed
- * it "sandbox"). Returns NULL when queued: the "sandbox" answer went to c for request seq
- * and the turn's events follow. Otherwise returns an answer with route "drop" and the
- * error (shutting_down, busy, too_many_channels, queue_full): nothing was queued. */
-json_object *statd_queue_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m);
-/* Queue a mode change or a fresh start. Returns NULL when queued (the answer comes later,
- * maybe before this returns), or an error answer. */
-json_object *statd_queue_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-			      const char *channel, enum statd_mode mode);
-json_object *statd_queue_fresh(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-			       const char *channel);
-/* Cancel the running turn and drop the queued turns of channel; the answer. */
-json_object *statd_queue_cancel(struct statd *d, json_object *id, const char *channel);
+/* control_queue.c: the operations that go through the queue. Each returns the answer, or
+ * NULL when the queue answers later (through the ops below). m, channel and id are
+ * validated. */
+json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m);
+json_object *statd_control_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
+				const char *channel, enum statd_mode mode);
+json_object *statd_control_fresh(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
+				 const char *channel);
+json_object *statd_control_cancel(struct statd *d, json_object *id, const char *channel);
 /* Answers for status (channel may be NULL) and channels. */
-json_object *statd_queue_status(struct statd *d, json_object *id, const char *channel);
-json_object *statd_queue_channels(struct statd *d, json_object *id);
-/* A TURN_DONE arrived (status already range-checked, reply bounded). Unknown ids are
- * ignored: the backstop may have given up on the turn. */
-void statd_turn_done(struct statd *d, const char *turn_id, enum rts_turn_status status, const char *reply);
-/* The link failed: every running turn ends with `unavailable` and its queue moves on. */
-void statd_turns_fail_all(struct statd *d, const char *code);
-/* The link is ready: send TURN_RUN for every waiting turn. */
-void statd_turns_send_waiting(struct statd *d);
-/* Shutdown: drop queued turns, cancel running ones, exit once all are done or after
- * STATD_SHUTDOWN_MS. */
-void statd_queue_stop(struct statd *d);
+json_object *statd_control_status(struct statd *d, json_object *id, const char *channel);
+json_object *statd_control_channels(struct statd *d, json_object *id);
+/* The queue's answer, event and release ops (queue.h), owner being the struct statd. */
+void statd_control_answer(void *owner, struct statd_origin *o, const struct statd_answer *a);
+void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply);
+void statd_control_release(void *owner, struct statd_origin *o);
+
+/* queue_ops.c: d->queue, wired to this daemon. */
+void statd_queue_attach(struct statd *d);
+/* Stopping: end the loop once the channel queues and the prechecks are all done. */
+void statd_maybe_exit(struct statd *d);
+
+/* precheck.c: the ops "precheck" (an answer only when refused; NULL otherwise: its one
+ * event follows) and "precheck_describe" (its answer), with req parsed strictly and its op
+ * read. */
+json_object *statd_precheck_op(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *req);
+json_object *statd_precheck_describe(struct statd *d, json_object *req);
+/* PRECHECK_DONE from runnerd: its event. -EBADMSG for a message that breaks the contract
+ * (drops the link). */
+int statd_precheck_done(struct statd *d, const struct rts_msg_precheck_done *m);
+/* The link can take messages again: hand over waiting PRECHECK_RUNs. */
+void statd_prechecks_link_ready(struct statd *d);
+/* The link failed: every precheck ends (unavailable). */
+void statd_prechecks_link_down(struct statd *d);
+/* Shutdown: end waiting prechecks, cancel running ones and wait for them (at most
+ * STATD_SHUTDOWN_MS); statd_maybe_exit() once none is left. Idempotent. */
+void statd_prechecks_stop(struct statd *d);
+bool statd_prechecks_idle(const struct statd *d);
+unsigned statd_prechecks_running(const struct statd *d);
+void statd_prechecks_init(struct statd *d);
+void statd_prechecks_free(struct statd *d);
+
+/* metrics.c */
+void statd_metrics_message(struct statd *d, enum statd_route route);
+void statd_metrics_outcome(struct statd *d, enum statd_outcome outcome);
+/* {"op":"metrics"}: NULL (answered later, {"id","text"}) or an error answer (busy). */
+json_object *statd_control_metrics(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id);
+/* METRICS_TEXT from runnerd: -EBADMSG for a text that is not printable ASCII lines. */
+int statd_metrics_text(struct statd *d, const struct rts_msg_metrics_text *m);
+void statd_metrics_link_ready(struct statd *d);
+void statd_metrics_link_down(struct statd *d);
+void statd_metrics_free(struct statd *d);
 
 /* runnerd.c */
 void statd_link_init(struct statd *d);
 void statd_link_free(struct statd *d);
-/* Make sure a link exists or is being made. Returns 0 (ready or in progress: waiting turns
- * are sent once it is ready) or -errno when runnerd cannot be reached now. */
-int statd_link_start(struct statd *d);
-/* The link is up and not congested. */
-bool statd_link_ready(struct statd *d);
-/* Queue TURN_RUN for t when the link is ready and has room (takes t->ws_fd; the turn is
- * SENT); otherwise leave t WAITING: statd_turns_send_waiting() follows when the link
- * comes up or drains. Errors tear the link down later (deferred), never from inside this
- * call. */
-void statd_link_send_run(struct statd *d, struct statd_turn *t);
-/* Cancel t at runnerd. Returns true when its TURN_RUN had not left the send queue yet and
- * was withdrawn (runnerd never heard of the turn: the caller ends it now), false when a
- * TURN_CANCEL was queued (a TURN_DONE will follow, or the link fails). */
-bool statd_link_send_cancel(struct statd *d, struct statd_turn *t);
-/* t is going away: drop references to it from the send queue. */
-void statd_link_forget_turn(struct statd *d, struct statd_turn *t);
+/* The queue's connect, send_run, withdraw and send_cancel ops (queue.h), owner being the
+ * struct statd. Errors after a send tear the link down later (deferred), never from inside
+ * these calls. */
+int statd_link_start(void *owner);
+bool statd_link_send_run(void *owner, const struct statd_turn_start *s);
+bool statd_link_withdraw(void *owner, const void *tag);
+void statd_link_send_cancel(void *owner, const char *turn_id);
+/* PRECHECK_RUN tagged with tag (statd_link_withdraw takes it back); false when the link is
+ * not up or congested (nothing taken). PRECHECK_CANCEL when the link is up. */
+bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag);
+void statd_link_send_precheck_cancel(struct statd *d, const char *id);
 
 #endif
