@@ -163,9 +163,29 @@ int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)
 			return r;
 		}
 	}
+	/* Accounts mode: the container runs as the guest account, which gets search on the
+	 * broker directory, read and search on the empty workspace and read/write on the
+	 * socket by ACL entries, as for a turn (runnerd_run_dir_create()); the precheck-<id>
+	 * directory above them stays 0700, so only the bind mounts reach them. */
+	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	if (guest != (uid_t)-1) {
+		const unsigned perms[] = {RTS_PERM_X, RTS_PERM_R | RTS_PERM_X};
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
+			char sub[sizeof(dir) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + sizeof(RTS_PRECHECK_BROKER_DIR)];
+			snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
+			cleanup_close int dfd =
+				openat(rd->precheck_root_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int r = dfd < 0 ? -errno
+					: rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, perms[i]);
+			if (r < 0) {
+				precheck_dir_unmake(rd->precheck_root_fd, dir);
+				return r;
+			}
+		}
+	}
 	cleanup_free char *path = rts_xasprintf("%s/%s/" RTS_PRECHECK_BROKER_DIR "/%s", rd->cfg->precheck.run_root, dir,
 						RUNNERD_BROKER_SOCK);
-	int fd = rts_listen_unix(path, SOCK_STREAM, 0600);
+	int fd = rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 	if (fd < 0)
 		precheck_dir_unmake(rd->precheck_root_fd, dir);
 	return fd;
