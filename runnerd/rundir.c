@@ -163,20 +163,21 @@ int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)
 			return r;
 		}
 	}
-	/* Accounts mode: the container runs as the guest account, which gets search on the
-	 * broker directory, read and search on the empty workspace and read/write on the
-	 * socket by ACL entries, as for a turn (runnerd_run_dir_create()); the precheck-<id>
-	 * directory above them stays 0700, so only the bind mounts reach them. */
+	/* Accounts mode: the container runs as the guest account, which gets read and search
+	 * on the two directories (a script may list what it was given: the socket, nothing)
+	 * and read/write on the socket by ACL entries, as for a turn
+	 * (runnerd_run_dir_create()); the precheck-<id> directory above them stays 0700, so
+	 * only the bind mounts reach them. */
 	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
 	if (guest != (uid_t)-1) {
-		const unsigned perms[] = {RTS_PERM_X, RTS_PERM_R | RTS_PERM_X};
 		for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
 			char sub[sizeof(dir) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + sizeof(RTS_PRECHECK_BROKER_DIR)];
 			snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
 			cleanup_close int dfd =
 				openat(rd->precheck_root_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			int r = dfd < 0 ? -errno
-					: rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, perms[i]);
+					: rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest,
+							RTS_PERM_R | RTS_PERM_X);
 			if (r < 0) {
 				precheck_dir_unmake(rd->precheck_root_fd, dir);
 				return r;
