@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 #include "brokerd/audit.h"
@@ -11,6 +13,7 @@
 #include "brokerd/turn.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/tools.h"
 #include "common/util.h"
 
@@ -171,13 +174,24 @@ static void audit(struct brokerd_turn *t, struct brokerd_conn *c, enum brokerd_r
 			   rts_now_ms() - c->accepted_ms);
 }
 
+/* The longest libmicrohttpd message logged: its own texts are short; an argument that
+ * quotes request bytes is cut here. */
+#define BROKERD_MHD_LOG_MAX 240u
+
 void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
-	(void)ap;
-	/* Only the format: its arguments may quote request bytes. Guests can trigger these
-	 * at will, so they stay at debug level. */
-	log_debug("libmicrohttpd: %.*s", (int)strcspn(fmt, "\n"), fmt);
+	/* Guests can trigger these at will, so they stay at debug level, and an argument may
+	 * quote request bytes: the message is filled into a bounded buffer and logged as its
+	 * first line, every byte that is not printable ASCII replaced (no forged lines, no
+	 * terminal escapes), at most BROKERD_MHD_LOG_MAX bytes of it. */
+	char text[BROKERD_MHD_LOG_MAX + 1];
+	char line[BROKERD_MHD_LOG_MAX + 1];
+	int n = vsnprintf(text, sizeof(text), fmt, ap);
+	if (n < 0)
+		return;
+	rts_spawn_first_line(text, strnlen(text, sizeof(text)), line, sizeof(line));
+	log_debug("libmicrohttpd: %s%s", line, (size_t)n > BROKERD_MHD_LOG_MAX ? "..." : "");
 }
 
 void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,

@@ -78,7 +78,7 @@ void *brokerd_http_on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
 enum MHD_Result brokerd_http_on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
 					const char *version, const char *upload_data, size_t *upload_data_size,
 					void **req_cls);
-void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap);
+void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Per-connection state, shared with the deadline sweep in turn.c under the turn lock. */
 enum brokerd_conn_state {

@@ -358,9 +358,9 @@ static const struct rts_link_spec brokerd_runnerd_spec = {
 	.self = RTS_PROGRAM_BROKERD,
 	.peer = RTS_PROGRAM_RUNNERD,
 	.peer_name = "runnerd",
-	/* Only the service account binds turns: brokerd holds the credentials. */
-	.peer_check = rts_peer_is_self,
-	.peer_refusal = "peer that is not the service account",
+	/* Only runnerd's account binds turns: brokerd holds the credentials. */
+	.peer_check = rts_peer_is_runnerd,
+	.peer_refusal = "peer that is not runnerd's account",
 	.dispatch = brokerd_dispatch_runnerd,
 	.on_down = brokerd_runnerd_down,
 };

@@ -5,14 +5,21 @@
  *   config        the file loads with the daemons' own loader (strict JSON, keys, ranges)
  *   config file   only root or the service account can write it (it names the commands
  *                 brokerd runs), and the service account can read it
- *   account       the service account exists, is not root, matches uid/gid, and is not itself
- *                 in the docker group (only runnerd gets that group, from its unit)
+ *   account       the service account exists, is not root, matches uid/gid (single-account
+ *                 mode), and is not itself in the docker group (only runnerd gets that
+ *                 group, from its unit)
+ *   accounts      accounts mode: broker, runner, service and guest accounts apart, none but
+ *                 the runner in the docker group, the ones the shipped units use;
+ *                 single-account mode: a warning (a container escape reaches every daemon)
  *   roots         runRoot, workspaceRoot and the state directory: directories, not
- *                 symlinks, owned by the service account, no group/other permissions, and
+ *                 symlinks, owned by the daemon's account (runRoot: the runner account in
+ *                 accounts mode), nobody else let in (workspaceRoot: runnerd may search), and
  *                 no parent directory that someone else could use to swap them; a missing
  *                 one must be creatable by the account (the daemons mkdir -p at start)
  *   state file    loads with statd's own loader (statd/state.c), a regular file the
  *                 account can read; statd writes it 0600
+ *   workspaces    accounts mode: each shared with the guest account as statd shares it
+ *                 (statd/workspace.h), its contents the guest's
  *   layout        stateFile outside both roots; the roots do not contain each other
  *   path lengths  runRoot/<turn>/broker.sock within 100 characters; socket paths fit
  *   units         paths the shipped systemd units cannot reach (ProtectHome, PrivateTmp,
@@ -44,6 +51,8 @@
 
 #include "cli/doctor.h"
 #include "cli/doctor_checks.h"
+#include "common/accounts.h"
+#include "common/acl.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -80,20 +89,58 @@ char *doctor_dir_of(const char *path)
 
 bool doctor_uid_trusted(const struct doctor *d, uid_t uid)
 {
-	return uid == 0 || (d->have_account && uid == d->uid);
+	return uid == 0 || (d->have_account && uid == d->svc_uid);
 }
 
 bool doctor_gid_trusted(const struct doctor *d, gid_t gid)
 {
-	return gid == 0 || (d->have_account && gid == d->gid);
+	return gid == 0 || (d->have_account && gid == d->svc_gid);
+}
+
+void doctor_view_as(struct doctor *d, uid_t uid, gid_t gid)
+{
+	d->uid = uid;
+	d->gid = gid;
+}
+
+void doctor_daemon_account(const struct doctor *d, const char *daemon, uid_t *uid, gid_t *gid)
+{
+	*uid = d->svc_uid;
+	*gid = d->svc_gid;
+	if (!d->accounts)
+		return;
+	if (strcmp(daemon, "runnerd") == 0)
+		*uid = d->runner_uid, *gid = d->runner_gid;
+	else if (strcmp(daemon, "brokerd") == 0)
+		*uid = d->broker_uid, *gid = d->broker_gid;
+}
+
+/* The service account in accounts mode, where the config does not name it: the account
+ * doctor runs as, unless root; else the one the shipped units use. */
+static struct passwd *service_account(const struct doctor *d)
+{
+	const struct rts_config *c = d->cfg;
+	if (c && c->accounts.present)
+		return geteuid() != 0 ? getpwuid(geteuid()) : getpwnam(RTS_SERVICE_USER);
+	return c && c->has_uid ? getpwuid(c->uid) : getpwnam(RTS_SERVICE_USER);
+}
+
+static bool in_group(const struct passwd *pw, const struct group *gr)
+{
+	if (pw->pw_gid == gr->gr_gid)
+		return true;
+	for (char **m = gr->gr_mem; m && *m; m++)
+		if (strcmp(*m, pw->pw_name) == 0)
+			return true;
+	return false;
 }
 
 void doctor_check_account(struct doctor *d)
 {
 	const struct rts_config *c = d->cfg;
-	struct passwd *pw = c && c->has_uid ? getpwuid(c->uid) : getpwnam(RTS_SERVICE_USER);
+	struct passwd *pw = service_account(d);
 	if (!pw) {
-		if (c && c->has_uid)
+		if (c && c->has_uid && !c->accounts.present)
 			doctor_report(d, DOCTOR_FAIL, "account", "no account has the config's uid %lu; fix: create "
 			              "the service account or correct \"uid\"", (unsigned long)c->uid);
 		else
@@ -103,14 +150,23 @@ void doctor_check_account(struct doctor *d)
 		return;
 	}
 	d->have_account = true;
-	d->uid = pw->pw_uid;
-	d->gid = pw->pw_gid;
+	d->uid = d->svc_uid = pw->pw_uid;
+	d->gid = d->svc_gid = pw->pw_gid;
+	if (c && c->accounts.present) {
+		d->accounts = true;
+		d->broker_uid = c->accounts.broker_uid;
+		d->broker_gid = c->accounts.broker_gid;
+		d->runner_uid = c->accounts.runner_uid;
+		d->runner_gid = c->accounts.runner_gid;
+		d->guest_uid = c->uid;
+		d->guest_gid = c->gid;
+	}
 	if (pw->pw_uid == 0) {
 		doctor_report(d, DOCTOR_FAIL, "account", "%s is root; fix: run the daemons as a dedicated "
 		              "unprivileged account (root workers are refused)", pw->pw_name);
 		return;
 	}
-	if (c && c->has_gid && c->gid != pw->pw_gid) {
+	if (c && !c->accounts.present && c->has_gid && c->gid != pw->pw_gid) {
 		doctor_report(d, DOCTOR_FAIL, "account", "the config's gid %lu is not %s's primary group %lu; fix: "
 		              "correct \"gid\" or remove it", (unsigned long)c->gid, pw->pw_name,
 		              (unsigned long)pw->pw_gid);
@@ -122,10 +178,16 @@ void doctor_check_account(struct doctor *d)
 		              "belongs to that group)", RTS_DOCKER_GROUP);
 		return;
 	}
-	bool member = pw->pw_gid == gr->gr_gid;
-	for (char **m = gr->gr_mem; !member && m && *m; m++)
-		member = strcmp(*m, pw->pw_name) == 0;
-	if (member) {
+	if (d->accounts) {
+		/* statd's account in accounts mode: none of the other three (statd refuses). */
+		char err[1024];
+		if (rts_check_identity(c, RTS_ROLE_STATD, pw->pw_uid, pw->pw_gid, err, sizeof(err)) < 0) {
+			doctor_report(d, DOCTOR_FAIL, "account", "%s (uid %lu) cannot run statd: %s", pw->pw_name,
+			              (unsigned long)pw->pw_uid, err);
+			return;
+		}
+	}
+	if (in_group(pw, gr)) {
 		/* systemd (and runuser without -g) gives a process every group of its account:
 		 * statd and brokerd would get Docker too. runnerd alone needs it, and gets it
 		 * without the membership. runuser -G alone would make docker the primary group,
@@ -143,6 +205,68 @@ void doctor_check_account(struct doctor *d)
 	}
 	doctor_report(d, DOCTOR_OK, "account", "%s (uid %lu, gid %lu); the %s group (root-equivalent) is runnerd's "
 	              "alone", pw->pw_name, (unsigned long)pw->pw_uid, (unsigned long)pw->pw_gid, RTS_DOCKER_GROUP);
+}
+
+/* One daemon account or the guest in accounts mode: exists (the config resolved it), and is
+ * in the docker group only when it is the runner's. Returns false after a FAIL line. */
+static bool check_one_account(struct doctor *d, const char *key, uid_t uid, const char *unit_user,
+			      const struct group *docker, bool may_docker)
+{
+	struct passwd *pw = getpwuid(uid);
+	if (!pw) {
+		doctor_report(d, DOCTOR_FAIL, "accounts", "%s: uid %lu has no account on this host; fix: "
+		              "systemd-sysusers (the package creates %s)", key, (unsigned long)uid, unit_user);
+		return false;
+	}
+	if (!may_docker && docker && in_group(pw, docker)) {
+		doctor_report(d, DOCTOR_FAIL, "accounts", "%s: %s is in the %s group, which is equivalent to root and "
+		              "runnerd's alone; fix: gpasswd -d %s %s", key, pw->pw_name, RTS_DOCKER_GROUP, pw->pw_name,
+		              RTS_DOCKER_GROUP);
+		return false;
+	}
+	return true;
+}
+
+void doctor_check_accounts(struct doctor *d)
+{
+	const struct rts_config *c = d->cfg;
+	if (!c || !d->have_account)
+		return;
+	if (!d->accounts) {
+		doctor_report(d, DOCTOR_WARN, "accounts", "single-account mode: every daemon and every turn container "
+		              "share one account, so a container escape could read the credentials, use Docker and "
+		              "switch a channel's mode (and the shipped units run brokerd as %s and runnerd as %s, "
+		              "which single-account mode refuses); fix: add \"accounts\": {\"broker\": \"%s\", "
+		              "\"runner\": \"%s\"}, \"uid\": \"%s\", \"gid\": \"%s\" to %s (roundtable-sandbox(7) "
+		              "\"Accounts\")", RTS_BROKER_USER, RTS_RUNNER_USER, RTS_BROKER_USER, RTS_RUNNER_USER,
+		              RTS_GUEST_USER, RTS_GUEST_USER, c->path);
+		return;
+	}
+	const struct group *docker = getgrnam(RTS_DOCKER_GROUP);
+	if (!check_one_account(d, "accounts.broker", d->broker_uid, RTS_BROKER_USER, docker, false) ||
+	    !check_one_account(d, "accounts.runner", d->runner_uid, RTS_RUNNER_USER, docker, true) ||
+	    !check_one_account(d, "uid (the guest account)", d->guest_uid, RTS_GUEST_USER, docker, false))
+		return;
+	/* The guest owns nothing of the host's and shares no group with a daemon. */
+	if (d->guest_gid == d->svc_gid) {
+		doctor_report(d, DOCTOR_FAIL, "accounts", "gid %lu (the guest's group) is the service account's group, "
+		              "which may connect to control.sock; fix: set \"gid\" to the guest account's own group (%s)",
+		              (unsigned long)d->guest_gid, RTS_GUEST_USER);
+		return;
+	}
+	/* What the shipped units run the daemons as (User=): another account needs a drop-in. */
+	if (strcmp(c->accounts.broker, RTS_BROKER_USER) != 0 || strcmp(c->accounts.runner, RTS_RUNNER_USER) != 0) {
+		doctor_report(d, DOCTOR_WARN, "accounts", "the shipped units run brokerd as %s and runnerd as %s, not as "
+		              "%s and %s; fix: name those in \"accounts\", or give the units a drop-in with User= and "
+		              "Group=", RTS_BROKER_USER, RTS_RUNNER_USER, c->accounts.broker, c->accounts.runner);
+		return;
+	}
+	char guest[96];
+	doctor_name_uid(d->guest_uid, guest, sizeof(guest));
+	doctor_report(d, DOCTOR_OK, "accounts", "statd uid %lu, brokerd %s (uid %lu), runnerd %s (uid %lu, the only "
+	              "one with Docker), turn containers %s gid %lu: four accounts apart",
+	              (unsigned long)d->svc_uid, c->accounts.broker, (unsigned long)d->broker_uid,
+	              c->accounts.runner, (unsigned long)d->runner_uid, guest, (unsigned long)d->guest_gid);
 }
 
 const char *doctor_cannot(int e)
@@ -164,6 +288,16 @@ unsigned doctor_account_perm(const struct doctor *d, const struct stat *st)
 	if (st->st_gid == d->gid)
 		return (st->st_mode >> 3) & 07;
 	return st->st_mode & 07;
+}
+
+unsigned doctor_account_perm_at(const struct doctor *d, const char *path, const struct stat *st)
+{
+	if (!d->have_account || d->uid == 0)
+		return 07;
+	/* POSIX ACLs decide when there are any (the hand-started runtime directory lets
+	 * runnerd's and brokerd's accounts in by ACL entries). */
+	int r = rts_acl_perms_for(-1, path, st, d->uid, d->gid);
+	return r >= 0 ? (unsigned)r : doctor_account_perm(d, st);
 }
 
 bool doctor_account_can_read(const struct doctor *d, const struct stat *st)
@@ -204,6 +338,25 @@ const char *doctor_other_writer(const struct doctor *d, const struct stat *st, c
 		return buf;
 	}
 	if (!doctor_uid_trusted(d, st->st_uid)) {
+		doctor_name_uid(st->st_uid, id, sizeof(id));
+		snprintf(buf, len, "its owner %s", id);
+		return buf;
+	}
+	return NULL;
+}
+
+const char *doctor_writer_besides_root(const struct doctor *d, const struct stat *st, char *buf, size_t len)
+{
+	const char *who = doctor_other_writer(d, st, buf, len);
+	if (who || !d->accounts)
+		return who;
+	char id[96];
+	if ((st->st_mode & S_IWGRP) && st->st_gid != 0) {
+		doctor_name_gid(st->st_gid, id, sizeof(id));
+		snprintf(buf, len, "the group %s", id);
+		return buf;
+	}
+	if (st->st_uid != 0) {
 		doctor_name_uid(st->st_uid, id, sizeof(id));
 		snprintf(buf, len, "its owner %s", id);
 		return buf;
@@ -278,6 +431,7 @@ int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 	struct rts_config *cfg = doctor_check_config(&d, o->config_path);
 	d.cfg = cfg;
 	doctor_check_account(&d);
+	doctor_check_accounts(&d);
 	doctor_check_config_file(&d, o->config_path);
 	if (cfg) {
 		cleanup_free char *state_dir = doctor_dir_of(cfg->state_file);
@@ -290,6 +444,7 @@ int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 					 RTS_UNIT_STATE_DIR "/workspaces");
 		doctor_check_private_dir(&d, "state dir", state_dir, "statd", RTS_UNIT_STATE_DIR "/state");
 		doctor_check_state_file(&d, cfg->state_file);
+		doctor_check_workspaces(&d);
 		doctor_check_layout(&d);
 		doctor_check_path_lengths(&d);
 		doctor_check_unit_paths(&d);

@@ -16,6 +16,16 @@
 #ifndef RTS_SERVICE_USER
 #define RTS_SERVICE_USER "roundtable-sandbox"
 #endif
+/* The accounts of accounts mode the package creates and its units run the daemons as. */
+#ifndef RTS_BROKER_USER
+#define RTS_BROKER_USER "roundtable-sandbox-broker"
+#endif
+#ifndef RTS_RUNNER_USER
+#define RTS_RUNNER_USER "roundtable-sandbox-runner"
+#endif
+#ifndef RTS_GUEST_USER
+#define RTS_GUEST_USER "roundtable-sandbox-guest"
+#endif
 #ifndef RTS_DOCKER_GROUP
 #define RTS_DOCKER_GROUP "docker"
 #endif
@@ -42,10 +52,27 @@ struct doctor {
 	const struct rts_opts *opts;
 	const struct rts_config *cfg; /* NULL when the config did not load */
 	bool have_account;
-	uid_t uid; /* the service account's, when have_account */
+	/* The account whose view a check takes (what it may read, write, pass through, own):
+	 * the service account's, or for what another daemon keeps, that daemon's
+	 * (doctor_view_as()). */
+	uid_t uid;
 	gid_t gid;
+	uid_t svc_uid; /* the service account (statd's; every daemon's in single-account mode) */
+	gid_t svc_gid;
+	/* Accounts mode (the config has "accounts"; DESIGN.md 8.1). */
+	bool accounts;
+	uid_t broker_uid, runner_uid, guest_uid;
+	gid_t broker_gid, runner_gid, guest_gid;
+	bool ancestors_fail_only; /* doctor_check_ancestors(): no warning (said once already) */
 	unsigned n[3];
 };
+
+/* Take the view of uid/gid for the following checks (doctor_view_as(d, d->svc_uid,
+ * d->svc_gid) goes back). */
+void doctor_view_as(struct doctor *d, uid_t uid, gid_t gid);
+
+/* The account that owns and uses what daemon ("statd", "runnerd", "brokerd") keeps. */
+void doctor_daemon_account(const struct doctor *d, const char *daemon, uid_t *uid, gid_t *gid);
 
 /* ---- doctor.c ---- */
 
@@ -67,6 +94,8 @@ const char *doctor_cannot(int e);
 /* The permission bits (07: read, write, search) the service account gets on a file with
  * this owner and mode; doctor_account_can_read() is the read bit of that. */
 unsigned doctor_account_perm(const struct doctor *d, const struct stat *st);
+/* doctor_account_perm() for the file at path, its ACL entries included. */
+unsigned doctor_account_perm_at(const struct doctor *d, const char *path, const struct stat *st);
 bool doctor_account_can_read(const struct doctor *d, const struct stat *st);
 
 /* "uid 1000 (alice)" / "gid 50 (staff)", or without the name when there is none. */
@@ -74,10 +103,16 @@ void doctor_name_uid(uid_t uid, char *buf, size_t len);
 void doctor_name_gid(gid_t gid, char *buf, size_t len);
 
 /* Who besides root and the service account may change a file with this owner and mode,
- * in words for a message, written to buf; NULL when nobody may. */
+ * in words for a message, written to buf; NULL when nobody may. In accounts mode, for
+ * what the daemons read (the config, brokerd's programs), root alone is trusted: the
+ * service account changing them would change what brokerd runs. */
 const char *doctor_other_writer(const struct doctor *d, const struct stat *st, char *buf, size_t len);
+const char *doctor_writer_besides_root(const struct doctor *d, const struct stat *st, char *buf, size_t len);
 
 void doctor_check_account(struct doctor *d);
+/* Accounts mode: the four accounts apart, only the runner account with Docker, the config
+ * naming the accounts the shipped units run as. Single-account mode: a warning. */
+void doctor_check_accounts(struct doctor *d);
 /* The config with the daemons' own loader; NULL (after a FAIL line) when it does not load. */
 struct rts_config *doctor_check_config(struct doctor *d, const char *path);
 
@@ -94,6 +129,9 @@ enum doctor_verdict doctor_check_ancestors(struct doctor *d, const char *check, 
 void doctor_check_private_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
 			      const char *unit_dir);
 void doctor_check_state_file(struct doctor *d, const char *path);
+/* Accounts mode: every channel's workspace shared with the guest account as statd shares
+ * it, and its contents the guest's. */
+void doctor_check_workspaces(struct doctor *d);
 void doctor_check_layout(struct doctor *d);
 void doctor_check_path_lengths(struct doctor *d);
 void doctor_check_unit_paths(struct doctor *d);

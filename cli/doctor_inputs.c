@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli/doctor_checks.h"
+#include "common/acl.h"
 #include "common/paths.h"
 #include "common/util.h"
 
@@ -19,7 +20,13 @@ void doctor_check_config_file(struct doctor *d, const char *path)
 		return;
 	}
 	char who[128];
-	const char *writer = doctor_other_writer(d, &st, who, sizeof(who));
+	const char *writer = doctor_writer_besides_root(d, &st, who, sizeof(who));
+	if (writer && d->accounts) {
+		doctor_report(d, DOCTOR_FAIL, "config file", "%s can be changed by %s (mode %04o), and it names the "
+		              "commands brokerd runs and the accounts every daemon runs as; fix: chown root:root %s && "
+		              "chmod 0644 %s", path, writer, (unsigned)(st.st_mode & 07777), path, path);
+		return;
+	}
 	if (writer) {
 		doctor_report(d, DOCTOR_FAIL, "config file", "%s can be changed by %s (mode %04o), and it names the "
 		              "commands brokerd runs; fix: chown root:%lu %s && chmod 0640 %s", path, writer,
@@ -27,7 +34,29 @@ void doctor_check_config_file(struct doctor *d, const char *path)
 		              path);
 		return;
 	}
-	if (!doctor_account_can_read(d, &st)) {
+	if (d->accounts) {
+		/* All three daemon accounts read it (it holds no secret: keys come from key
+		 * sources). */
+		const struct {
+			const char *daemon;
+		} readers[] = {{"statd"}, {"runnerd"}, {"brokerd"}};
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(readers); i++) {
+			uid_t uid;
+			gid_t gid;
+			doctor_daemon_account(d, readers[i].daemon, &uid, &gid);
+			/* ACL-aware: the package's upgrade lets broker and runner read a 0640
+			 * config by ACL entries (debian/roundtable-sandbox.postinst). */
+			int perms = rts_acl_perms_for(-1, path, &st, uid, gid);
+			if (perms < 0 || !(perms & RTS_PERM_R)) {
+				doctor_report(d, DOCTOR_FAIL, "config file", "%s's account (uid %lu) cannot read %s (owner %lu, "
+				              "group %lu, mode %04o); fix: setfacl -m u:%lu:r %s (or chmod 0644 %s: it holds "
+				              "no secret)", readers[i].daemon, (unsigned long)uid, path,
+				              (unsigned long)st.st_uid, (unsigned long)st.st_gid,
+				              (unsigned)(st.st_mode & 07777), (unsigned long)uid, path, path);
+				return;
+			}
+		}
+	} else if (!doctor_account_can_read(d, &st)) {
 		doctor_report(d, DOCTOR_FAIL, "config file", "the service account cannot read %s (owner %lu, group "
 		              "%lu, mode %04o); fix: chown root:%lu %s && chmod 0640 %s", path,
 		              (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777),
@@ -38,9 +67,23 @@ void doctor_check_config_file(struct doctor *d, const char *path)
 	              (unsigned long)st.st_uid, (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777));
 }
 
-/* A file holding a secret: regular, not empty, readable by the reader named in reader_note,
- * and by nobody else. The contents are never read. */
+static void check_secret_file_as(struct doctor *d, const char *check, const char *path, bool read_by_root);
+
+/* A file holding a secret: regular, not empty, readable by brokerd's account (or, with
+ * read_by_root, by root, for systemd's LoadCredential=), and by nobody else. In accounts
+ * mode brokerd's account is the broker account (DESIGN.md 8.1: key files readable by the
+ * broker account only). The contents are never read. */
 static void check_secret_file(struct doctor *d, const char *check, const char *path, bool read_by_root)
+{
+	uid_t uid;
+	gid_t gid;
+	doctor_daemon_account(d, "brokerd", &uid, &gid);
+	doctor_view_as(d, uid, gid);
+	check_secret_file_as(d, check, path, read_by_root);
+	doctor_view_as(d, d->svc_uid, d->svc_gid);
+}
+
+static void check_secret_file_as(struct doctor *d, const char *check, const char *path, bool read_by_root)
 {
 	struct stat st;
 	if (stat(path, &st) < 0) {
@@ -51,7 +94,7 @@ static void check_secret_file(struct doctor *d, const char *check, const char *p
 			              path);
 		else if (e == ENOENT)
 			doctor_report(d, DOCTOR_FAIL, check, "%s does not exist; fix: write the key there, readable "
-			              "only by the service account", path);
+			              "only by brokerd's account (uid %lu)", path, (unsigned long)d->uid);
 		else
 			doctor_report(d, DOCTOR_FAIL, check, "cannot inspect %s: %s", path, doctor_cannot(e));
 		return;
@@ -113,7 +156,7 @@ static void check_program(struct doctor *d, const char *check, const char *path)
 		return;
 	}
 	char who[128];
-	const char *writer = doctor_other_writer(d, &st, who, sizeof(who));
+	const char *writer = doctor_writer_besides_root(d, &st, who, sizeof(who));
 	if (writer) {
 		doctor_report(d, DOCTOR_FAIL, check, "%s can be changed by %s (mode %04o), and brokerd runs it with "
 		              "its credentials at hand; fix: chown root:root %s && chmod 0755 %s", path, writer,
@@ -122,8 +165,8 @@ static void check_program(struct doctor *d, const char *check, const char *path)
 	}
 	enum doctor_verdict parents = doctor_check_ancestors(d, check, path, NULL, NULL);
 	if (parents == DOCTOR_OK)
-		doctor_report(d, DOCTOR_OK, check, "%s is executable and writable only by root or the service account",
-		              path);
+		doctor_report(d, DOCTOR_OK, check, "%s is executable and writable only by root%s", path,
+		              d->accounts ? "" : " or the service account");
 }
 
 static void check_key_source(struct doctor *d, const char *check, const struct rts_key_source *k)
@@ -183,14 +226,19 @@ void doctor_check_brokerd_inputs(struct doctor *d)
 	}
 	if (c->ca_file) {
 		struct stat st;
+		uid_t uid;
+		gid_t gid;
+		doctor_daemon_account(d, "brokerd", &uid, &gid);
+		doctor_view_as(d, uid, gid);
 		if (stat(c->ca_file, &st) < 0 || !S_ISREG(st.st_mode))
 			doctor_report(d, DOCTOR_FAIL, "caFile", "%s is not a readable file; fix: correct \"caFile\" "
 			              "or remove it to use the system trust store", c->ca_file);
 		else if (!doctor_account_can_read(d, &st))
-			doctor_report(d, DOCTOR_FAIL, "caFile", "the service account cannot read %s; fix: chmod 0644 "
-			              "%s", c->ca_file, c->ca_file);
+			doctor_report(d, DOCTOR_FAIL, "caFile", "brokerd's account cannot read %s; fix: chmod 0644 %s",
+			              c->ca_file, c->ca_file);
 		else
 			doctor_report(d, DOCTOR_OK, "caFile", "%s", c->ca_file);
+		doctor_view_as(d, d->svc_uid, d->svc_gid);
 	}
 	for (size_t i = 0; i < c->n_tools; i++) {
 		char check[80];

@@ -4,7 +4,12 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+
 #include "cli/doctor_checks.h"
+#include "common/acl.h"
+#include "common/ids.h"
 #include "common/paths.h"
 #include "common/precheck.h"
 #include "common/privdir.h"
@@ -41,13 +46,15 @@ static int judge_ancestor(const char *dir, const struct stat *st, void *arg)
 		              "fix: chmod o-w %s", dir, mode, a->path, dir);
 		return -EPERM;
 	}
-	if (!(doctor_account_perm(d, st) & 01)) {
-		char owner[96], group[96];
+	if (!(doctor_account_perm_at(d, dir, st) & 01)) {
+		char owner[96], group[96], who[96] = "the service account";
 		doctor_name_uid(st->st_uid, owner, sizeof(owner));
 		doctor_name_gid(st->st_gid, group, sizeof(group));
-		doctor_report(d, DOCTOR_FAIL, a->check, "the service account cannot pass through %s (owner %s, "
-		              "group %s, mode %04o), so the daemons cannot reach %s; fix: chmod o+x %s, or "
-		              "choose a path the account can reach", dir, owner, group, mode, a->path, dir);
+		if (d->uid != d->svc_uid)
+			doctor_name_uid(d->uid, who, sizeof(who));
+		doctor_report(d, DOCTOR_FAIL, a->check, "%s cannot pass through %s (owner %s, group %s, mode %04o), so "
+		              "the daemons cannot reach %s; fix: chmod o+x %s, or choose a path the account can reach",
+		              who, dir, owner, group, mode, a->path, dir);
 		return -EPERM;
 	}
 	if (a->warning)
@@ -81,7 +88,7 @@ enum doctor_verdict doctor_check_ancestors(struct doctor *d, const char *check, 
 		*nearest = steal_pointer(&deepest);
 		*nearest_st = a.deepest_st;
 	}
-	if (warning) {
+	if (warning && !d->ancestors_fail_only) {
 		doctor_report(d, DOCTOR_WARN, check, "%s", warning);
 		return DOCTOR_WARN;
 	}
@@ -113,7 +120,7 @@ static void check_missing_dir(struct doctor *d, const char *check, const char *p
 		              "or choose another path", path, nearest, nearest);
 		return;
 	}
-	if ((doctor_account_perm(d, nst) & 03) == 03) {
+	if ((doctor_account_perm_at(d, nearest, nst) & 03) == 03) {
 		doctor_report(d, DOCTOR_OK, check, "%s does not exist yet; roundtable-sandbox-%s creates it (mode "
 		              "0700) at start", path, daemon);
 		return;
@@ -146,7 +153,31 @@ static void check_missing_dir(struct doctor *d, const char *check, const char *p
 /* A root or the state directory: seed rules "dedicated, owned by the service account, no
  * group/other permissions", symlinks refused. daemon creates it when missing, unit_dir is
  * where its unit creates it (check_missing_dir). */
+static void check_private_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
+			      const char *unit_dir);
+
 void doctor_check_private_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
+			      const char *unit_dir)
+{
+	/* The daemon's own account owns it, passes through its parents and creates it. */
+	uid_t uid;
+	gid_t gid;
+	doctor_daemon_account(d, daemon, &uid, &gid);
+	doctor_view_as(d, uid, gid);
+	unsigned failed = d->n[DOCTOR_FAIL];
+	check_private_dir(d, check, path, daemon, unit_dir);
+	/* Accounts mode: runnerd looks statd's roots up too, the state directory for its
+	 * owner (statd's account, common/accounts.h) and each workspace by name. */
+	if (d->accounts && strcmp(daemon, "statd") == 0 && d->n[DOCTOR_FAIL] == failed) {
+		doctor_view_as(d, d->runner_uid, d->runner_gid);
+		d->ancestors_fail_only = true;
+		(void)doctor_check_ancestors(d, check, path, NULL, NULL);
+		d->ancestors_fail_only = false;
+	}
+	doctor_view_as(d, d->svc_uid, d->svc_gid);
+}
+
+static void check_private_dir(struct doctor *d, const char *check, const char *path, const char *daemon,
 			      const char *unit_dir)
 {
 	cleanup_free char *nearest = NULL;
@@ -163,9 +194,14 @@ void doctor_check_private_dir(struct doctor *d, const char *check, const char *p
 			doctor_report(d, DOCTOR_FAIL, check, "cannot inspect %s: %s", path, doctor_cannot(e));
 		return;
 	}
-	/* The daemons' own rules (rts_private_dir_open()), for the service account's uid; that
-	 * the path is a directory, not a symbolic link, does not depend on the uid. */
+	/* The daemons' own rules (rts_private_dir_open_grant()), for the owning account's uid;
+	 * that the path is a directory, not a symbolic link, does not depend on the uid. In
+	 * accounts mode statd lets runnerd search workspaceRoot. */
+	const struct rts_dir_grant runner = {.uid = d->runner_uid, .perms = RTS_PERM_X};
+	const struct rts_dir_grant *grant = d->accounts && strcmp(check, "workspaceRoot") == 0 ? &runner : NULL;
 	int verdict = rts_private_dir_judge(&st, d->have_account ? d->uid : st.st_uid);
+	if (verdict == 0 && d->have_account)
+		verdict = rts_private_dir_judge_acl(-1, path, &st, d->uid, grant);
 	if (verdict == -ENOTDIR && S_ISLNK(st.st_mode)) {
 		doctor_report(d, DOCTOR_FAIL, check, "%s is a symbolic link, which the daemons refuse; fix: point the "
 		              "config at the real directory", path);
@@ -182,14 +218,21 @@ void doctor_check_private_dir(struct doctor *d, const char *check, const char *p
 		return;
 	}
 	if (verdict == -EPERM) {
-		doctor_report(d, DOCTOR_FAIL, check, "%s is owned by uid %lu, not by the service account (uid %lu); "
-		              "fix: chown %lu:%lu %s", path, (unsigned long)st.st_uid, (unsigned long)d->uid,
-		              (unsigned long)d->uid, (unsigned long)d->gid, path);
+		doctor_report(d, DOCTOR_FAIL, check, "%s is owned by uid %lu, not by %s (uid %lu); fix: chown %lu:%lu %s",
+		              path, (unsigned long)st.st_uid,
+		              d->accounts ? (strcmp(daemon, "runnerd") == 0 ? "the runner account" : "the service account")
+		                          : "the service account",
+		              (unsigned long)d->uid, (unsigned long)d->uid, (unsigned long)d->gid, path);
 		return;
 	}
 	if (verdict == -EACCES) {
-		doctor_report(d, DOCTOR_FAIL, check, "%s has mode %04o; it must have no group/other permissions; fix: "
-		              "chmod 0700 %s", path, (unsigned)(st.st_mode & 07777), path);
+		doctor_report(d, DOCTOR_FAIL, check, "%s has mode %04o; it must have no group/other permissions and no "
+		              "ACL entry for another account%s; fix: chmod 0700 %s && setfacl -b %s", path,
+		              (unsigned)(st.st_mode & 07777), grant ? " (statd adds runnerd's itself)" : "", path, path);
+		return;
+	}
+	if (verdict < 0) {
+		doctor_report(d, DOCTOR_FAIL, check, "cannot read the ACL of %s: %s", path, doctor_cannot(-verdict));
 		return;
 	}
 	if (parents == DOCTOR_OK)
@@ -254,6 +297,108 @@ void doctor_check_state_file(struct doctor *d, const char *path)
 	}
 	doctor_report(d, DOCTOR_OK, "stateFile", "%s: %zu channels, %zu on; %lld bytes, mode %04o", path, channels, on,
 	              (long long)st.st_size, mode);
+}
+
+/* One workspace in accounts mode, as statd_workspace_open() shares it: statd's, sticky,
+ * the guest alone let in by an ACL entry. Returns a problem for the message, or NULL;
+ * *fatal when statd refuses the workspace (else it restores mode and ACL itself). */
+static const char *workspace_problem(const struct doctor *d, const char *path, const struct stat *st, bool *fatal)
+{
+	*fatal = true;
+	if (!S_ISDIR(st->st_mode))
+		return "is not a directory";
+	if (st->st_uid != d->svc_uid)
+		return "is not owned by the service account";
+	*fatal = false;
+	struct rts_acl_view v;
+	if ((st->st_mode & 07777 & ~(mode_t)S_ISGID) != (S_ISVTX | 0770) || rts_acl_view(-1, path, &v) < 0 ||
+	    !rts_acl_is_grant(&v, 07, d->guest_uid, 07))
+		return "is not shared with the guest account the way statd shares it";
+	return NULL;
+}
+
+/* Something the guest does not own inside a workspace (left by single-account mode): the
+ * worker cannot update it. Looks at the top level and .sandbox only. */
+static bool workspace_contents_foreign(const struct doctor *d, int wfd)
+{
+	const char *names[] = {".sandbox", ".sandbox/memory.json", ".sandbox/history.json"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(names); i++) {
+		struct stat st;
+		if (fstatat(wfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != d->guest_uid)
+			return true;
+	}
+	return false;
+}
+
+void doctor_check_workspaces(struct doctor *d)
+{
+	if (!d->accounts)
+		return;
+	const char *root = d->cfg->workspace_root;
+	cleanup_close int rfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0) {
+		if (errno == EACCES)
+			doctor_report(d, DOCTOR_WARN, "workspaces", "cannot look into %s: %s", root, doctor_cannot(EACCES));
+		return; /* missing or refused: the workspaceRoot check said so */
+	}
+	int dfd = fcntl(rfd, F_DUPFD_CLOEXEC, 3);
+	DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!dir) {
+		if (dfd >= 0)
+			close(dfd);
+		doctor_report(d, DOCTOR_FAIL, "workspaces", "cannot list %s: %s", root, doctor_cannot(errno));
+		return;
+	}
+	size_t n = 0, bad = 0, foreign = 0;
+	char first_bad[512] = "", first_foreign[512] = "";
+	const char *why = NULL;
+	bool fatal = false;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (strlen(de->d_name) != RTS_HASH_HEX_LEN ||
+		    strspn(de->d_name, "0123456789abcdef") != RTS_HASH_HEX_LEN)
+			continue;
+		n++;
+		cleanup_free char *path = rts_xasprintf("%s/%s", root, de->d_name);
+		struct stat st;
+		if (fstatat(rfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		bool f;
+		const char *problem = workspace_problem(d, path, &st, &f);
+		if (problem) {
+			if (bad++ == 0 || (f && !fatal)) {
+				snprintf(first_bad, sizeof(first_bad), "%s", path);
+				why = problem;
+				fatal = f;
+			}
+			continue;
+		}
+		cleanup_close int wfd = openat(rfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (wfd >= 0 && workspace_contents_foreign(d, wfd) && foreign++ == 0)
+			snprintf(first_foreign, sizeof(first_foreign), "%s", path);
+	}
+	closedir(dir);
+	if (bad) {
+		if (fatal)
+			doctor_report(d, DOCTOR_FAIL, "workspaces", "%zu of %zu workspaces (for one, %s) %s, and statd "
+			              "refuses to run that channel's turns; fix: move it away, or chown %lu %s", bad, n,
+			              first_bad, why, (unsigned long)d->svc_uid, first_bad);
+		else
+			doctor_report(d, DOCTOR_WARN, "workspaces", "%zu of %zu workspaces (first %s) %s (made in "
+			              "single-account mode, or changed by root); fix: none needed, statd restores the mode "
+			              "and ACL at that channel's next turn", bad, n, first_bad, why);
+		return;
+	}
+	if (foreign) {
+		doctor_report(d, DOCTOR_FAIL, "workspaces", "%zu of %zu workspaces (first %s) hold files the guest account "
+		              "does not own (left from single-account mode), which the worker cannot update; fix: find %s "
+		              "-mindepth 1 \\( -type d -o -type l -o -type f -links 1 \\) -exec chown -h %lu:%lu {} +",
+		              foreign, n, first_foreign, first_foreign, (unsigned long)d->guest_uid,
+		              (unsigned long)d->guest_gid);
+		return;
+	}
+	doctor_report(d, DOCTOR_OK, "workspaces", "%zu workspaces, each shared with the guest account (uid %lu) alone",
+	              n, (unsigned long)d->guest_uid);
 }
 
 void doctor_check_layout(struct doctor *d)

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/doctor_checks.h"
+#include "common/acl.h"
 #include "common/json.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -41,10 +42,18 @@ void doctor_check_runtime_dir(struct doctor *d)
 	              (unsigned)(st.st_mode & 07777));
 }
 
+/* A daemon's own account (accounts mode: statd's, the runner's or the broker's). */
+static bool daemon_owned(const struct doctor *d, uid_t uid)
+{
+	return doctor_uid_trusted(d, uid) || (d->accounts && (uid == d->runner_uid || uid == d->broker_uid));
+}
+
 /* The socket file at path: a socket, owned by the service account (or root for a socket
- * unit without SocketUser=), and no wider than max_mode. Returns false after reporting. */
+ * unit without SocketUser=; in accounts mode any daemon's account), and no wider than
+ * max_mode; in accounts mode a socket bound by its daemon may also let in peer (not
+ * (uid_t)-1) by its one ACL entry (rts_listen_unix_for()). Returns false after reporting. */
 static bool check_socket_file(struct doctor *d, const char *check, const char *daemon, const char *path,
-			      mode_t max_mode)
+			      mode_t max_mode, uid_t peer)
 {
 	struct stat st;
 	if (lstat(path, &st) < 0) {
@@ -57,11 +66,15 @@ static bool check_socket_file(struct doctor *d, const char *check, const char *d
 		              path);
 		return false;
 	}
-	if (!doctor_uid_trusted(d, st.st_uid)) {
+	if (!daemon_owned(d, st.st_uid)) {
 		doctor_report(d, DOCTOR_FAIL, check, "%s belongs to uid %lu; fix: stop whatever created it and "
 		              "restart the daemon", path, (unsigned long)st.st_uid);
 		return false;
 	}
+	struct rts_acl_view v;
+	if (d->accounts && peer != (uid_t)-1 && (st.st_mode & 0777) == 0660 && rts_acl_view(-1, path, &v) == 0 &&
+	    rts_acl_is_grant(&v, 06, peer, 06))
+		return true;
 	if ((st.st_mode & 0777) & ~max_mode) {
 		doctor_report(d, DOCTOR_FAIL, check, "%s has mode %04o, wider than %04o: other local users could "
 		              "connect; fix: chmod %04o %s (or SocketMode= in the socket unit)", path,
@@ -75,7 +88,7 @@ static bool check_socket_file(struct doctor *d, const char *check, const char *d
 void doctor_check_control_socket(struct doctor *d)
 {
 	cleanup_free char *path = rts_runtime_path(d->opts->runtime_dir, RTS_SOCK_CONTROL);
-	if (!check_socket_file(d, RTS_SOCK_CONTROL, "statd", path, 0660))
+	if (!check_socket_file(d, RTS_SOCK_CONTROL, "statd", path, 0660, (uid_t)-1))
 		return;
 	/* The CLI's own request (cli/request.c), without its retry. */
 	json_object *a = NULL;
@@ -142,7 +155,9 @@ static int listening_type(const char *path)
 void doctor_check_link_socket(struct doctor *d, const char *name, const char *daemon)
 {
 	cleanup_free char *path = rts_runtime_path(d->opts->runtime_dir, name);
-	if (!check_socket_file(d, name, daemon, path, 0600))
+	/* Bound by the daemon itself, each lets in its one peer: statd's account, the runner. */
+	uid_t peer = !d->accounts ? (uid_t)-1 : strcmp(daemon, "runnerd") == 0 ? d->svc_uid : d->runner_uid;
+	if (!check_socket_file(d, name, daemon, path, 0600, peer))
 		return;
 	int t = listening_type(path);
 	if (t == SOCK_SEQPACKET) {

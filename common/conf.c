@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <grp.h>
+#include <pwd.h>
+
 #include "common/conf.h"
 #include "common/json.h"
 #include "common/jspec.h"
@@ -207,7 +210,8 @@ static bool parameters_check(struct rts_jctx *ctx, json_object *o, void *base)
 	const char *why = NULL;
 	if (rts_schema_check(o, &why) < 0)
 		return rts_jfail(ctx,
-				 "%s (references such as $ref, $id and $schema must be local fragments like \"#/$defs/x\")",
+				 "%s (references such as $ref, $id and $schema must be local fragments that name a "
+				 "schema, like \"#/$defs/x\"; enum, const, default and examples hold none)",
 				 why);
 	return true;
 }
@@ -318,6 +322,167 @@ static bool tool_fits(struct rts_jctx *ctx, size_t *used, const char *at, const 
 			    name, RTS_PUBLIC_TOOLS_BUDGET, *used);
 }
 
+/* ---- accounts (DESIGN.md 8.1) ---- */
+
+/* An account or group name as useradd and systemd-sysusers accept it: a letter or '_'
+ * first (so a number written as a string is never taken for a name), at most 32 bytes. */
+static bool account_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 32 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == '-' || *p == '.'))
+			return false;
+	return true;
+}
+
+#define ACCOUNT_NAME_WHAT "a user name ([A-Za-z_][A-Za-z0-9_.-]*, at most 32 bytes)"
+
+/* Resolve a user name (the config is loaded before any filter, so NSS may be asked).
+ * Refuses root: no daemon and no container runs as root (seed: root workers are
+ * refused). */
+static bool resolve_user(struct rts_jctx *ctx, const char *name, uid_t *uid, gid_t *gid)
+{
+	if (!account_name_ok(name))
+		return rts_jfail(ctx, "must be %s", ACCOUNT_NAME_WHAT);
+	errno = 0;
+	struct passwd *pw = getpwnam(name);
+	if (!pw)
+		return rts_jfail(ctx, "there is no user named \"%s\" on this host (systemd-sysusers creates the "
+				      "packaged ones; else useradd --system --user-group %s)",
+				 name, name);
+	if (pw->pw_uid == 0)
+		return rts_jfail(ctx, "\"%s\" is root (uid 0), and nothing here runs as root", name);
+	*uid = pw->pw_uid;
+	if (gid)
+		*gid = pw->pw_gid;
+	return true;
+}
+
+/* One daemon account of "accounts": resolved, its ids stored where given (base may be
+ * NULL: nothing stored). */
+static bool daemon_account(struct rts_jctx *ctx, json_object *v, uid_t *uid, gid_t *gid)
+{
+	uid_t u;
+	gid_t g;
+	if (!resolve_user(ctx, json_object_get_string(v), &u, &g))
+		return false;
+	if (uid)
+		*uid = u, *gid = g;
+	return true;
+}
+
+static bool broker_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	struct rts_accounts *a = base;
+	return daemon_account(ctx, v, a ? &a->broker_uid : NULL, a ? &a->broker_gid : NULL);
+}
+
+static bool runner_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	struct rts_accounts *a = base;
+	return daemon_account(ctx, v, a ? &a->runner_uid : NULL, a ? &a->runner_gid : NULL);
+}
+
+static bool accounts_check(struct rts_jctx *ctx, json_object *o, void *base)
+{
+	const struct rts_accounts *a = base;
+	if (a && (a->broker_uid == a->runner_uid || strcmp(a->broker, a->runner) == 0))
+		return rts_jfail_at(ctx, "runner", "is the same account as accounts.broker; each role needs an "
+						  "account of its own");
+	if (a && a->broker_gid == a->runner_gid)
+		return rts_jfail_at(ctx, "runner", "has the same primary group (gid %lu) as accounts.broker; give "
+						  "each account a group of its own",
+				    (unsigned long)a->runner_gid);
+	return true;
+}
+
+#define ACCOUNTS(m) offsetof(struct rts_accounts, m)
+static const struct rts_jspec accounts_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "broker", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 32,
+		 .check = broker_check, .store = RTS_JS_STRDUP, .at = ACCOUNTS(broker), .what = ACCOUNT_NAME_WHAT,
+		 .missing = "is required (the account brokerd runs as)"},
+		{.key = "runner", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 32,
+		 .check = runner_check, .store = RTS_JS_STRDUP, .at = ACCOUNTS(runner), .what = ACCOUNT_NAME_WHAT,
+		 .missing = "is required (the account runnerd runs as)"},
+		{0},
+	},
+	.check = accounts_check,
+};
+
+/* uid: a number (1 .. 2^32-2) or a user name, resolved now. */
+static bool uid_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	struct rts_config *c = base;
+	uid_t uid;
+	if (json_object_is_type(v, json_type_int)) {
+		uid = (uid_t)json_object_get_int64(v);
+	} else {
+		if (!resolve_user(ctx, json_object_get_string(v), &uid, NULL))
+			return false;
+		if (c) {
+			free(c->uid_name);
+			c->uid_name = rts_xstrdup(json_object_get_string(v));
+		}
+	}
+	if (c)
+		c->uid = uid;
+	return true;
+}
+
+/* gid: a number or a group name. */
+static bool gid_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	struct rts_config *c = base;
+	gid_t gid;
+	if (json_object_is_type(v, json_type_int)) {
+		gid = (gid_t)json_object_get_int64(v);
+	} else {
+		const char *name = json_object_get_string(v);
+		if (!account_name_ok(name))
+			return rts_jfail(ctx, "must be a group name ([A-Za-z_][A-Za-z0-9_.-]*, at most 32 bytes)");
+		struct group *gr = getgrnam(name);
+		if (!gr)
+			return rts_jfail(ctx, "there is no group named \"%s\" on this host", name);
+		if (gr->gr_gid == 0)
+			return rts_jfail(ctx, "\"%s\" is root's group (gid 0), and nothing here runs as root", name);
+		gid = gr->gr_gid;
+		if (c) {
+			free(c->gid_name);
+			c->gid_name = rts_xstrdup(name);
+		}
+	}
+	if (c)
+		c->gid = gid;
+	return true;
+}
+
+/* With accounts, uid/gid name the guest account: a fourth account that no daemon runs as
+ * (statd's own is checked when it starts, rts_check_identity()). */
+static bool guest_check(struct rts_jctx *ctx, const struct rts_config *c)
+{
+	const struct rts_accounts *a = &c->accounts;
+	if (!c->has_uid || !c->has_gid)
+		return rts_jfail_at(ctx, c->has_uid ? "gid" : "uid",
+				    "is required with \"accounts\": the guest account turn containers run as (the package "
+				    "creates \"roundtable-sandbox-guest\")");
+	if (c->uid == a->broker_uid || c->uid == a->runner_uid)
+		return rts_jfail_at(ctx, "uid",
+				    "is accounts.%s's uid %lu: turn containers run as a guest account that no daemon "
+				    "runs as",
+				    c->uid == a->broker_uid ? "broker" : "runner", (unsigned long)c->uid);
+	if (c->gid == a->broker_gid || c->gid == a->runner_gid)
+		return rts_jfail_at(ctx, "gid",
+				    "is the primary group (gid %lu) of accounts.%s: turn containers need a group no "
+				    "daemon has",
+				    (unsigned long)c->gid, c->gid == a->broker_gid ? "broker" : "runner");
+	return true;
+}
+
 /* ---- the whole file ---- */
 
 static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
@@ -330,14 +495,28 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
 #define UINT_FIELD(k, lo, hi, off)                                                                                     \
 	{.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
 
+/* A container's memory and CPUs: the same ranges for a turn's and a precheck's. */
+#define MEMORY_CPUS_FIELDS                                                                                             \
+	UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),                               \
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,                    \
+		 .store = RTS_JS_DOUBLE, .at = LIMITS(cpus)}
+
 static const struct rts_jspec limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),
-		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,
-		 .store = RTS_JS_DOUBLE,
-		 .at = LIMITS(cpus)},
+		MEMORY_CPUS_FIELDS,
 		UINT_FIELD("pids", RTS_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
+		{0},
+	},
+};
+
+/* The precheck container's: the turn container's ranges, but enough processes for the
+ * JavaScript runtime to start (RTS_PRECHECK_PIDS_MIN). */
+static const struct rts_jspec precheck_limits_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		MEMORY_CPUS_FIELDS,
+		UINT_FIELD("pids", RTS_PRECHECK_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
 		{0},
 	},
 };
@@ -448,7 +627,7 @@ static const struct rts_jspec precheck_spec = {
 		 .max = RTS_PRECHECK_TIMEOUT_MS_MAX, .store = RTS_JS_UINT32, .at = PRE(timeout_ms)},
 		{.key = "maxCalls", .types = RTS_JT_INT, .min = 0, .max = RTS_PRECHECK_MAX_CALLS_MAX,
 		 .store = RTS_JS_UINT32, .at = PRE(max_calls)},
-		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &precheck_limits_spec, .store = RTS_JS_OBJECT,
 		 .at = PRE(limits)},
 		{.key = "toolNames", .types = RTS_JT_STRING, .one_of = tool_names_names, .store = RTS_JS_INDEX,
 		 .at = PRE(tool_names), .what = "\"tool\" or \"server_tool\" (how the host's hold rules name a tool)"},
@@ -471,11 +650,16 @@ static const struct rts_jspec config_spec = {
 		PATH_FIELD("runRoot", run_root),
 		PATH_FIELD("workspaceRoot", workspace_root),
 		PATH_FIELD("stateFile", state_file),
-		/* A root service account is refused (seed: "root workers are refused"). */
-		{.key = "uid", .types = RTS_JT_INT, .flags = RTS_JF_PRESENT, .min = 1, .max = 4294967294LL,
-		 .store = RTS_JS_UINT32, .at = CONF(uid), .present_at = CONF(has_uid)},
-		{.key = "gid", .types = RTS_JT_INT, .flags = RTS_JF_PRESENT, .min = 1, .max = 4294967294LL,
-		 .store = RTS_JS_UINT32, .at = CONF(gid), .present_at = CONF(has_gid)},
+		/* Root is refused (seed: "root workers are refused"); a name is resolved now. */
+		{.key = "uid", .types = RTS_JT_INT | RTS_JT_STRING, .flags = RTS_JF_PRESENT, .min = 1,
+		 .max = 4294967294LL, .check = uid_check, .present_at = CONF(has_uid),
+		 .what = "a uid from 1 to 4294967294, or a user name"},
+		{.key = "gid", .types = RTS_JT_INT | RTS_JT_STRING, .flags = RTS_JF_PRESENT, .min = 1,
+		 .max = 4294967294LL, .check = gid_check, .present_at = CONF(has_gid),
+		 .what = "a gid from 1 to 4294967294, or a group name"},
+		{.key = "accounts", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &accounts_spec,
+		 .store = RTS_JS_OBJECT, .at = CONF(accounts), .present_at = CONF(accounts.present),
+		 .what = "an object {\"broker\": USER, \"runner\": USER}"},
 		{.key = "provider", .types = RTS_JT_STRING, .one_of = (const char *const[]){"openai", NULL},
 		 .store = RTS_JS_STRDUP, .at = CONF(provider),
 		 .what = "\"openai\" (an OpenAI-compatible Chat Completions endpoint)"},
@@ -533,6 +717,8 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 	struct rts_config *c = base;
 	if (strcmp(c->state_file, "/") == 0)
 		return rts_jfail_at(ctx, "stateFile", "must name a file");
+	if (c->accounts.present && !guest_check(ctx, c))
+		return false;
 	/* Precheck runs live beside the turns' run dirs unless told otherwise. */
 	if (c->has_precheck && !c->precheck.run_root)
 		c->precheck.run_root = rts_xstrdup(c->run_root);
@@ -697,6 +883,10 @@ void rts_config_free(struct rts_config *c)
 	free(c->run_root);
 	free(c->workspace_root);
 	free(c->state_file);
+	free(c->uid_name);
+	free(c->gid_name);
+	free(c->accounts.broker);
+	free(c->accounts.runner);
 	free(c->provider);
 	free(c->model);
 	free(c->model_url);

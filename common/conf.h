@@ -79,6 +79,16 @@ struct rts_limits {
 	uint32_t pids;	    /* RTS_PIDS_* */
 };
 
+/* An account per role (DESIGN.md 8.1, config key "accounts"): brokerd runs as broker,
+ * runnerd as runner, statd as the account it is started as, turn containers as uid/gid
+ * (the guest account). Names are resolved when the config is loaded. */
+struct rts_accounts {
+	bool present; /* "accounts" is in the config; absent: single-account mode */
+	char *broker, *runner;
+	uid_t broker_uid, runner_uid;
+	gid_t broker_gid, runner_gid; /* their primary groups */
+};
+
 /* The precheck runner (DESIGN.md 8.3, seed: "Precheck scripts"). A grant names the MCP
  * servers a precheck script of a matching schedule may call; the first grant whose
  * channel, target and tiers match wins, and none matching leaves the script no way out. */
@@ -124,9 +134,14 @@ struct rts_config {
 	char *run_root;
 	char *workspace_root;
 	char *state_file;
+	/* Single-account mode: the service account, checked against the daemon's own ids.
+	 * With accounts: the guest account turn containers run as (required then). Written
+	 * as a number or a name; uid_name/gid_name keep the name (NULL for a number). */
 	bool has_uid, has_gid;
 	uid_t uid;
 	gid_t gid;
+	char *uid_name, *gid_name;
+	struct rts_accounts accounts;
 	char *provider;
 	char *model;
 	char *model_url;

@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,30 +53,7 @@ int rts_parse_options(int argc, char **argv, const char *usage, struct rts_opts 
 	return optind;
 }
 
-int rts_check_identity(const struct rts_config *c, char *err, size_t errlen)
-{
-	uid_t uid = geteuid();
-	gid_t gid = getegid();
-	if (uid == 0) {
-		snprintf(err, errlen,
-			 "refusing to run as root: start this program as the service account "
-			 "(for example with systemd User= or runuser -u)");
-		return -EPERM;
-	}
-	if (c->has_uid && c->uid != uid) {
-		snprintf(err, errlen, "%s: uid: is %lu but this process runs as uid %lu; they must match", c->path,
-			 (unsigned long)c->uid, (unsigned long)uid);
-		return -EPERM;
-	}
-	if (c->has_gid && c->gid != gid) {
-		snprintf(err, errlen, "%s: gid: is %lu but this process runs as gid %lu; they must match", c->path,
-			 (unsigned long)c->gid, (unsigned long)gid);
-		return -EPERM;
-	}
-	return 0;
-}
-
-struct rts_config *rts_daemon_load_config(const struct rts_opts *o)
+struct rts_config *rts_daemon_load_config(const struct rts_opts *o, enum rts_role role)
 {
 	char err[1024];
 	struct rts_config *c = rts_config_load(o->config_path, err, sizeof(err));
@@ -82,7 +61,7 @@ struct rts_config *rts_daemon_load_config(const struct rts_opts *o)
 		log_error("%s", err);
 		exit(1);
 	}
-	if (rts_check_identity(c, err, sizeof(err)) < 0) {
+	if (rts_check_identity(c, role, geteuid(), getegid(), err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		rts_config_free(c);
 		exit(1);
@@ -110,8 +89,14 @@ static void ensure_std_fds(void)
 
 void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *program, const char *usage)
 {
+	/* Before anything is read into memory (the config, a key, a guest's text): from here
+	 * on /proc/self belongs to root and ptrace needs CAP_SYS_PTRACE, so a process of the
+	 * same uid (a guest escaped into it in single-account mode) cannot read us. execve()
+	 * resets it for the programs we start. No filter is installed yet. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		exit(1);
 	ensure_std_fds();
-	*d = (struct rts_daemon){.program = program, .listen_fd = -1};
+	*d = (struct rts_daemon){.program = program, .role = rts_role_of(program), .listen_fd = -1};
 	int idx = rts_parse_options(argc, argv, usage, &d->opts);
 	if (idx != argc) {
 		fputs(usage, stderr);
@@ -120,7 +105,8 @@ void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *pr
 	rts_log_init(program);
 	/* jansson's hash seed, before any thread and before the seccomp filter (strictjson.h). */
 	rts_json_strict_init();
-	d->cfg = rts_daemon_load_config(&d->opts);
+	d->cfg = rts_daemon_load_config(&d->opts, d->role);
+	rts_accounts_init(d->cfg);
 	int r = rts_sandbox_init();
 	if (r < 0) {
 		log_error_errno(r, "cannot drop privileges: %m");
@@ -227,7 +213,25 @@ void rts_daemon_listen(struct rts_daemon *d, const char *sock_name, int type, mo
 		d->activated = true;
 		warn_activated_path(fd, d->listen_path);
 	} else {
-		fd = rts_listen_unix(d->listen_path, type, mode);
+		uid_t peer;
+		r = rts_accounts_listen_peer(d->role, &peer);
+		if (r < 0) {
+			/* Accounts mode, runnerd: statd's account is the state directory's owner. */
+			cleanup_free char *copy = rts_xstrdup(d->cfg->state_file);
+			const char *dir = dirname(copy);
+			if (r == -EPERM)
+				log_error("cannot tell statd's account, whom %s must let in: %s, the state file's "
+					  "directory, must be a directory of the service account (not root's, nor the "
+					  "broker's, runner's or guest's)",
+					  d->listen_path, dir);
+			else
+				log_error_errno(r, "cannot tell statd's account, whom %s must let in: it is the owner of %s, "
+						   "the state file's directory (start statd first, or create it with "
+						   "install -d -o SERVICE-ACCOUNT -m 0700 %s): %m",
+						d->listen_path, dir, dir);
+			exit(1);
+		}
+		fd = rts_listen_unix_for(d->listen_path, type, mode, peer);
 		if (fd == -EADDRINUSE) {
 			log_error("%s: another %s is answering there; stop it first", d->listen_path, d->program);
 			exit(1);

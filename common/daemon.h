@@ -4,12 +4,15 @@
  *
  * A daemon's main() is its own checks and event sources between these steps:
  *
- *   rts_daemon_init()      stdin/out/err open, options, log, config and identity, no new
- *                          privileges and no capabilities, SIGPIPE ignored
+ *   rts_daemon_init()      non-dumpable, stdin/out/err open, options, log, config and
+ *                          identity (common/accounts.h), no new privileges and no
+ *                          capabilities, SIGPIPE ignored
  *   rts_daemon_listen()    SIGTERM/SIGINT (and SIGCHLD when asked) blocked and watched on
  *                          a new sd-event loop; the listening socket: the one systemd
  *                          passed (validated like SSSD's activate_unix_sockets()) or one
- *                          bound at <runtime-dir>/<name> (a stale socket file is replaced)
+ *                          bound at <runtime-dir>/<name> (a stale socket file is replaced;
+ *                          in accounts mode runnerd.sock and brokerd.sock get an ACL entry
+ *                          for their one peer account)
  *   rts_daemon_sandbox()   the seccomp filter: start-up is over
  *   rts_daemon_ready()     READY=1 and the "listening on" line
  *   rts_daemon_run()       the loop; the first SIGTERM/SIGINT sends STOPPING=1 and calls
@@ -27,6 +30,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include "common/accounts.h"
 #include "common/conf.h"
 #include "common/sandbox.h"
 
@@ -40,17 +44,14 @@ struct rts_opts {
  * and after a bad option (exit 2). Returns the index of the first non-option argument. */
 int rts_parse_options(int argc, char **argv, const char *usage, struct rts_opts *o);
 
-/* The service-account rules (seed: root workers are refused; uid/gid, when configured, must
- * match the host process): 0 when the effective uid is not root and equals the config's uid
- * (and the gid the config's gid) where those are set, else -EPERM with a message in err. */
-int rts_check_identity(const struct rts_config *c, char *err, size_t errlen);
-
-/* Load the config named by o and apply rts_check_identity. On any failure prints the
- * message to the log and exits with status 1 (a start-up failure). */
-struct rts_config *rts_daemon_load_config(const struct rts_opts *o);
+/* Load the config named by o and apply rts_check_identity() for role (common/accounts.h)
+ * with this process's effective ids. On any failure prints the message to the log and
+ * exits with status 1 (a start-up failure). */
+struct rts_config *rts_daemon_load_config(const struct rts_opts *o, enum rts_role role);
 
 struct rts_daemon {
 	const char *program; /* "roundtable-sandbox-statd": the log's ident, in messages */
+	enum rts_role role;  /* from program */
 	struct rts_opts opts;
 	struct rts_config *cfg;
 	sd_event *event;
@@ -63,8 +64,11 @@ struct rts_daemon {
 	void *userdata;
 };
 
-/* Start-up's first step (see above). program is kept by pointer; usage is printed for
- * --help and after a bad argument (no arguments other than the common options). */
+/* Start-up's first step (see above). program is kept by pointer and names the role
+ * (RTS_PROGRAM_*); usage is printed for --help and after a bad argument (no arguments
+ * other than the common options). The process is made non-dumpable first of all
+ * (PR_SET_DUMPABLE 0): another process of the same uid can then neither ptrace it nor
+ * read its /proc/PID/mem, environ, maps or fd, and no core file holds its memory. */
 void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *program, const char *usage);
 
 /* The loop, the stop signals and the listening socket <runtime-dir>/sock_name of type

@@ -164,8 +164,9 @@
 
 /* Config "precheck": a run's deadline, its broker call budget (refused calls count) and
  * its container (seed: "256 MiB, one CPU, and 32 processes by default", "a 64 MiB /tmp",
- * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The ranges of memory, cpus
- * and pids are the turn container's (RTS_MEMORY_MB_*, RTS_CPUS_*, RTS_PIDS_*). */
+ * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The ranges of memory and cpus
+ * are the turn container's (RTS_MEMORY_MB_*, RTS_CPUS_*); pids has a bottom of its own,
+ * the same top. */
 #define RTS_PRECHECK_TIMEOUT_MS_MIN 1000u
 #define RTS_PRECHECK_TIMEOUT_MS_MAX 600000u
 #define RTS_PRECHECK_TIMEOUT_MS_DEFAULT 60000u
@@ -174,6 +175,13 @@
 #define RTS_PRECHECK_MEMORY_MB_DEFAULT 256u
 #define RTS_PRECHECK_CPUS_DEFAULT 1.0
 #define RTS_PRECHECK_PIDS_DEFAULT 32u
+/* The JavaScript runtime's own threads (V8's pool of 4, libuv's pool of 4, its signal and
+ * main threads): measured with the image of Debian bookworm's nodejs 20.20 and the harness
+ * answering a script that also used the file system and the crypto thread pool, node
+ * crashes (SIGSEGV, exit status 139) at 10 processes and answers at 11. 16 leaves room
+ * for a runtime that starts a thread or two more; the seed's default is 32. Memory needed
+ * no bottom of its own: the same run answered with 12 MiB, the shared bottom is 64. */
+#define RTS_PRECHECK_PIDS_MIN 16u
 #define RTS_PRECHECK_TMPFS_MB 64u
 /* Grants: first match wins. Per grant at most RTS_MAX_MCP_SERVERS servers of at most
  * RTS_MAX_MCP_TOOLS tools each, so a run may call at most RTS_PRECHECK_PAIRS_MAX (server,
@@ -245,6 +253,10 @@ _Static_assert(RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_ERROR_MAX && RTS_PRECHEC
 _Static_assert(RTS_PRECHECK_TIMEOUT_MS_MIN <= RTS_PRECHECK_TIMEOUT_MS_DEFAULT &&
 		       RTS_PRECHECK_TIMEOUT_MS_DEFAULT <= RTS_PRECHECK_TIMEOUT_MS_MAX,
 	       "the default precheck deadline must be valid");
+_Static_assert(RTS_PRECHECK_PIDS_MIN <= RTS_PRECHECK_PIDS_DEFAULT && RTS_PRECHECK_PIDS_DEFAULT <= RTS_PIDS_MAX &&
+		       RTS_MEMORY_MB_MIN <= RTS_PRECHECK_MEMORY_MB_DEFAULT &&
+		       RTS_PRECHECK_MEMORY_MB_DEFAULT <= RTS_MEMORY_MB_MAX,
+	       "the default precheck container must be valid");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 

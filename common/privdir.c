@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/privdir.h"
 #include "common/util.h"
 
@@ -31,7 +32,23 @@ int rts_private_dir_judge(const struct stat *st, uid_t uid)
 		return -ENOTDIR;
 	if (st->st_uid != uid)
 		return -EPERM;
-	if (st->st_mode & 077)
+	return 0;
+}
+
+int rts_private_dir_judge_acl(int fd, const char *path, const struct stat *st, uid_t uid,
+			      const struct rts_dir_grant *grant)
+{
+	int r = rts_private_dir_judge(st, uid);
+	if (r < 0)
+		return r;
+	if (st->st_mode & 07)
+		return -EACCES;
+	/* The group bits are the ACL's mask when there is one: the entries decide. */
+	struct rts_acl_view v;
+	r = rts_acl_view(fd, path, &v);
+	if (r < 0)
+		return r;
+	if (!rts_acl_private_but(&v, grant ? grant->uid : (uid_t)-1, grant ? grant->perms : 0))
 		return -EACCES;
 	return 0;
 }
@@ -59,7 +76,7 @@ int rts_dir_ancestors(const char *path, int (*fn)(const char *dir, const struct 
 	return 0;
 }
 
-/* The ownership and mode rules, on a stat result, with the message. */
+/* The owner and type rules, on a stat result, with the message. */
 static int judge(const char *what, const char *path, const struct stat *st, char *err, size_t errlen)
 {
 	unsigned long uid = (unsigned long)geteuid();
@@ -76,12 +93,23 @@ static int judge(const char *what, const char *path, const struct stat *st, char
 			 path, (unsigned long)st->st_uid, uid, uid, path);
 		return r;
 	}
-	if (r == -EACCES) {
-		snprintf(err, errlen, "%s: %s has mode %04o, which gives group/other access: fix with chmod 0700 %s",
-			 what, path, (unsigned)(st->st_mode & 07777), path);
-		return r;
-	}
 	return 0;
+}
+
+/* The access rules, on the open directory, with the message. */
+static int judge_access(const char *what, const char *path, int fd, const struct stat *st,
+			const struct rts_dir_grant *grant, char *err, size_t errlen)
+{
+	int r = rts_private_dir_judge_acl(fd, path, st, geteuid(), grant);
+	if (r == -EACCES)
+		snprintf(err, errlen,
+			 "%s: %s has mode %04o or an ACL that gives another account access: fix with chmod 0700 %s && "
+			 "setfacl -b %s%s",
+			 what, path, (unsigned)(st->st_mode & 07777), path, path,
+			 grant ? " (the daemon adds the one ACL entry it needs itself)" : "");
+	else if (r < 0)
+		snprintf(err, errlen, "%s: cannot read the ACL of %s: %s", what, path, strerror(-r));
+	return r;
 }
 
 struct ancestors_msg {
@@ -110,7 +138,8 @@ static int ancestors_check(const char *what, const char *path, char *err, size_t
 	return rts_dir_ancestors(path, ancestor_check, &m);
 }
 
-int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen)
+int rts_private_dir_open_grant(const char *what, const char *path, const struct rts_dir_grant *grant, char *err,
+			       size_t errlen)
 {
 	int r = mkdir_parents(path);
 	if (r < 0) {
@@ -142,7 +171,15 @@ int rts_private_dir_open(const char *what, const char *path, char *err, size_t e
 	r = judge(what, path, &st, err, errlen);
 	if (r < 0)
 		return r;
+	r = judge_access(what, path, fd, &st, grant, err, errlen);
+	if (r < 0)
+		return r;
 	return steal_fd(&fd);
+}
+
+int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen)
+{
+	return rts_private_dir_open_grant(what, path, NULL, err, errlen);
 }
 
 int rts_dir_lock(int fd, const char *prog, const char *what, const char *path, char *err, size_t errlen)

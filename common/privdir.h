@@ -8,22 +8,44 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+/* The one account, besides the owner, that a private directory may let in, and how far
+ * (RTS_PERM_* of common/acl.h), by a POSIX ACL entry: in accounts mode statd lets runnerd
+ * search workspaceRoot (runnerd looks a workspace up by name right before docker run,
+ * and may enter none). */
+struct rts_dir_grant {
+	uid_t uid;
+	unsigned perms;
+};
+
 /* Make sure path is a private directory of this service account and open it: missing
  * components are created 0700 (mkdir -p; existing parents are left alone), then path is
  * opened O_DIRECTORY|O_NOFOLLOW and must be a directory (not a symbolic link) owned by our
- * effective uid with no group/other permission bits (seed: directories dedicated to the
- * package, owned by the service account, insecure permissions refused at start-up). No
- * ancestor may be writable by other users without the sticky bit: whoever can write an
- * ancestor can rename our directory away and put their own in its place.
- * what names the config key for messages ("runRoot", "workspaceRoot", "stateFile").
- * Returns an O_RDONLY|O_DIRECTORY fd (caller closes), or -errno with one line in err that
- * names the key and the path and says how to fix it (a chown or chmod command). */
+ * effective uid that gives nobody else any access (seed: directories dedicated to the
+ * package, owned by the service account, insecure permissions refused at start-up): no
+ * group or other permission bits, no ACL entry for anyone, no default ACL; except, when
+ * grant is not NULL, an ACL entry that gives grant->uid at most grant->perms (the caller
+ * adds that entry itself, rts_acl_grant()). No ancestor may be writable by other users
+ * without the sticky bit: whoever can write an ancestor can rename our directory away and
+ * put their own in its place. what names the config key for messages ("runRoot",
+ * "workspaceRoot", "stateFile"). Returns an O_RDONLY|O_DIRECTORY fd (caller closes), or
+ * -errno with one line in err that names the key and the path and says how to fix it (a
+ * chown, chmod or setfacl command). */
+int rts_private_dir_open_grant(const char *what, const char *path, const struct rts_dir_grant *grant, char *err,
+			       size_t errlen);
+
+/* rts_private_dir_open_grant() without a grant. */
 int rts_private_dir_open(const char *what, const char *path, char *err, size_t errlen);
 
-/* The rules rts_private_dir_open() applies to the directory itself, on its lstat()/fstat()
- * result and the uid that must own it: 0, -ENOTDIR (not a directory, a symbolic link
- * included), -EPERM (another owner) or -EACCES (group or other permission bits). doctor
- * applies them with the service account's uid. */
+/* The rules rts_private_dir_open_grant() applies to the directory itself: st is its
+ * lstat()/fstat() result, uid the account that must own it, and its ACLs are read from fd
+ * (O_RDONLY, when >= 0) or path. 0, -ENOTDIR (not a directory, a symbolic link included),
+ * -EPERM (another owner), -EACCES (group or other permission bits, or an ACL that lets
+ * another account in beyond grant, or a default ACL), or -errno when the ACLs cannot be
+ * read. doctor applies them with the owner the daemon would have. */
+int rts_private_dir_judge_acl(int fd, const char *path, const struct stat *st, uid_t uid,
+			      const struct rts_dir_grant *grant);
+
+/* The owner and type rules alone, on a stat result: 0, -ENOTDIR or -EPERM. */
 int rts_private_dir_judge(const struct stat *st, uid_t uid);
 
 /* The rule for every ancestor of a private directory: true when anyone may rename its

@@ -48,11 +48,15 @@ int rts_sandbox_init(void)
 	if (capng_get_caps_process() < 0)
 		return -EPERM;
 	/* CAPNG_SELECT_BOTH would include the bounding set, which libcap-ng then fails (and
-	 * complains) to drop without CAP_SETPCAP. */
+	 * complains) to drop without CAP_SETPCAP. With no capability at all (the service
+	 * accounts) there is nothing to drop, and no capset(2) is made: statd's unit refuses
+	 * @privileged calls. */
 	capng_select_t what = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP) ? CAPNG_SELECT_ALL : CAPNG_SELECT_CAPS;
-	capng_clear(what);
-	if (capng_apply(what) < 0)
-		return -EPERM;
+	if (what == CAPNG_SELECT_ALL || capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE) {
+		capng_clear(what);
+		if (capng_apply(what) < 0)
+			return -EPERM;
+	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return -errno;
 	return 0;
@@ -99,14 +103,18 @@ static const char *const sys_misc[] = {"uname", "sysinfo", "prlimit64", "getrlim
 static const char *const sys_journal[] = {"memfd_create", NULL};
 
 /* statd: the state file (temp file, fsync, rename, dir fsync), workspace directories (and
- * restoring a workspace mode a guest changed), removing control.sock at exit. */
-static const char *const sys_statd_files[] = {"mkdir",	  "mkdirat",   "unlink", "unlinkat",  "rename",
-					      "renameat", "renameat2", "fsync",	 "fdatasync", "chmod",
-					      "fchmodat", NULL};
+ * restoring a workspace mode a guest changed), removing control.sock at exit; in accounts
+ * mode reading and setting a workspace's ACL (libacl through /proc/self/fd: the xattr
+ * calls by path) and dropping a default ACL. */
+static const char *const sys_statd_files[] = {"mkdir",	  "mkdirat",   "unlink",   "unlinkat",	"rename",
+					      "renameat", "renameat2", "fsync",	   "fdatasync", "chmod",
+					      "fchmodat", "getxattr",  "setxattr", "removexattr", NULL};
 /* runnerd: per-turn run dirs and their broker.sock (bind with umask, chmod, listen),
- * removed again when the turn ends. */
-static const char *const sys_runnerd_files[] = {"mkdir", "mkdirat", "rmdir",  "unlink", "unlinkat", "bind",
-						"listen", "umask",  "chmod", "fchmod", "fchmodat", NULL};
+ * removed again when the turn ends; in accounts mode their ACL entries for the guest
+ * account (fsetxattr on the dir, setxattr on the socket through /proc/self/fd). */
+static const char *const sys_runnerd_files[] = {"mkdir", "mkdirat", "rmdir",	"unlink",   "unlinkat",
+						"bind",	 "listen",  "umask",	"chmod",    "fchmod",
+						"fchmodat", "fsetxattr", "setxattr", NULL};
 /* Spawning and reaping children (posix_spawn, sd-event child sources with pidfds), killing
  * them (the docker CLI on cancel; tool process groups). clone is allowed separately. */
 static const char *const sys_spawn[] = {"vfork",  "execve",	   "wait4",	       "waitid",

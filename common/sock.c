@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "common/acl.h"
 #include "common/sock.h"
 #include "common/util.h"
 
@@ -52,7 +53,27 @@ static bool socket_is_live(const struct sockaddr_un *sa, int type)
 	return errno != ECONNREFUSED;
 }
 
-int rts_listen_unix(const char *path, int type, mode_t mode)
+/* Give the socket file at path (just bound by us) its permissions: mode, or with a peer the
+ * ACL "owner and peer get the owner's bits of mode". The file is opened O_PATH|O_NOFOLLOW
+ * and checked to be our socket first, so the ACL lands on it even if the directory's
+ * owner swapped the name meanwhile. */
+static int set_socket_access(const char *path, mode_t mode, uid_t peer)
+{
+	if (peer == (uid_t)-1)
+		return chmod(path, mode) < 0 ? -errno : 0;
+	cleanup_close int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+		return -ESTALE;
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	unsigned owner = (unsigned)(mode >> 6) & 07;
+	return rts_acl_grant(-1, proc, owner, peer, owner);
+}
+
+int rts_listen_unix_for(const char *path, int type, mode_t mode, uid_t peer)
 {
 	struct sockaddr_un sa;
 	int r = fill_addr(&sa, path);
@@ -78,12 +99,18 @@ int rts_listen_unix(const char *path, int type, mode_t mode)
 	umask(old);
 	if (r < 0)
 		return -saved;
-	if (chmod(path, mode) < 0 || listen(fd, 64) < 0) {
-		r = -errno;
+	r = set_socket_access(path, mode, peer);
+	if (r < 0 || listen(fd, 64) < 0) {
+		r = r < 0 ? r : -errno;
 		unlink(path);
 		return r;
 	}
 	return steal_fd(&fd);
+}
+
+int rts_listen_unix(const char *path, int type, mode_t mode)
+{
+	return rts_listen_unix_for(path, type, mode, (uid_t)-1);
 }
 
 /* One connect attempt with extra socket() flags. Returns the fd or -errno (-EAGAIN for a

@@ -23,6 +23,14 @@ char *rts_runtime_path(const char *runtime_dir, const char *name);
  * Returns the fd or -errno; -ENAMETOOLONG when path does not fit sun_path. */
 int rts_listen_unix(const char *path, int type, mode_t mode);
 
+/* rts_listen_unix() that also lets the account peer in (unless it is (uid_t)-1): the
+ * socket file gets the POSIX ACL "owner and peer: the owner's bits of mode; group and
+ * others: nothing" instead of mode (common/acl.h). Connecting needs write permission, so
+ * that is how one other account reaches a socket without a shared group (DESIGN.md 8.1:
+ * a turn's broker.sock for the guest account, runnerd.sock and brokerd.sock for their
+ * peer daemon). -EOPNOTSUPP: the file system has no ACLs. */
+int rts_listen_unix_for(const char *path, int type, mode_t mode, uid_t peer);
+
 /* Connect to path with the given type, retrying ENOENT/ECONNREFUSED/EAGAIN for up to
  * retry_ms milliseconds (peers may start in any order). The fd is CLOEXEC and blocking.
  * Returns the fd or -errno. */

@@ -3,6 +3,7 @@
  * runnerd accepts from brokerd. Connecting, HELLO and the queue are common/link.c. */
 #include "config.h"
 
+#include "common/accounts.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -64,10 +65,10 @@ static const struct rts_link_spec runnerd_brokerd_spec = {
 	.self = RTS_PROGRAM_RUNNERD,
 	.peer = RTS_PROGRAM_BROKERD,
 	.peer_name = "brokerd",
-	/* We hand brokerd listening sockets: it must be the service account (or a listener
+	/* We hand brokerd listening sockets: it must be brokerd's account (or a listener
 	 * systemd made for it). */
-	.peer_check = rts_listener_is_trusted,
-	.peer_refusal = "listener that is neither this service account nor root",
+	.peer_check = rts_listener_is_brokerd,
+	.peer_refusal = "listener that is neither brokerd's account nor root",
 	.dispatch = runnerd_dispatch_brokerd,
 	.on_up = runnerd_brokerd_up,
 	.on_down = runnerd_brokerd_down,

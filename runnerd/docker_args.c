@@ -2,6 +2,9 @@
 #include "config.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "common/ids.h"
 #include "common/proto.h"
@@ -65,7 +68,8 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN ||
 	    s->limits.memory_mb > RTS_MEMORY_MB_MAX || s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
 	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0 ||
-	    (s->kind != RUNNERD_RUN_TURN && s->kind != RUNNERD_RUN_PRECHECK))
+	    (s->kind != RUNNERD_RUN_TURN && s->kind != RUNNERD_RUN_PRECHECK) ||
+	    (s->kind == RUNNERD_RUN_PRECHECK && s->limits.pids < RTS_PRECHECK_PIDS_MIN))
 		return NULL;
 	bool precheck = s->kind == RUNNERD_RUN_PRECHECK;
 
@@ -306,4 +310,29 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
 	}
 	return 0;
+}
+
+/* The name glibc gives signal n ("SEGV"), or "?" for a number it does not know. */
+static const char *signal_name(int n)
+{
+	const char *name = n > 0 && n < NSIG ? sigabbrev_np(n) : NULL;
+	return name ? name : "?";
+}
+
+void runnerd_docker_exit_text(bool exited, int status, char *out, size_t outlen)
+{
+	/* docker run's statuses (docker-run(1), "Exit Status"). */
+	if (!exited)
+		snprintf(out, outlen, "the docker CLI died of signal %d (SIG%s)", status, signal_name(status));
+	else if (status == 125)
+		snprintf(out, outlen, "docker could not run the container (status 125)");
+	else if (status == 126)
+		snprintf(out, outlen, "the image's command could not be started (status 126)");
+	else if (status == 127)
+		snprintf(out, outlen, "the image's command was not found (status 127)");
+	else if (status > 128 && status < 128 + NSIG)
+		snprintf(out, outlen, "the container's process was ended by signal %d (SIG%s; status %d)", status - 128,
+			 signal_name(status - 128), status);
+	else
+		snprintf(out, outlen, "the container exited with status %d", status);
 }

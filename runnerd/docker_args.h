@@ -59,6 +59,15 @@ struct runnerd_run_spec {
  * image that is empty or starts with '-', or limits out of the config's ranges. */
 char **runnerd_docker_run_argv(const struct runnerd_run_spec *spec);
 
+/* How a `docker run` ended, in words for the host log (out: outlen bytes, always
+ * NUL-terminated): "the docker CLI died of signal N (SIGX)" when it was signalled
+ * (exited false, status the signal), else by docker run's own exit status: 125 docker
+ * could not run the container, 126 or 127 its command could not be started or found,
+ * 128+N its process was ended by signal N (SIGSEGV: a runtime crash, often one short of
+ * processes; SIGKILL: the memory limit or a kill), any other its exit status. Nothing the
+ * container wrote goes in. */
+void runnerd_docker_exit_text(bool exited, int status, char *out, size_t outlen);
+
 /* `docker rm -f <name>` for the exact container name (rts_container_name). NULL when name
  * is not a roundtable-sandbox container name of the shape
  * roundtable-sandbox-<12 hex>-<16 hex>. Free with rts_strv_free. */

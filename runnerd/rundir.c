@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -70,10 +71,18 @@ int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id)
 {
 	if (mkdirat(rd->run_root_fd, turn_id, 0700) < 0)
 		return -errno;
+	/* Single-account mode: the container runs as our uid, so 0700 on the dir and 0600 on
+	 * the socket are all it needs to connect. Accounts mode: the guest account gets search
+	 * on the dir and read/write on the socket by ACL entries, nobody else anything; runRoot
+	 * stays 0700, so the guest reaches them only through this turn's bind mount. */
+	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	int r = 0;
+	if (guest != (uid_t)-1) {
+		cleanup_close int dfd = openat(rd->run_root_fd, turn_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, RTS_PERM_X);
+	}
 	cleanup_free char *path = rts_xasprintf("%s/%s/%s", rd->cfg->run_root, turn_id, RUNNERD_BROKER_SOCK);
-	/* The container runs as our uid, so 0700 on the dir and 0600 on the socket are all it
-	 * needs to connect; nobody else gets in. */
-	int fd = rts_listen_unix(path, SOCK_STREAM, 0600);
+	int fd = r < 0 ? r : rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 	if (fd < 0) {
 		unlinkat(rd->run_root_fd, turn_id, AT_REMOVEDIR);
 		return fd;
@@ -154,9 +163,30 @@ int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)
 			return r;
 		}
 	}
+	/* Accounts mode: the container runs as the guest account, which gets read and search
+	 * on the two directories (a script may list what it was given: the socket, nothing)
+	 * and read/write on the socket by ACL entries, as for a turn
+	 * (runnerd_run_dir_create()); the precheck-<id> directory above them stays 0700, so
+	 * only the bind mounts reach them. */
+	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	if (guest != (uid_t)-1) {
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
+			char sub[sizeof(dir) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + sizeof(RTS_PRECHECK_BROKER_DIR)];
+			snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
+			cleanup_close int dfd =
+				openat(rd->precheck_root_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int r = dfd < 0 ? -errno
+					: rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest,
+							RTS_PERM_R | RTS_PERM_X);
+			if (r < 0) {
+				precheck_dir_unmake(rd->precheck_root_fd, dir);
+				return r;
+			}
+		}
+	}
 	cleanup_free char *path = rts_xasprintf("%s/%s/" RTS_PRECHECK_BROKER_DIR "/%s", rd->cfg->precheck.run_root, dir,
 						RUNNERD_BROKER_SOCK);
-	int fd = rts_listen_unix(path, SOCK_STREAM, 0600);
+	int fd = rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 	if (fd < 0)
 		precheck_dir_unmake(rd->precheck_root_fd, dir);
 	return fd;

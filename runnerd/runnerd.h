@@ -154,8 +154,10 @@ int runnerd_run_root_open(const char *run_root, char *err, size_t errlen);
 /* Remove run dirs a previous runnerd left: entries named like a turn id that are
  * directories owned by us; their broker.sock is unlinked first. Logs what it removes. */
 void runnerd_run_root_clean(int run_root_fd);
-/* runRoot/<turn>/ (0700) and a listening SOCK_STREAM socket broker.sock (0600) in it.
- * Returns the listening fd or -errno (the directory is removed again on failure). */
+/* runRoot/<turn>/ (0700) and a listening SOCK_STREAM socket broker.sock (0600) in it; in
+ * accounts mode the guest account (cfg->uid) also gets search on the directory and
+ * read/write on the socket, by ACL entries (0710 and 0660 as ls shows them). Returns the
+ * listening fd or -errno (the directory is removed again on failure). */
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id);
 /* Unlink broker.sock and remove runRoot/<turn>/. Returns 0 or -errno. */
 int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id);

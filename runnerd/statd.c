@@ -3,6 +3,7 @@
  * Accepting, the peer check, HELLO and the queue are common/link.c. */
 #include "config.h"
 
+#include "common/accounts.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -90,9 +91,9 @@ const struct rts_link_spec runnerd_statd_spec = {
 	.self = RTS_PROGRAM_RUNNERD,
 	.peer = RTS_PROGRAM_STATD,
 	.peer_name = "statd",
-	/* Only the service account may drive runnerd. */
-	.peer_check = rts_peer_is_self,
-	.peer_refusal = "connection from another user",
+	/* Only statd's account may drive runnerd (common/accounts.h). */
+	.peer_check = rts_peer_is_statd,
+	.peer_refusal = "connection from an account other than statd's",
 	.dispatch = runnerd_dispatch_statd,
 	.on_down = runnerd_statd_down,
 };

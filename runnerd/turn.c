@@ -422,10 +422,15 @@ static void precheck_run_done(struct runnerd_turn *t, const struct runnerd_proc_
 		break;
 	}
 	if (!r->exited || r->status != 0) {
+		/* The docker CLI's own stderr only (the container's is not attached), and the
+		 * limits, which a runtime that crashes on start usually points at. */
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
+		char how[128];
+		const struct rts_limits *l = &t->ts->conf.cfg->precheck.limits;
 		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
-		log_warning("precheck %s: docker run %s %d: %s", t->id, r->exited ? "exited with status" : "died of signal",
-			    r->status, line[0] ? line : "(no stderr)");
+		runnerd_docker_exit_text(r->exited, r->status, how, sizeof(how));
+		log_warning("precheck %s: docker run failed: %s (precheck.limits: memoryMb %u, pids %u): %s", t->id, how,
+			    l->memory_mb, l->pids, line[0] ? line : "(no stderr)");
 		turn_end(t, RTS_TURN_ERROR, "docker run failed", 1);
 		return;
 	}

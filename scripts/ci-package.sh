@@ -5,13 +5,19 @@
 #   1. make distcheck: the release tarball builds, passes `make check` and installs;
 #   2. dpkg-buildpackage -us -uc -b from that tarball plus debian/, and lintian;
 #   3. installs the package, checks what it put where (units verified by
-#      systemd-analyze), builds the worker image with the installed CLI, starts the three
-#      installed daemons as the installed service account (no systemd here: by hand, the
-#      way the units would), runs `doctor` and real turns through the installed binaries
-#      against the fake model endpoint, and stops them;
-#   4. upgrades to a second build of the package (same files, a higher version): the
-#      operator's config and key, the state file and every workspace come through byte for
-#      byte, and a turn after the upgrade recalls a memory stored before it;
+#      systemd-analyze, the four accounts of sysusers.d), builds the worker image with the
+#      installed CLI, and runs the installation the way the previous, single-account
+#      release did: a config without "accounts", the three installed daemons started by
+#      hand (no systemd here) all as the service account; `doctor` (which warns about
+#      single-account mode) and real turns through the installed binaries against the
+#      fake model endpoint store a memory;
+#   4. upgrades to a second build of the package (same files, a higher version), whose
+#      postinst moves the installation to an account per role: the config gains the
+#      accounts and is otherwise byte for byte what it was, the key and the state file
+#      are untouched, every workspace file keeps its contents and becomes the guest
+#      account's; then each daemon runs as its own account, doctor is clean, a turn
+#      recalls the memory stored before the upgrade, and the installed units run under
+#      a real systemd with the packaged accounts (scripts/ci-systemd.sh);
 #   5. removes the package (state and config stay), then purges it and checks that nothing
 #      is left running or installed.
 # Prints package sizes and the installed footprint. Exits non-zero on the first failure.
@@ -24,6 +30,9 @@ set -euo pipefail
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=${RTS_PKG_BUILDDIR:-$srcdir/build-package}
 user=roundtable-sandbox
+broker=roundtable-sandbox-broker
+runner=roundtable-sandbox-runner
+guest=roundtable-sandbox-guest
 # A tag of this run's own (removed at exit), so a shared Docker host keeps everyone else's.
 tag=roundtable-sandbox:pkgtest-$$-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 jobs=$(nproc)
@@ -142,19 +151,25 @@ done
 step "install"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" >"$work/install.log" 2>&1 ||
 	{ cat "$work/install.log"; die "apt-get install"; }
-id "$user" >/dev/null || die "the package did not create the service account $user"
-# Here the account may predate the package (the integration tests create it): check what
-# the package's sysusers.d file creates on a system without it, and that it stays out of
-# the docker group (only runnerd's unit adds that group).
+for a in $user $broker $runner $guest; do
+	id "$a" >/dev/null || die "the package did not create the account $a"
+done
+# Here the accounts may predate the package (the integration tests create them): check
+# what the package's sysusers.d file creates on a system without them, each with a group
+# of its own, and that none is in the docker group (only runnerd's unit adds that group).
 sysroot="$work/sysroot"
 mkdir -p "$sysroot/etc"
 printf 'root:x:0:0:root:/root:/bin/bash\n' >"$sysroot/etc/passwd"
 printf 'root:x:0:\ndocker:x:4242:\n' >"$sysroot/etc/group"
 systemd-sysusers --root="$sysroot" /usr/lib/sysusers.d/roundtable-sandbox.conf >/dev/null 2>&1 ||
 	die "systemd-sysusers rejects the package's sysusers.d file"
-grep -qE "^$user:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:[^:]*:/usr/sbin/nologin\$" "$sysroot/etc/passwd" ||
-	die "sysusers.d does not create $user as a system account without a shell"
-grep -qE "^docker:x:4242:\$" "$sysroot/etc/group" || die "sysusers.d puts $user into the docker group"
+for a in $user $broker $runner $guest; do
+	grep -qE "^$a:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:[^:]*:/usr/sbin/nologin\$" "$sysroot/etc/passwd" ||
+		die "sysusers.d does not create $a as a system account without a shell"
+	grep -qE "^$a:x:[1-9][0-9]*:\$" "$sysroot/etc/group" || die "sysusers.d does not give $a a group of its own"
+done
+[ "$(cut -d: -f3 "$sysroot/etc/passwd" | sort -u | wc -l)" = 5 ] || die "sysusers.d gives two accounts one uid"
+grep -qE "^docker:x:4242:\$" "$sysroot/etc/group" || die "sysusers.d puts an account into the docker group"
 uid=$(id -u "$user")
 gid=$(id -g "$user")
 systemd-analyze verify /lib/systemd/system/roundtable-sandbox-*.socket /lib/systemd/system/roundtable-sandbox-*.service ||
@@ -176,11 +191,15 @@ fake_pid=$!
 for _ in $(seq 100); do grep -q '^PORT ' "$work/fake.out" && break; sleep 0.1; done
 port=$(awk '/^PORT /{print $2}' "$work/fake.out")
 [ -n "$port" ] || die "the fake model endpoint did not start"
-# The example, with the two required keys set, as an operator would write it.
+# The example, with the two required keys set, as an operator of the previous release
+# wrote it: that release's example had no "accounts", "uid" or "gid" (single-account
+# mode). The upgrade below moves it.
 python3 - "$port" "$cadir/ca.pem" "$tag" <<'EOF'
 import json, sys
 with open("/etc/roundtable-sandbox/sandbox.json.example") as f:
     c = json.load(f)
+for k in ("accounts", "uid", "gid"):
+    c.pop(k)
 c["model"] = "fake-model"
 c["modelUrl"] = f"https://localhost:{sys.argv[1]}/v1/chat/completions"
 c["caFile"] = sys.argv[2]
@@ -205,24 +224,31 @@ install -m 0400 -o "$uid" -g "$gid" /etc/roundtable-sandbox/model-api-key "$cred
 step "image build with the installed CLI"
 roundtable-sandbox image build >"$work/image.log" 2>&1 || { tail -n 20 "$work/image.log"; die "image build"; }
 
-step "start the installed daemons as $user"
+step "start the installed daemons as $user (single-account mode, as the previous release)"
 # As roundtable-sandbox(7) says for a start without systemd: the account's own group as
 # the primary one, and the docker group for runnerd alone (runuser -g GROUP -G docker
 # does the same; setpriv is used here for --clear-groups). Logs are appended to, so the
-# key and payload checks below cover every start.
-start() { # NAME EXTRA-SETPRIV-ARGS...
-	local name=$1
-	shift
+# key and payload checks below cover every start. ACCOUNT is the one each daemon runs as.
+start() { # NAME ACCOUNT EXTRA-SETPRIV-ARGS...
+	local name=$1 account=$2
+	shift 2
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 CREDENTIALS_DIRECTORY="$creds" \
-		setpriv --reuid="$uid" --regid="$gid" "$@" -- "/usr/sbin/roundtable-sandbox-$name" \
-		>>"$work/$name.log" 2>&1 </dev/null &
+		setpriv --reuid="$(id -u "$account")" --regid="$(id -g "$account")" "$@" -- \
+		"/usr/sbin/roundtable-sandbox-$name" >>"$work/$name.log" 2>&1 </dev/null &
 	pids+=($!)
 }
+# single: every daemon as the service account; accounts: each as its own.
+mode=single
 start_all() {
 	rm -f /run/roundtable-sandbox/control.sock /run/roundtable-sandbox/runnerd.sock /run/roundtable-sandbox/brokerd.sock
-	start brokerd --clear-groups
-	start runnerd --groups=docker
-	start statd --clear-groups
+	if [ $mode = single ]; then
+		start brokerd "$user" --clear-groups
+		start runnerd "$user" --groups=docker
+	else
+		start brokerd "$broker" --clear-groups
+		start runnerd "$runner" --groups=docker
+	fi
+	start statd "$user" --clear-groups
 	for _ in $(seq 150); do
 		[ -S /run/roundtable-sandbox/control.sock ] && [ -S /run/roundtable-sandbox/runnerd.sock ] &&
 			[ -S /run/roundtable-sandbox/brokerd.sock ] && return 0
@@ -250,13 +276,23 @@ snapshot() {
 		find /var/lib/roundtable-sandbox -type f -exec sha256sum {} + | sort
 	} 2>&1
 }
+# What must come through the move to accounts mode: the key, the state file, every
+# workspace file's contents and the paths (owners and the workspaces' modes change).
+contents() {
+	{
+		sha256sum /etc/roundtable-sandbox/model-api-key
+		find /var/lib/roundtable-sandbox -printf '%p %y\n' | sort
+		find /var/lib/roundtable-sandbox -type f -exec sha256sum {} + | sort
+	} 2>&1
+}
 start_all
 
 step "doctor"
 doctor_out=$(roundtable-sandbox doctor) || { echo "$doctor_out"; tail -n 5 "$work"/*.log; die "doctor found problems"; }
 echo "$doctor_out"
-# This is the layout the shipped units expect: not even a warning.
-grep -q '^summary: .* 0 warnings, 0 failed$' <<<"$doctor_out" || die "doctor warns about the packaged layout"
+# The layout the shipped units expect, in single-account mode: that is the one warning.
+grep -q '^summary: .* 1 warnings, 0 failed$' <<<"$doctor_out" && grep -q '^warn: accounts: single-account mode' <<<"$doctor_out" ||
+	die "doctor should warn about single-account mode and nothing else"
 
 step "real turns through the installed binaries"
 roundtable-sandbox on pkg-channel
@@ -272,30 +308,76 @@ for d in statd runnerd brokerd; do
 done
 echo "two turns answered; the upstream saw the key from the credential"
 
-step "upgrade to a newer build of the package"
+step "upgrade to a newer build of the package: an account per role"
 stop_all
-# Meanwhile, the installed units under a real systemd (PID 1 in a container; see the script).
-RTS_MODEL_RECORD="$work/model.jsonl" "$srcdir/scripts/ci-systemd.sh" || die "the units under systemd (scripts/ci-systemd.sh)"
 # The same files under a higher version: what is exercised is the maintainer scripts and
 # dpkg's handling of the installed files, not a code change.
 upver="$(dpkg-deb -f "$deb" Version)+upgradetest1"
 dpkg-deb -R "$deb" "$work/upgrade"
 sed -i "s/^Version: .*/Version: $upver/" "$work/upgrade/DEBIAN/control"
 dpkg-deb -b "$work/upgrade" "$work/upgrade.deb" >/dev/null
-before=$(snapshot)
+before=$(contents)
 grep -q '/var/lib/roundtable-sandbox/workspaces/[0-9a-f]\{64\}/.sandbox/memory.json' <<<"$before" ||
 	die "no workspace memory file to carry through the upgrade"
+cp -p /etc/roundtable-sandbox/sandbox.json "$work/sandbox.json.before"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$work/upgrade.deb" >"$work/upgrade.log" 2>&1 ||
 	{ cat "$work/upgrade.log"; die "apt-get install of the upgrade"; }
+cat "$work/upgrade.log" | grep '^roundtable-sandbox:' || true
 [ "$(dpkg-query -W -f='${Version}' roundtable-sandbox)" = "$upver" ] || die "the upgrade did not install $upver"
 [ "$(id -u "$user")" = "$uid" ] && [ "$(id -g "$user")" = "$gid" ] || die "the upgrade changed the service account"
-diff <(echo "$before") <(snapshot) || die "the upgrade changed the configuration, the state file or a workspace"
+diff <(echo "$before") <(contents) || die "the upgrade changed the key, the state file or a workspace's contents"
+# The config: the three keys in front, everything else byte for byte, the old file kept.
+cmp -s "$work/sandbox.json.before" /etc/roundtable-sandbox/sandbox.json.dpkg-single-account ||
+	die "the upgrade did not keep the previous config as sandbox.json.dpkg-single-account"
+added=$(diff "$work/sandbox.json.before" /etc/roundtable-sandbox/sandbox.json | grep '^[<>]' || true)
+[ "$added" = ">   \"accounts\": {\"broker\": \"$broker\", \"runner\": \"$runner\"},
+>   \"uid\": \"$guest\",
+>   \"gid\": \"$guest\"," ] || die "the config changed beyond the three keys: $added"
+for a in "$user" "$broker" "$runner"; do
+	runuser -u "$a" -- test -r /etc/roundtable-sandbox/sandbox.json || die "$a cannot read the config after the upgrade"
+done
+! runuser -u "$guest" -- test -r /etc/roundtable-sandbox/sandbox.json || die "the guest account can read the config"
+# What the containers wrote is the guest's now; the workspace directories stay statd's.
+while read -r f; do
+	[ "$(stat -c %U "$f")" = "$guest" ] || die "$f is not the guest account's after the upgrade"
+done < <(find /var/lib/roundtable-sandbox/workspaces -mindepth 2)
+find /var/lib/roundtable-sandbox/workspaces -mindepth 1 -maxdepth 1 ! -user "$user" | grep . &&
+	die "a workspace directory is no longer the service account's"
+for w in /var/lib/roundtable-sandbox/workspaces/*; do
+	[ "$(stat -c %a "$w")" = 1770 ] && getfacl -cpn "$w" | grep -qx "user:$(id -u "$guest"):rwx" ||
+		die "$w is not shared with the guest account"
+done
+echo "upgraded to $upver; the config names the accounts; state, key and workspace contents intact"
+
+step "the installed daemons as their accounts"
+mode=accounts
+# What the socket units would do: here each daemon binds its own socket, so the runtime
+# directory lets runnerd's and brokerd's accounts create theirs (README, "by hand").
+install -d -m 1750 -o "$uid" -g "$gid" /run/roundtable-sandbox
+setfacl -m "u:$runner:rwx,u:$broker:rwx" /run/roundtable-sandbox
+chown "$runner:$runner" /run/roundtable-sandbox/turns
+chown -R "$broker:$broker" "$creds"
 start_all
+doctor_out=$(roundtable-sandbox doctor) || { echo "$doctor_out"; tail -n 5 "$work"/*.log; die "doctor found problems"; }
+echo "$doctor_out"
+grep -q '^summary: .* 0 warnings, 0 failed$' <<<"$doctor_out" || die "doctor warns about the upgraded installation"
+for d in statd:$user runnerd:$runner brokerd:$broker; do
+	pid=$(pgrep -x -f "/usr/sbin/roundtable-sandbox-${d%%:*}" | head -n1)
+	[ "$(awk '/^Uid:/{print $2}' "/proc/$pid/status")" = "$(id -u "${d#*:}")" ] || die "${d%%:*} does not run as ${d#*:}"
+	[ "$(stat -c %u "/proc/$pid/environ")" = 0 ] || die "${d%%:*} is dumpable"
+done
 roundtable-sandbox status pkg-channel | grep -qx "mode	on" || die "the channel is no longer on after the upgrade"
 reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "what do you remember?") ||
 	{ tail -n 20 "$work"/*.log; die "say after the upgrade failed"; }
 grep -q "the blue key opens the shed" <<<"$reply" || die "the turn after the upgrade lost the memory: $reply"
-echo "upgraded to $upver; state, workspaces and configuration intact; the memory was recalled"
+reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "remember that the red key opens the gate") ||
+	die "say (store) after the upgrade failed"
+reply=$(roundtable-sandbox say pkg-channel --author 1001 --name Alice "what do you remember?") || die "say (recall) failed"
+grep -q "the red key opens the gate" <<<"$reply" || die "the memory stored after the upgrade was not recalled: $reply"
+echo "the daemons run as their accounts; the memory stored before the upgrade was recalled, a new one replaced it"
+stop_all
+# Under a real systemd, with the units' own accounts (see the script).
+RTS_MODEL_RECORD="$work/model.jsonl" "$srcdir/scripts/ci-systemd.sh" || die "the units under systemd (scripts/ci-systemd.sh)"
 
 step "remove, then purge"
 stop_all

@@ -6,10 +6,12 @@
 #     the first turn then activates runnerd and brokerd;
 #   - `roundtable-sandbox doctor` passes in there;
 #   - a turn runs in a turn container started by the HOST dockerd and answers;
-#   - each daemon runs as the service account under its unit's sandbox (NoNewPrivs 1,
-#     Seccomp 2 with the unit's filter and the daemon's own, no capabilities), brokerd has
-#     its key from LoadCredential=, statd and brokerd cannot reach /run/docker.sock, runnerd
-#     can;
+#   - each daemon runs as its own packaged account (statd roundtable-sandbox, runnerd
+#     roundtable-sandbox-runner, brokerd roundtable-sandbox-broker; the config names them:
+#     accounts mode) under its unit's sandbox (NoNewPrivs 1, Seccomp 2 with the unit's
+#     filter and the daemon's own, no capabilities, not dumpable), brokerd has its key from
+#     LoadCredential=, statd and brokerd cannot reach /run/docker.sock, runnerd can; what
+#     the turns wrote in the workspace belongs to the guest account;
 #   - the journal has the turn's structured fields and neither the key nor guest text;
 #   - brokerd's broker decisions are in the journal (journalctl MESSAGE_ID=...), and
 #     `roundtable-sandbox metrics` is answered by all three daemons;
@@ -35,6 +37,9 @@
 set -euo pipefail
 
 user=roundtable-sandbox
+broker=roundtable-sandbox-broker
+runner=roundtable-sandbox-runner
+guest=roundtable-sandbox-guest
 conf=/etc/roundtable-sandbox/sandbox.json
 keyfile=/etc/roundtable-sandbox/model-api-key
 rundir=/run/roundtable-sandbox
@@ -67,6 +72,8 @@ for exe in /proc/[0-9]*/exe; do
 	esac
 done
 uid=$(id -u "$user") && gid=$(id -g "$user") || die "no service account $user"
+for a in $broker $runner $guest; do id "$a" >/dev/null || die "no account $a (the package's sysusers.d file)"; done
+grep -q '"accounts"' "$conf" || die "$conf is in single-account mode; the packaged units need \"accounts\" (roundtable-sandbox(7))"
 docker_gid=$(getent group docker | cut -d: -f3)
 [ -n "$docker_gid" ] || die "no docker group"
 
@@ -94,7 +101,8 @@ key=${key%%$'\n'*}
 # what they run from /usr: the docker CLI, tools) land in the kernel log as audit
 # type=1326: count them now, show any new one at the end. (Test builds elsewhere on this
 # host run as the same account from other paths; they are not counted.)
-seccomp_audit() { dmesg 2>/dev/null | grep -E "type=1326 .* uid=$uid gid=.* exe=\"/usr/" || true; }
+uids="$uid|$(id -u $broker)|$(id -u $runner)"
+seccomp_audit() { dmesg 2>/dev/null | grep -E "type=1326 .* uid=($uids) gid=.* exe=\"/usr/" || true; }
 audit_before=$(seccomp_audit | wc -l)
 work=$(mktemp -d /tmp/rts-systemd-ci-XXXXXX)
 created_dirs=()
@@ -348,14 +356,28 @@ doc=$(dx roundtable-sandbox doctor 2>&1) || {
 }
 printf '%s\n' "$doc" | sed 's/^/ci-systemd:   /'
 
-# Each daemon as the service account, under its unit's sandbox.
+# The workspace files the two turns wrote are the guest account's (the containers ran as it).
+memory="$statedir/workspaces/$chan_hash/.sandbox/memory.json"
+[ "$(stat -c %U "$memory")" = "$guest" ] || die "$memory belongs to $(stat -c %U "$memory"), not to $guest"
+say "the turns' memory file belongs to $guest, the account the containers ran as"
+
+# Each daemon as its own account, under its unit's sandbox.
 for u in $units; do
+	case $u in
+	*statd) acct=$user ;;
+	*runnerd) acct=$runner ;;
+	*brokerd) acct=$broker ;;
+	esac
+	auid=$(id -u "$acct")
+	agid=$(id -g "$acct")
 	pid=$(dx systemctl show -p MainPID --value "$u.service")
 	[ -n "$pid" ] && [ "$pid" -gt 0 ] || die "$u.service has no main PID"
 	st=$(dx cat "/proc/$pid/status")
 	field() { awk -v k="$1:" '$1 == k {$1 = ""; sub(/^ /, ""); print}' <<<"$st"; }
-	[ "$(field Uid)" = "$uid $uid $uid $uid" ] || die "$u runs with uids $(field Uid), not $uid"
-	[ "$(field Gid)" = "$gid $gid $gid $gid" ] || die "$u runs with gids $(field Gid), not $gid"
+	[ "$(field Uid)" = "$auid $auid $auid $auid" ] || die "$u runs with uids $(field Uid), not $acct's $auid"
+	[ "$(field Gid)" = "$agid $agid $agid $agid" ] || die "$u runs with gids $(field Gid), not $acct's $agid"
+	# PR_SET_DUMPABLE 0: the kernel gives the process's /proc files to root.
+	[ "$(dx stat -c %u "/proc/$pid/environ")" = 0 ] || die "$u is dumpable"
 	[ "$(field NoNewPrivs)" = 1 ] || die "$u: NoNewPrivs is $(field NoNewPrivs)"
 	[ "$(field Seccomp)" = 2 ] || die "$u: Seccomp is $(field Seccomp)"
 	# The unit's filters (SystemCallFilter= and the other seccomp-based settings) and the
@@ -394,7 +416,7 @@ for u in $units; do
 		;;
 	*) ! grep -q '^CREDENTIALS_DIRECTORY=' <<<"$env" || die "$u has a credentials directory" ;;
 	esac
-	say "$u (pid $pid): uid/gid $uid/$gid, groups:${groups% }, NoNewPrivs 1, Seccomp 2 ($(field Seccomp_filters) filters, unit alone $unit_filters), no capabilities, docker.sock reachable: $docker_ok"
+	say "$u (pid $pid): $acct uid/gid $auid/$agid, groups:${groups% }, not dumpable, NoNewPrivs 1, Seccomp 2 ($(field Seccomp_filters) filters, unit alone $unit_filters), no capabilities, docker.sock reachable: $docker_ok"
 done
 say "brokerd reads model-api-key from \$CREDENTIALS_DIRECTORY (LoadCredential=), same bytes as $keyfile"
 

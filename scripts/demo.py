@@ -4,8 +4,9 @@
 
 Reuses tests/integration/harness.py, which sets up an installation exactly as the
 integration tests do: the worker image under a tag of its own
-(roundtable-sandbox:demo-<pid>-<random>), removed at the end unless RTS_KEEP_IMAGE=1; the
-daemons started as the service account with runuser, runnerd alone with the docker group.
+(roundtable-sandbox:demo-<pid>-<random>), removed at the end unless RTS_KEEP_IMAGE=1; each
+daemon started as its own account with runuser (accounts mode, as packaged), runnerd alone
+with the docker group, the turn containers as the guest account.
 """
 import os
 import sys

@@ -11,7 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages="autoconf automake pkg-config make gcc libcurl4-openssl-dev libjson-c-dev libseccomp-dev
-libcap-ng-dev libsystemd-dev libmicrohttpd-dev check libhttp-parser-dev libssl-dev libjansson-dev
+libcap-ng-dev libacl1-dev acl libsystemd-dev libmicrohttpd-dev check libhttp-parser-dev libssl-dev libjansson-dev libglib2.0-dev
 docker.io python3 python3-pytest python3-brotli python3-prometheus-client openssl curl mandoc clang systemd debhelper lintian tzdata
 nodejs bubblewrap tini"
 

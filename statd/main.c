@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -54,8 +55,12 @@ static void ensure_dirs(const struct rts_config *c)
 	const char *state_dir = dirname(copy);
 	/* The fds stay open on purpose: they hold the locks that keep a second statd of this
 	 * installation from writing the same state file or workspaces. */
-	if (statd_dir_claim("stateFile", state_dir, err, sizeof(err)) < 0 ||
-	    statd_dir_claim("workspaceRoot", c->workspace_root, err, sizeof(err)) < 0) {
+	/* Accounts mode: runnerd looks each workspace up by name right before docker run
+	 * (runnerd/turn.c), so it may search workspaceRoot, and enter no workspace. */
+	const struct rts_dir_grant runner = {.uid = c->accounts.runner_uid, .perms = RTS_PERM_X};
+	if (statd_dir_claim("stateFile", state_dir, NULL, err, sizeof(err)) < 0 ||
+	    statd_dir_claim("workspaceRoot", c->workspace_root, c->accounts.present ? &runner : NULL, err,
+			    sizeof(err)) < 0) {
 		log_error("%s", err);
 		exit(1);
 	}

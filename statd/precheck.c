@@ -27,6 +27,10 @@
  * once their containers are removed. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -34,6 +38,7 @@
 #include "common/util.h"
 #include "statd/precheck_request.h"
 #include "statd/statd.h"
+#include "statd/time_zone.h"
 
 enum precheck_state {
 	PRECHECK_WAITING, /* waiting for the link to take PRECHECK_RUN */
@@ -249,11 +254,24 @@ json_object *statd_precheck_op(struct statd *d, struct statd_conn *c, uint64_t s
 		return error_answer(r.id, STATD_E_INVALID_REQUEST, detail);
 	if (!d->cfg->has_precheck)
 		return error_answer(r.id, STATD_E_NOT_CONFIGURED, "the configuration has no \"precheck\"");
-	/* The harness needs a zone ICU knows; the host's zone files are the list the config's
-	 * own timeZone is held to (runnerd formats with them). */
+	/* A zone of the IANA database with its file on this host: every such name is one the
+	 * harness's Intl knows (statd/time_zone.h), and its file gives today's date. */
 	cleanup_free char *zone_file = NULL;
-	if (rts_time_zone_file(r.time_zone, &zone_file) < 0)
+	int ret = statd_time_zone_listed(STATD_TIME_ZONE_LIST, r.time_zone);
+	if (ret < 0 && ret != -ENOENT)
+		log_error_errno(ret, "cannot read %s, the list of time zone names: %m", STATD_TIME_ZONE_LIST);
+	char local_today[RTS_PRECHECK_TODAY_LEN + 1] = "";
+	if (ret < 0 || rts_time_zone_file(r.time_zone, &zone_file) < 0 ||
+	    statd_time_zone_date(zone_file, r.fired_at_s, local_today) == -ENOENT)
 		return error_answer(r.id, STATD_E_UNKNOWN_TIME_ZONE, "timeZone names no time zone this host knows");
+	/* The date the script is told must be firedAt's in timeZone, so a script never reads
+	 * another day by mistake (seed: "Precheck scripts", today). */
+	if (strcmp(local_today, r.today) != 0) {
+		char today_detail[96];
+		snprintf(today_detail, sizeof(today_detail), "today must be firedAt's date in timeZone%s%s",
+			 local_today[0] ? ", " : "", local_today);
+		return error_answer(r.id, STATD_E_INVALID_REQUEST, today_detail);
+	}
 
 	struct statd_precheck *p = rts_xcalloc(1, sizeof(*p));
 	p->d = d;
@@ -267,7 +285,7 @@ json_object *statd_precheck_op(struct statd *d, struct statd_conn *c, uint64_t s
 
 	struct statd_prechecks *ps = d->prechecks;
 	const char *refusal = NULL;
-	int ret = rts_turn_id_new(p->id);
+	ret = rts_turn_id_new(p->id);
 	if (ret < 0) {
 		log_error_errno(ret, "channel %.12s: cannot make a precheck id: %m", p->hash);
 		refusal = STATD_EV_UNAVAILABLE;

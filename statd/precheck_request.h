@@ -24,7 +24,7 @@
  * cannot be taken at all, in error events ({"id","event":"error","error":CODE}) when a
  * valid request could not be started. */
 #define STATD_E_NOT_CONFIGURED "not_configured" /* answer: the config has no "precheck" */
-#define STATD_E_UNKNOWN_TIME_ZONE "unknown_time_zone" /* answer: no zone file of that name */
+#define STATD_E_UNKNOWN_TIME_ZONE "unknown_time_zone" /* answer: no IANA zone this host has (statd/time_zone.h) */
 
 /* A "precheck" request as statd_precheck_parse() read it. Strings and JSON values are
  * borrowed from the request. */

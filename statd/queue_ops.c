@@ -50,7 +50,9 @@ static int op_record_mode(void *owner, const char *channel, enum statd_mode mode
 static int op_workspace_open(void *owner, const char *channel_hash, char **path, const char **why)
 {
 	struct statd *d = owner;
-	return statd_workspace_open(d->cfg->workspace_root, channel_hash, path, why);
+	/* With accounts, the workspace is shared with the guest account (DESIGN.md 8.1). */
+	return statd_workspace_open(d->cfg->workspace_root, channel_hash,
+				    d->cfg->accounts.present ? d->cfg->uid : (uid_t)-1, path, why);
 }
 
 static void op_stopped(void *owner)

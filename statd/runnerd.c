@@ -8,6 +8,7 @@
  * (unavailable, the fail-fast window) is the queue's to decide. */
 #include "config.h"
 
+#include "common/accounts.h"
 #include "common/link.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -73,8 +74,8 @@ static const struct rts_link_spec statd_runnerd_spec = {
 	.peer_name = "runnerd",
 	/* runnerd checks us with SO_PEERCRED; we check it too, so a socket planted by another
 	 * account cannot receive guest messages and workspace fds. */
-	.peer_check = rts_listener_is_trusted,
-	.peer_refusal = "listener that is neither this service account nor root",
+	.peer_check = rts_listener_is_runnerd,
+	.peer_refusal = "listener that is neither runnerd's account nor root",
 	.dispatch = statd_dispatch_runnerd,
 	.on_up = statd_runnerd_ready,
 	.on_down = statd_runnerd_down,

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/privdir.h"
@@ -20,12 +21,21 @@ int statd_dir_ensure(const char *what, const char *path, char *err, size_t errle
 	return 0;
 }
 
-int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen)
+int statd_dir_claim(const char *what, const char *path, const struct rts_dir_grant *grant, char *err,
+		    size_t errlen)
 {
-	int fd = rts_private_dir_open(what, path, err, errlen);
+	int fd = rts_private_dir_open_grant(what, path, grant, err, errlen);
 	if (fd < 0)
 		return fd;
 	int r = rts_dir_lock(fd, "roundtable-sandbox-statd", what, path, err, errlen);
+	if (r == 0 && grant) {
+		/* Every start: systemd's StateDirectoryMode= chmod resets the ACL's mask. */
+		r = rts_acl_grant(fd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, grant->uid, grant->perms);
+		if (r < 0)
+			snprintf(err, errlen, "%s: cannot give uid %lu search permission on %s by an ACL entry: %s%s", what,
+				 (unsigned long)grant->uid, path, strerror(-r),
+				 r == -EOPNOTSUPP ? " (mount that file system with ACL support)" : "");
+	}
 	if (r < 0) {
 		close(fd);
 		return r;
@@ -33,7 +43,31 @@ int statd_dir_claim(const char *what, const char *path, char *err, size_t errlen
 	return fd;
 }
 
-int statd_workspace_open(const char *workspace_root, const char *hash, char **path, const char **why)
+/* Mode and ACL of a shared workspace (statd_workspace_open()). */
+#define WORKSPACE_SHARED_MODE (S_ISVTX | 0770)
+#define RWX (RTS_PERM_R | RTS_PERM_W | RTS_PERM_X)
+
+static bool workspace_shared_ok(const char *proc, const struct stat *st, uid_t guest)
+{
+	struct rts_acl_view v;
+	return (st->st_mode & 07777 & ~(mode_t)S_ISGID) == WORKSPACE_SHARED_MODE && rts_acl_view(-1, proc, &v) == 0 &&
+	       rts_acl_is_grant(&v, RWX, guest, RWX);
+}
+
+/* Put the shared mode and ACL on the workspace behind fd (an O_PATH fd, used through
+ * /proc/self/fd: no name lookup). chmod first (it also sets the mask, to nothing), then
+ * the ACL, which keeps the sticky bit. Returns 0 or -errno. */
+static int workspace_share(const char *proc, uid_t guest)
+{
+	if (chmod(proc, S_ISVTX | 0700) < 0)
+		return -errno;
+	int r = rts_acl_grant(-1, proc, RWX, guest, RWX);
+	if (r < 0)
+		return r;
+	return rts_acl_drop_default(proc);
+}
+
+int statd_workspace_open(const char *workspace_root, const char *hash, uid_t guest, char **path, const char **why)
 {
 	*path = NULL;
 	*why = NULL;
@@ -48,7 +82,8 @@ int statd_workspace_open(const char *workspace_root, const char *hash, char **pa
 		*why = "cannot open the workspace root";
 		return -errno;
 	}
-	if (mkdirat(root, hash, 0700) < 0 && errno != EEXIST) {
+	bool created = mkdirat(root, hash, 0700) == 0;
+	if (!created && errno != EEXIST) {
 		*why = "cannot create the workspace";
 		return -errno;
 	}
@@ -70,6 +105,26 @@ int statd_workspace_open(const char *workspace_root, const char *hash, char **pa
 	if (st.st_uid != geteuid()) {
 		*why = "not owned by the service account";
 		return -EPERM;
+	}
+	if (guest != (uid_t)-1) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		if (!workspace_shared_ok(proc, &st, guest)) {
+			/* New, made in single-account mode, or changed by root: only the owner (us)
+			 * or root can change a directory's mode or ACL. */
+			unsigned old = (unsigned)(st.st_mode & 07777);
+			int r = workspace_share(proc, guest);
+			if (r < 0 || fstat(fd, &st) < 0 || !workspace_shared_ok(proc, &st, guest)) {
+				*why = r == -EOPNOTSUPP ? "the file system has no ACLs, which sharing the workspace with the guest account needs"
+							: "mode or ACL is not the guest's share and could not be restored";
+				return r < 0 ? r : -EACCES;
+			}
+			if (!created)
+				log_notice("workspace %.12s: mode %04o or ACL was not the guest account's share; restored", hash,
+					   old);
+		}
+		*path = rts_xasprintf("%s/%s", workspace_root, hash);
+		return steal_fd(&fd);
 	}
 	if ((st.st_mode & 07777) != 0700) {
 		/* Containers run as the service account, so a guest can chmod its own workspace;

@@ -40,11 +40,10 @@ for d in statd runnerd brokerd; do
 	[ -f "$s" ] || { fail "$s was not generated"; continue; }
 	grep -q '@[A-Za-z_]*@' "$s" && fail "$s has unsubstituted placeholders"
 	has "$s" "Type=notify"
-	has "$s" "User=roundtable-sandbox"
-	has "$s" "Group=roundtable-sandbox"
 	grep -qE "^ExecStart=/.*/roundtable-sandbox-$d --config /.*/roundtable-sandbox/sandbox.json --runtime-dir $runtime\$" "$s" ||
 		fail "$s: ExecStart does not run roundtable-sandbox-$d with --config and --runtime-dir $runtime"
 	has "$s" "Requires=roundtable-sandbox-$d.socket"
+	lacks "$s" '^PrivateUsers=' # the daemons' ACL entries and peer checks name other accounts' uids
 	for line in "NoNewPrivileges=yes" "CapabilityBoundingSet=" "ProtectSystem=strict" "ProtectHome=yes" \
 		"PrivateTmp=yes" "PrivateDevices=yes" "ProtectKernelModules=yes" "ProtectControlGroups=yes" \
 		"RestrictSUIDSGID=yes" "LockPersonality=yes" "SystemCallArchitectures=native" "UMask=0077"; do
@@ -62,9 +61,21 @@ for d in statd runnerd brokerd; do
 	lacks "$s" '^(AmbientCapabilities|ReadWritePaths|DynamicUser)='
 	k=$(unit "$d.socket")
 	[ -f "$k" ] || { fail "$k was not generated"; continue; }
-	has "$k" "SocketUser=roundtable-sandbox"
-	has "$k" "SocketGroup=roundtable-sandbox"
 done
+
+# An account per daemon (DESIGN.md 8.1); each link socket belongs to the one account that
+# connects to it.
+for du in statd:roundtable-sandbox runnerd:roundtable-sandbox-runner brokerd:roundtable-sandbox-broker; do
+	has "$(unit "${du%%:*}.service")" "User=${du#*:}"
+	has "$(unit "${du%%:*}.service")" "Group=${du#*:}"
+done
+for su in statd:roundtable-sandbox runnerd:roundtable-sandbox brokerd:roundtable-sandbox-runner; do
+	has "$(unit "${su%%:*}.socket")" "SocketUser=${su#*:}"
+	has "$(unit "${su%%:*}.socket")" "SocketGroup=${su#*:}"
+done
+has "$(unit statd.service)" "SystemCallFilter=~@privileged @resources"
+# brokerd's host tools' bwrap needs @privileged's capset, pivot_root and chroot.
+has "$(unit brokerd.service)" "SystemCallFilter=~@resources"
 
 s=$(unit statd.service)
 has "$s" "PrivateNetwork=yes"
@@ -102,16 +113,28 @@ k=$(unit brokerd.socket)
 has "$k" "ListenSequentialPacket=$runtime/brokerd.sock"
 has "$k" "SocketMode=0600"
 
-# The account is not put in the docker group: only runnerd's unit adds it.
+# The four accounts; none is put in the docker group: only runnerd's unit adds it.
 c=systemd/roundtable-sandbox.conf
 has "$c" 'u roundtable-sandbox - "roundtable-sandbox service account" - -'
+has "$c" 'u roundtable-sandbox-broker - "roundtable-sandbox credential broker" - -'
+has "$c" 'u roundtable-sandbox-runner - "roundtable-sandbox container runner" - -'
+has "$c" 'u roundtable-sandbox-guest - "roundtable-sandbox turn containers" - -'
 lacks "$c" '^m '
 
-# The example configuration loads and spells out the compiled-in defaults.
+# The example configuration loads and spells out the compiled-in defaults. It names the
+# package's accounts, which the loader resolves and a build host need not have: the check
+# loads a copy naming the base system's accounts (base-passwd) instead.
 ex="$srcdir/etc/sandbox.json.example"
-out=$(cli/roundtable-sandbox --config "$ex" doctor --offline 2>&1 || true)
+tmpex=$(mktemp)
+sed -e 's/"roundtable-sandbox-broker"/"daemon"/' -e 's/"roundtable-sandbox-runner"/"bin"/' \
+	-e 's/"uid": "roundtable-sandbox-guest"/"uid": "nobody"/' -e 's/"gid": "roundtable-sandbox-guest"/"gid": "nogroup"/' \
+	"$ex" >"$tmpex"
+out=$(cli/roundtable-sandbox --config "$tmpex" doctor --offline 2>&1 || true)
+rm -f "$tmpex"
 printf '%s\n' "$out" | grep -q "^ok: config: " || fail "the example configuration does not load: $(printf '%s\n' "$out" | head -1)"
-for kv in "\"runRoot\": \"$run_root\"" "\"workspaceRoot\": \"$ws_root\"" "\"stateFile\": \"$state_file\""; do
+for kv in "\"runRoot\": \"$run_root\"" "\"workspaceRoot\": \"$ws_root\"" "\"stateFile\": \"$state_file\"" \
+	'"accounts": {"broker": "roundtable-sandbox-broker", "runner": "roundtable-sandbox-runner"}' \
+	'"uid": "roundtable-sandbox-guest"' '"gid": "roundtable-sandbox-guest"'; do
 	grep -qF -- "$kv" "$ex" || fail "$ex lacks $kv"
 done
 

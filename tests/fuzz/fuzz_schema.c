@@ -5,12 +5,20 @@
  *
  * Invariants:
  *  - a verdict is 0 with no reason, or -EINVAL with one of the RTS_SCHEMA_WHY_*;
- *  - the verdict is the same under a data keyword: {"enum":[s],"const":s,"default":s,
- *    "examples":[s]} always passes (data is never looked into);
+ *  - under a data keyword ({"enum":[s],"const":s,"default":s,"examples":[s]}) s is data:
+ *    refused for a reference member exactly when s holds an object with one at any depth
+ *    (an independent scan), else accepted (or refused for depth);
  *  - a schema at a schema position of a wrapper ({"not":s}, {"anyOf":[true,s]},
- *    {"properties":{"$ref":s}}, {"items":[s]}) keeps its verdict, or is refused for depth;
+ *    {"properties":{"$ref":s}}, {"items":[s]}) keeps its verdict, or is refused for depth,
+ *    unless a local reference is involved (the wrapper is the new root its pointers
+ *    resolve against);
  *  - an accepted object schema given a remote "$ref" is refused as remote, given
- *    "anyOf":{} is refused for the type, given "$ref":"#" still passes;
+ *    "anyOf":{} is refused for the type, given "$ref":"#" still passes, given "$ref":
+ *    "#/enum/0" with "enum":[{}] is refused for the target, and given "enum":[{"$ref":"#"}]
+ *    for data;
+ *  - in an accepted schema every string-valued reference member anywhere in the tree is a
+ *    local fragment, and each "#/..." one, percent-decoded and resolved by json-c's own
+ *    RFC 6901 resolver, names an object or a boolean;
  *  - a string the fragment test accepts has no byte outside printable ASCII, no space, no
  *    second '#' and no '%' without two hex digits; resolved by libcurl's URL parser against
  *    a base URL it keeps the base's scheme and host, adds no port or user, and all of it
@@ -19,6 +27,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <json_pointer.h>
 #include <stdint.h>
 
 #include "common/schema.h"
@@ -42,7 +51,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static bool known_reason(const char *why)
 {
 	return why && (!strcmp(why, RTS_SCHEMA_WHY_REMOTE) || !strcmp(why, RTS_SCHEMA_WHY_TYPE) ||
-		       !strcmp(why, RTS_SCHEMA_WHY_DEPTH));
+		       !strcmp(why, RTS_SCHEMA_WHY_DEPTH) || !strcmp(why, RTS_SCHEMA_WHY_TARGET) ||
+		       !strcmp(why, RTS_SCHEMA_WHY_DATA) || !strcmp(why, RTS_SCHEMA_WHY_ANCHORS));
 }
 
 /* NULL when accepted, else the reason. */
@@ -63,9 +73,94 @@ static bool same(const char *a, const char *b)
 	return a == b || (a && b && !strcmp(a, b));
 }
 
+static bool is(const char *why, const char *reason)
+{
+	return why && !strcmp(why, reason);
+}
+
 static bool same_or_depth(const char *before, const char *after)
 {
-	return same(before, after) || (after && !strcmp(after, RTS_SCHEMA_WHY_DEPTH));
+	if (is(before, RTS_SCHEMA_WHY_TARGET) || is(before, RTS_SCHEMA_WHY_ANCHORS) ||
+	    is(after, RTS_SCHEMA_WHY_TARGET) || is(after, RTS_SCHEMA_WHY_ANCHORS))
+		return true; /* the wrapper is the pointers' root now */
+	return same(before, after) || is(after, RTS_SCHEMA_WHY_DEPTH);
+}
+
+static const char *const reference_members[] = {
+	"$ref", "$dynamicRef", "$recursiveRef", "$id", "$schema", "$anchor", "$dynamicAnchor", "$recursiveAnchor",
+	"$vocabulary",
+};
+
+static bool reference_member(const char *name, json_object *v)
+{
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(reference_members); i++)
+		if (!strcmp(name, reference_members[i]))
+			return true;
+	return !strcmp(name, "id") && json_object_is_type(v, json_type_string) &&
+	       memchr(json_object_get_string(v), '#', (size_t)json_object_get_string_len(v));
+}
+
+/* Some object in v, at any depth, holds a reference member. */
+static bool holds_reference(json_object *v)
+{
+	if (json_object_is_type(v, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(v); i++)
+			if (holds_reference(json_object_array_get_idx(v, i)))
+				return true;
+	} else if (json_object_is_type(v, json_type_object)) {
+		json_object_object_foreach(v, k, sub)
+		{
+			if (reference_member(k, sub) || holds_reference(sub))
+				return true;
+		}
+	}
+	return false;
+}
+
+static int hexval(char c)
+{
+	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* In accepted root, every string-valued reference member below v is local, and a pointer
+ * names an object or a boolean as json-c's resolver reads it. */
+static void check_references_resolve(json_object *root, json_object *v)
+{
+	if (json_object_is_type(v, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(v); i++)
+			check_references_resolve(root, json_object_array_get_idx(v, i));
+		return;
+	}
+	if (!json_object_is_type(v, json_type_object))
+		return;
+	json_object_object_foreach(v, k, sub)
+	{
+		check_references_resolve(root, sub);
+		/* anchors are names; a data "id" without '#' is no identifier */
+		if (!json_object_is_type(sub, json_type_string) || !reference_member(k, sub) || !strcmp(k, "id") ||
+		    !strcmp(k, "$anchor") || !strcmp(k, "$dynamicAnchor"))
+			continue;
+		const char *s = json_object_get_string(sub);
+		size_t len = (size_t)json_object_get_string_len(sub);
+		FUZZ_ASSERT(rts_schema_local_fragment(s, len));
+		if (len < 2 || s[1] != '/' || !strcmp(k, "$id"))
+			continue;
+		char *path = rts_xmalloc(len);
+		size_t n = 0;
+		for (size_t i = 1; i < len; i++) {
+			if (s[i] == '%') {
+				path[n++] = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+				i += 2;
+			} else {
+				path[n++] = s[i];
+			}
+		}
+		path[n] = '\0';
+		json_object *t = NULL;
+		FUZZ_ASSERT(strlen(path) == n && json_pointer_get(root, path, &t) == 0);
+		FUZZ_ASSERT(json_object_is_type(t, json_type_object) || json_object_is_type(t, json_type_boolean));
+		free(path);
+	}
 }
 
 static void check_data_positions(json_object *s)
@@ -79,7 +174,11 @@ static void check_data_positions(json_object *s)
 	arr = json_object_new_array();
 	json_object_array_add(arr, json_object_get(s));
 	json_object_object_add(w, "examples", arr);
-	FUZZ_ASSERT(verdict(w) == NULL);
+	const char *why = verdict(w);
+	if (holds_reference(s))
+		FUZZ_ASSERT(is(why, RTS_SCHEMA_WHY_DATA) || is(why, RTS_SCHEMA_WHY_DEPTH));
+	else
+		FUZZ_ASSERT(why == NULL || is(why, RTS_SCHEMA_WHY_DEPTH));
 	json_object_put(w);
 }
 
@@ -126,6 +225,21 @@ static void check_injections(json_object *s)
 	json_object_object_add(c, "anyOf", json_object_new_object());
 	why = verdict(c);
 	FUZZ_ASSERT(why && !strcmp(why, RTS_SCHEMA_WHY_TYPE));
+	json_object_put(c);
+
+	c = NULL;
+	FUZZ_ASSERT(json_object_deep_copy(s, &c, NULL) == 0);
+	json_object *e = json_object_new_array();
+	json_object_array_add(e, json_object_new_object());
+	json_object_object_add(c, "enum", e);
+	FUZZ_ASSERT(verdict(c) == NULL);
+	json_object_object_add(c, "$ref", json_object_new_string("#/enum/0"));
+	FUZZ_ASSERT(is(verdict(c), RTS_SCHEMA_WHY_TARGET));
+	json_object_object_add(c, "$ref", json_object_new_string("#"));
+	json_object *r = json_object_new_object();
+	json_object_object_add(r, "$ref", json_object_new_string("#"));
+	json_object_array_put_idx(e, 0, r);
+	FUZZ_ASSERT(is(verdict(c), RTS_SCHEMA_WHY_DATA));
 	json_object_put(c);
 }
 
@@ -195,6 +309,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(same(first, verdict(s)));
 	check_data_positions(s);
 	check_wrappers(s, first);
+	if (!first)
+		check_references_resolve(s, s);
 	if (!first && json_object_is_type(s, json_type_object))
 		check_injections(s);
 	json_object_put(s);

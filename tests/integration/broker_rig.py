@@ -302,7 +302,7 @@ class BrokerRig(Suite):
         self.mcp_key = mcp_key or "mcp-secret-" + secrets.token_hex(16)
         self.extra_env = extra_env
         self.rig_config = config or {}
-        super().__init__(env, config=None, api_key=api_key, start=True, daemons=("brokerd",))
+        super().__init__(env, config=None, api_key=api_key, start=True, daemons=("brokerd",), accounts=False)
 
     def start(self):
         uid, gid = self.env.uid, self.env.gid

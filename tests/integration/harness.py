@@ -35,10 +35,21 @@ check that something does NOT happen, over a window sized from measurement (QUIE
 wait_past(instant) waits for the clock itself, where the condition is time passing (a
 deadline expiring, bytes paced on purpose).
 
-The daemons run as the service account the way roundtable-sandbox(7) tells an operator to
-start them by hand: runnerd with `runuser -u ACCOUNT -g GROUP -G docker`, statd and brokerd
-with `-g GROUP` only (so not even an account that is in the docker group passes it on to
-them). The account itself is never put in the docker group.
+Accounts (DESIGN.md 8.1): by default a suite runs in accounts mode, as the package does:
+statd as the service account (roundtable-sandbox), brokerd as roundtable-sandbox-broker,
+runnerd as roundtable-sandbox-runner, turn containers as roundtable-sandbox-guest, each
+with its own group; the config names them ("accounts", "uid", "gid"). Suite(...,
+accounts=False) is single-account mode: all three daemons and the containers as the
+service account. The daemons run the way roundtable-sandbox(7) tells an operator to start
+them by hand: runnerd with `runuser -u ACCOUNT -g GROUP -G docker`, statd and brokerd with
+`-g GROUP` only (so not even an account that is in the docker group passes it on to them).
+No account is ever put in the docker group.
+
+Accounts mode layout (what differs from the single-account one above): runRoot 0700
+runner; workspaceRoot 0700 svc (statd adds an ACL entry letting runner search it); the
+runtime dir 01750 svc with ACL entries letting runner and broker create their sockets
+there (the sticky bit keeps each daemon's socket its own); api-key 0400 broker;
+sandbox.json 0644 root (all three daemon accounts read it; it holds no secret).
 
 Images: every Environment builds its worker (and probe) image under a tag of its own,
 roundtable-sandbox:test-<pid>-<random>, and cleanup() removes exactly those tags
@@ -59,8 +70,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import namedtuple
 
 SERVICE_USER = "roundtable-sandbox"
+# The other three accounts of accounts mode (DESIGN.md 8.1, the package's sysusers.d names).
+BROKER_USER = "roundtable-sandbox-broker"
+RUNNER_USER = "roundtable-sandbox-runner"
+GUEST_USER = "roundtable-sandbox-guest"
 DOCKER_GROUP = "docker"
 IMAGE_REPO = "roundtable-sandbox"
 LABEL_INSTALLATION = "io.roundtable-sandbox.installation"
@@ -209,18 +225,29 @@ def _chown(path, uid, gid, mode):
     os.chmod(path, mode)
 
 
+# One account: its name, uid, primary gid and that group's name (runuser -g takes names).
+Account = namedtuple("Account", "name uid gid group")
+
+
+def setfacl(*args):
+    """setfacl(1) (Debian package acl), for what an operator would type."""
+    subprocess.run(["setfacl", *args], check=True, capture_output=True, text=True)
+
+
 class Environment:
     """What every suite of a session shares: the service account, a copy of the built
     programs readable by it, and the worker image built under a tag of this run's own.
     Docker is checked, and the image built, only when something asks for it
     (require_docker)."""
 
-    def __init__(self, builddir, bindir, uid, gid, group, image, build_image=False, parent=None):
+    def __init__(self, builddir, bindir, uid, gid, group, image, build_image=False, parent=None, accounts=None):
         self.builddir = builddir
         self.bindir = bindir
-        self.uid = uid
+        self.uid = uid  # the service account's (statd's; every daemon's in single-account mode)
         self.gid = gid
         self.group = group  # the account's primary group, by name (runuser -g takes names)
+        # Account per role: "service", "broker", "runner", "guest".
+        self.accounts = accounts or {}
         self.image = image
         self._built_tags = []  # removed by cleanup()
         self._probe_tag = None
@@ -250,23 +277,52 @@ class Environment:
         except KeyError as e:
             raise HarnessError("there is no docker group: is docker.io installed?") from e
 
+    @classmethod
+    def ensure_account(cls):
+        """The service account (created when missing); returns (uid, gid, primary group
+        name)."""
+        a = cls.ensure_named_account(SERVICE_USER)
+        return a.uid, a.gid, a.group
+
     @staticmethod
-    def ensure_account():
-        """Create the service account when missing, as the package's sysusers.d file does:
-        a system account with its own group, not in the docker group (runnerd alone gets
-        that group, from runuser -G here and SupplementaryGroups= under systemd). An
-        existing account is left as it is. Returns (uid, gid, primary group name)."""
+    def ensure_named_account(name):
+        """Create the account when missing, as the package's sysusers.d file does: a system
+        account with its own group, not in the docker group (runnerd alone gets that group,
+        from runuser -G here and SupplementaryGroups= under systemd). An existing account
+        is left as it is. Returns its Account."""
         try:
-            pw = pwd.getpwnam(SERVICE_USER)
+            pw = pwd.getpwnam(name)
         except KeyError:
+            # Two sessions may race to create it: the loser's useradd fails, the account exists.
             subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
-                            "/usr/sbin/nologin", SERVICE_USER], check=True)
-            pw = pwd.getpwnam(SERVICE_USER)
+                            "/usr/sbin/nologin", name], capture_output=True)
+            try:
+                pw = pwd.getpwnam(name)
+            except KeyError as e:
+                raise HarnessError(f"cannot create the account {name}") from e
         try:
             group = grp.getgrgid(pw.pw_gid).gr_name
         except KeyError as e:
-            raise HarnessError(f"{SERVICE_USER}'s primary group {pw.pw_gid} has no name") from e
-        return pw.pw_uid, pw.pw_gid, group
+            raise HarnessError(f"{name}'s primary group {pw.pw_gid} has no name") from e
+        return Account(name, pw.pw_uid, pw.pw_gid, group)
+
+    @classmethod
+    def ensure_accounts(cls):
+        """The four accounts of accounts mode, by role; each distinct, none in the docker
+        group (HarnessError otherwise: the tests would prove nothing)."""
+        accounts = {role: cls.ensure_named_account(name) for role, name in
+                    (("service", SERVICE_USER), ("broker", BROKER_USER), ("runner", RUNNER_USER),
+                     ("guest", GUEST_USER))}
+        if len({a.uid for a in accounts.values()}) != 4 or len({a.gid for a in accounts.values()}) != 4:
+            raise HarnessError(f"the four accounts must have distinct uids and groups: {accounts}")
+        try:
+            docker_members = set(grp.getgrnam(DOCKER_GROUP).gr_mem)
+        except KeyError:
+            docker_members = set()
+        members = sorted(a.name for a in accounts.values() if a.name in docker_members)
+        if members:
+            raise HarnessError(f"{', '.join(members)} must not be in the {DOCKER_GROUP} group (gpasswd -d)")
+        return accounts
 
     @classmethod
     def prepare(cls, builddir=None, build_image=True, image=None, docker=True, parent=None):
@@ -288,7 +344,8 @@ class Environment:
         if missing:
             raise HarnessError(f"not built in {builddir}: {', '.join(missing)} (run scripts/build.sh, or set "
                                "RTS_BUILDDIR to the build directory)")
-        uid, gid, group = cls.ensure_account()
+        accounts = cls.ensure_accounts()
+        uid, gid, group = accounts["service"].uid, accounts["service"].gid, accounts["service"].group
         # The build tree may sit under a 0700 home the service account cannot enter.
         bindir = tempfile.mkdtemp(prefix="rts-bin-", dir="/tmp")
         os.chmod(bindir, 0o755)
@@ -299,7 +356,7 @@ class Environment:
         if parent is not None:
             image = parent.image
         env = cls(builddir, bindir, uid, gid, group, image or unique_tag("test"), build_image=build_image,
-                  parent=parent)
+                  parent=parent, accounts=accounts)
         if docker:
             try:
                 env.require_docker()
@@ -455,14 +512,19 @@ class ControlConnection:
 class Suite:
     """One installation: its directories, config, fake model endpoint and three daemons."""
 
-    def __init__(self, env, config=None, api_key=None, start=True, fake_model=True, daemons=DAEMONS):
+    def __init__(self, env, config=None, api_key=None, start=True, fake_model=True, daemons=DAEMONS,
+                 accounts=True, daemon_env=None):
         """config: keys merged over the defaults (a None value removes a key). With
         fake_model=False no local endpoint is started and config must name the real one
         (model, modelUrl); api_key is then the real key, written for brokerd as usual.
         daemons: which of the three start() starts; with runnerd among them the suite
         needs Docker (env.require_docker(), HarnessError without it), without runnerd it
-        never touches Docker (statd's control socket alone, for instance)."""
+        never touches Docker (statd's control socket alone, for instance). accounts: an
+        account per role (the default, as packaged), or False for single-account mode.
+        daemon_env: {daemon: {VAR: value}} added to that daemon's environment at start."""
         self.env = env
+        self.accounts = accounts
+        self.daemon_env = daemon_env or {}
         self.daemons = tuple(d for d in DAEMONS if d in daemons)
         self.root = tempfile.mkdtemp(prefix="rts-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -483,13 +545,37 @@ class Suite:
                 self.stop(check_leftovers=False)
                 raise
 
+    # ---- accounts ----
+
+    def account(self, daemon):
+        """The Account daemon ("statd", "runnerd", "brokerd") runs as."""
+        if not self.accounts:
+            return self.env.accounts["service"]
+        return self.env.accounts[{"statd": "service", "runnerd": "runner", "brokerd": "broker"}[daemon]]
+
+    @property
+    def guest(self):
+        """The Account turn containers run as: the guest account, or in single-account mode
+        the service account."""
+        return self.env.accounts["guest" if self.accounts else "service"]
+
     # ---- set-up ----
 
     def _make_dirs(self):
         uid, gid = self.env.uid, self.env.gid
+        runner = self.account("runnerd")
         for k, mode in (("run", 0o700), ("ws", 0o700), ("state", 0o700), ("rt", 0o750)):
             os.mkdir(self.dirs[k])
-            _chown(self.dirs[k], uid, gid, mode)
+            if k == "run":
+                _chown(self.dirs[k], runner.uid, runner.gid, mode)
+            else:
+                _chown(self.dirs[k], uid, gid, mode)
+        if self.accounts:
+            # Each daemon binds its own socket here (no socket units): runner and broker may
+            # create entries, the sticky bit keeps them from removing each other's.
+            os.chmod(self.dirs["rt"], 0o1750)
+            setfacl("-m", f"u:{self.account('runnerd').uid}:rwx,u:{self.account('brokerd').uid}:rwx",
+                    self.dirs["rt"])
         os.mkdir(self.dirs["etc"], 0o755)
         # Root's alone: model.jsonl records every upstream request, key and guest text included.
         os.mkdir(self.dirs["logs"], 0o700)
@@ -500,12 +586,14 @@ class Suite:
 
     def _write_config(self):
         uid, gid = self.env.uid, self.env.gid
+        broker = self.account("brokerd")
         self.key_file = os.path.join(self.dirs["etc"], "api-key")
         # Created private: with a real key (the demo), there must be no readable moment.
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(self.api_key + "\n")  # as an operator's `echo` writes it
-        _chown(self.key_file, uid, gid, 0o400)
+        # brokerd's alone (DESIGN.md 8.1: key files readable by the broker account only).
+        _chown(self.key_file, broker.uid, broker.gid, 0o400)
         self.state_file = os.path.join(self.dirs["state"], "channels.json")
         self.config = {
             "image": self.env.image,
@@ -523,12 +611,19 @@ class Suite:
             # turns; tests/integration/test_spares.py turns spares on (the product default).
             "warmSpares": 0,
         }
+        if self.accounts:
+            # As the package's example names them; the guest by name, resolved at start.
+            self.config.update({"accounts": {"broker": BROKER_USER, "runner": RUNNER_USER},
+                                "uid": GUEST_USER, "gid": self.guest.group})
         self.config.update(self.config_overrides)
         self.config = {k: v for k, v in self.config.items() if v is not None}
         self.config_path = os.path.join(self.dirs["etc"], "sandbox.json")
         with open(self.config_path, "w", encoding="utf-8") as f:
             json.dump(self.config, f, indent=2)
-        _chown(self.config_path, 0, gid, 0o640)
+        if self.accounts:
+            _chown(self.config_path, 0, 0, 0o644)  # all three daemon accounts read it
+        else:
+            _chown(self.config_path, 0, gid, 0o640)
         self.installation = installation_id(self.state_file)
 
     def log_path(self, name):
@@ -549,9 +644,10 @@ class Suite:
         # -g: the account's own group as the primary one and no other group from the group
         # database; runnerd alone gets docker as a supplementary group (-G without -g would
         # make docker its primary group, and it could not read the root:<group> 0640 config).
-        groups = ["-g", self.env.group] + (["-G", DOCKER_GROUP] if name == "runnerd" else [])
+        acct = self.account(name)
+        groups = ["-g", acct.group] + (["-G", DOCKER_GROUP] if name == "runnerd" else [])
         self.procs[name] = subprocess.Popen(
-            ["runuser", "-u", SERVICE_USER, *groups, "--", self.env.program(name), "--config", self.config_path,
+            ["runuser", "-u", acct.name, *groups, "--", self.env.program(name), "--config", self.config_path,
              "--runtime-dir", self.dirs["rt"]],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
 
@@ -599,7 +695,7 @@ class Suite:
             self.fake = FakeModel(self.dirs["ca"], os.path.join(self.dirs["logs"], "model.jsonl"), model_log)
         self._write_config()
         for name in self.daemons:
-            self.start_daemon(name)
+            self.start_daemon(name, extra_env=self.daemon_env.get(name))
         self._wait_ready()
 
     # ---- helpers for tests ----

@@ -162,9 +162,10 @@ def docker_context(suite, host):
                   f)
     with open(os.path.join(base, "config.json"), "w", encoding="utf-8") as f:
         json.dump({"currentContext": CONTEXT}, f)
+    runner = suite.account("runnerd")  # the docker CLI runs as runnerd's account
     for root, dirs, files in os.walk(base):
         for n in dirs + files + ["."]:
-            os.chown(os.path.join(root, n), suite.env.uid, suite.env.gid)
+            os.chown(os.path.join(root, n), runner.uid, runner.gid)
 
 
 def real_docker(suite):
@@ -180,7 +181,7 @@ class FakeDockerd:
         self.log = open(os.path.join(suite.dirs["logs"], f"fake-dockerd-{mode}.log"), "ab")
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(SRCDIR, "tests", "fakes", "fake_dockerd.py"), "--socket", self.path,
-             "--mode", mode, "--data-root", data_root, "--owner", str(suite.env.uid)],
+             "--mode", mode, "--data-root", data_root, "--owner", str(suite.account("runnerd").uid)],
             stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL, text=True)
         if self.proc.stdout.readline().strip() != "READY":
             self.stop()

@@ -82,7 +82,7 @@ def grants(s):
 
 class PrecheckSuite(Suite):
     """A Suite with "precheck" in its config (precheck: overrides of it) and a fake MCP
-    server; the token is in a file only the service account reads."""
+    server; the token is in a file only brokerd's account reads."""
 
     def __init__(self, env, image, precheck=None, grants_fn=grants, **kw):
         self.precheck_image = image
@@ -100,7 +100,8 @@ class PrecheckSuite(Suite):
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(self.token + "\n")
-        _chown(self.token_file, self.env.uid, self.env.gid, 0o400)
+        broker = self.account("brokerd")
+        _chown(self.token_file, broker.uid, broker.gid, 0o400)
         pc = {"image": self.precheck_image, "timeoutMs": 60000, "maxCalls": 16, "grants": self.grants_fn(self)}
         pc.update(self.precheck_overrides)
         self.config_overrides = dict(self.config_overrides, precheck=pc)

@@ -33,8 +33,9 @@ def activated_argv(suite, name, sock_type):
     service account (runnerd with the docker group, as SupplementaryGroups=docker gives it)."""
     path = os.path.join(suite.dirs["rt"], SOCKETS[name])
     groups = [f"--groups={grp.getgrnam('docker').gr_gid}"] if name == "runnerd" else ["--clear-groups"]
+    account = suite.account(name)
     return [ACTIVATE, "-l", path, *(["--seqpacket"] if sock_type == "seqpacket" else []),
-            SETPRIV, f"--reuid={suite.env.uid}", f"--regid={suite.env.gid}", *groups, "--",
+            SETPRIV, f"--reuid={account.uid}", f"--regid={account.gid}", *groups, "--",
             suite.env.program(name), "--config", suite.config_path, "--runtime-dir", suite.dirs["rt"]]
 
 
@@ -65,8 +66,11 @@ class ActivatedSuite(Suite):
         self.procs[name] = p
         path = os.path.join(self.dirs["rt"], SOCKETS[name])
         wait_for_socket(path, p)
-        # SocketUser=, SocketGroup=, SocketMode= of the unit.
-        os.chown(path, self.env.uid, self.env.gid)
+        # SocketUser=, SocketGroup=, SocketMode= of the unit: each socket belongs to the
+        # account that connects to it (control.sock and runnerd.sock statd's, brokerd.sock
+        # the runner's).
+        owner = self.account("runnerd") if name == "brokerd" else self.account("statd")
+        os.chown(path, owner.uid, owner.gid)
         os.chmod(path, SOCKET_MODE[name])
         self.inodes[name] = os.lstat(path).st_ino
 
@@ -119,7 +123,7 @@ def test_turns_through_socket_activated_daemons(activated):
         assert os.lstat(path).st_ino == s.inodes[name], f"{name} replaced the activated socket"
         with open(f"/proc/{p.pid}/status", encoding="ascii") as f:
             status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
-        assert status["Uid"].split()[0] == str(s.env.uid)
+        assert status["Uid"].split()[0] == str(s.account(name).uid)
         if name in ACTIVATED_LOG:
             assert ACTIVATED_LOG[name] in s.log_tail(name)
 

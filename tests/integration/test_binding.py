@@ -100,14 +100,15 @@ class BindingRecorder:
 
 @pytest.fixture
 def binding_dir(rts_env):
-    """A directory the service account can read: the two scripts and binding.sock."""
+    """A directory brokerd's account can read: the two scripts and binding.sock (which that
+    account, the broker account in accounts mode, may connect to)."""
     d = tempfile.mkdtemp(prefix="rtsb-", dir="/tmp")
     os.chmod(d, 0o755)
     for name, text in (("key.py", KEY_COMMAND), ("tool.py", TOOL_COMMAND)):
         with open(os.path.join(d, name), "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(os.path.join(d, name), 0o755)
-    rec = BindingRecorder(d, rts_env.uid)
+    rec = BindingRecorder(d, rts_env.accounts["broker"].uid)
     yield d, rec
     rec.stop()
     shutil.rmtree(d, ignore_errors=True)

@@ -132,13 +132,13 @@ def test_model_max_tokens_lower_is_kept(rig, turn):
 
 
 def test_schema_data_positions_are_not_checked(rig, turn):
-    """$ref-like keywords are refused only at schema positions: property names, enum, const,
-    default and examples data pass."""
+    """Property names that spell reference keywords, and URLs in enum, const, default and
+    examples data, pass (data holding reference members does not: test_schema_refs)."""
     params = {"type": "object",
               "properties": {"$ref": {"type": "string", "enum": ["https://example.com/$ref"]},
-                             "$id": {"const": {"$ref": "https://evil.example/x"}},
-                             "other": {"default": {"$schema": "http://json-schema.org/draft-07/schema#"},
-                                       "examples": [{"$id": "https://x"}], "$ref": "#/$defs/local"}},
+                             "$id": {"const": {"ref": "https://evil.example/x"}},
+                             "other": {"default": {"schema": "http://json-schema.org/draft-07/schema#"},
+                                       "examples": [{"id": "https://x"}], "$ref": "#/$defs/local"}},
               "$defs": {"local": {"type": "string", "$id": "#local"}}}
     body = model_req("hi", tools=[{"type": "function", "function": {"name": "t", "parameters": params}}])
     before = len(rig.model_requests())

@@ -99,7 +99,11 @@ def test_incomplete_line_is_dropped_and_others_are_served(statd_suite):
     assert "stayed incomplete" in suite.log_tail("statd")
 
 
-def test_guest_changed_workspace_mode_is_restored(suite):
+def test_guest_changed_workspace_mode_is_restored(make_suite):
+    """Single-account mode: the container runs as the workspace's owner, so a guest can
+    change its mode; statd puts it back. (In accounts mode the guest cannot change it at
+    all: test_accounts.py.)"""
+    suite = make_suite(accounts=False)
     channel = "guild-2/chmod"
     assert suite.cli("on", channel).returncode == 0
     first = suite.cli("say", channel, "--author", "1", "--name", "A", "hello")

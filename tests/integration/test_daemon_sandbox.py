@@ -67,7 +67,7 @@ def test_each_daemon_runs_confined(suite):
             assert st["Seccomp_filters"].strip() == "1", name
         for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
             assert int(st[cap], 16) == 0, (name, cap, st[cap])
-        assert st["Uid"].split()[:2] == [str(suite.env.uid)] * 2, name
+        assert st["Uid"].split()[:2] == [str(suite.account(name).uid)] * 2, name
 
 
 @pytest.fixture
@@ -89,12 +89,13 @@ def tool_suite(make_suite):
                                           "parameters": {"type": "object"},
                                           "command": ["/usr/bin/python3", "-B", os.path.join(d, "writer.py"), target]}],
                                "apiKey": {"command": [key_cmd, target, os.path.join(d, "api-key")]}})
-        # The key command reads the suite's key from a copy the service account may read.
+        # The key command reads the suite's key from a copy brokerd's account may read.
+        broker = s.account("brokerd")
         shutil.copy(s.key_file, os.path.join(d, "api-key"))
         for root, dirs, files in os.walk(target):
             for n in dirs + files + ["."]:
-                os.chown(os.path.join(root, n), s.env.uid, s.env.gid)
-        os.chown(os.path.join(d, "api-key"), s.env.uid, s.env.gid)
+                os.chown(os.path.join(root, n), broker.uid, broker.gid)
+        os.chown(os.path.join(d, "api-key"), broker.uid, broker.gid)
         os.chmod(os.path.join(d, "api-key"), 0o400)
         yield s, target
     finally:

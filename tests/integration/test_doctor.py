@@ -9,6 +9,7 @@ import os
 import pwd
 import re
 import signal
+import stat
 import subprocess
 
 import pytest
@@ -34,13 +35,15 @@ def failures(lines):
 
 def variant(suite, name, **changes):
     """A copy of the suite's config with changes (None removes a key), as the operator
-    would keep it: root-owned, group of the service account, 0640."""
+    would keep it: owner, group and mode of the suite's (single-account mode: root, group
+    of the service account, 0640; accounts mode: root, 0644, for all three accounts)."""
     cfg = changed_config(suite, **changes)
     path = os.path.join(suite.dirs["etc"], name + ".json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(cfg, f)
-    os.chown(path, 0, suite.env.gid)
-    os.chmod(path, 0o640)
+    st = os.stat(suite.config_path)
+    os.chown(path, st.st_uid, st.st_gid)
+    os.chmod(path, stat.S_IMODE(st.st_mode))
     return path
 
 
@@ -88,7 +91,9 @@ def test_doctor_reports_config_problems(suite, name, changes, check, words):
 
 
 def test_doctor_reports_installation_problems(make_suite):
-    s = make_suite()
+    """Single-account mode's rules; test_accounts.py::test_doctor_in_accounts_mode has
+    accounts mode's."""
+    s = make_suite(accounts=False)
     run_root = s.dirs["run"]
 
     # A root with group/other permissions (seed: refused at start-up).
@@ -98,8 +103,8 @@ def test_doctor_reports_installation_problems(make_suite):
     finally:
         os.chmod(run_root, 0o700)
     assert p.returncode == 1
-    assert f"FAIL: runRoot: {run_root} has mode 0755; it must have no group/other permissions; fix: chmod 0700 " \
-        f"{run_root}" in lines, p.stdout
+    assert f"FAIL: runRoot: {run_root} has mode 0755; it must have no group/other permissions and no ACL entry for " \
+        f"another account; fix: chmod 0700 {run_root} && setfacl -b {run_root}" in lines, p.stdout
 
     # A root owned by someone else.
     os.chown(s.dirs["ws"], 0, 0)
@@ -249,7 +254,8 @@ def test_doctor_judges_the_state_file_as_statd_does(make_suite):
 
 def test_doctor_checks_that_a_missing_root_can_be_created(make_suite):
     s = make_suite()
-    uid, gid = s.env.uid, s.env.gid
+    # runRoot is runnerd's account's (the service account's in single-account mode).
+    uid, gid = s.account("runnerd").uid, s.account("runnerd").gid
 
     # The account may write in the parent: the daemon creates the root, doctor says so.
     mine = os.path.join(s.root, "mine")
@@ -335,9 +341,9 @@ def test_only_runnerd_gets_the_docker_group(suite):
         pid = suite._daemon_pid(suite.procs[name])
         assert pid, name
         gid, groups = proc_groups(pid)
-        # The account's own group stays the primary one: runnerd must read the
-        # root:<group> 0640 config.
-        assert gid == suite.env.gid, (name, gid)
+        # The account's own group stays the primary one (single-account mode: runnerd
+        # must read the root:<group> 0640 config).
+        assert gid == suite.account(name).gid, (name, gid)
         assert (docker_gid in groups) == (name == "runnerd"), (name, groups)
 
     account = pwd.getpwuid(suite.env.uid).pw_name

@@ -215,14 +215,24 @@ def test_refuses_group_or_other_permissions(stopped_suite):
 
 
 def test_refuses_roots_not_owned_by_the_service_account(stopped_suite):
+    """Each root belongs to the account of the daemon that keeps it (runRoot: the runner
+    account in accounts mode)."""
     s = stopped_suite
     for daemon, key in (("statd", "ws"), ("statd", "state"), ("runnerd", "run")):
         path = s.dirs[key]
+        owner = s.account(daemon)
         os.chown(path, 0, 0)
         try:
-            refuse(s, daemon, path, f"chown {s.env.uid} {path}")
+            refuse(s, daemon, path, f"chown {owner.uid} {path}")
         finally:
-            os.chown(path, s.env.uid, s.env.gid)
+            os.chown(path, owner.uid, owner.gid)
+    # In accounts mode the service account is not runRoot's owner either.
+    svc = s.env.accounts["service"]
+    os.chown(s.dirs["run"], svc.uid, svc.gid)
+    try:
+        refuse(s, "runnerd", s.dirs["run"], f"is owned by uid {svc.uid}", f"chown {s.account('runnerd').uid}")
+    finally:
+        os.chown(s.dirs["run"], s.account("runnerd").uid, s.account("runnerd").gid)
 
 
 def test_missing_roots_are_created_private(stopped_suite):
@@ -230,16 +240,29 @@ def test_missing_roots_are_created_private(stopped_suite):
     base = os.path.join(s.root, "new")
     os.mkdir(base)
     os.chown(base, s.env.uid, s.env.gid)
-    ws, run = os.path.join(base, "a", "ws"), os.path.join(base, "b", "run")
+    # runnerd creates its root where its own account may write.
+    runner = s.account("runnerd")
+    os.mkdir(os.path.join(base, "b"))
+    os.chown(os.path.join(base, "b"), runner.uid, runner.gid)
+    ws, run = os.path.join(base, "a", "ws"), os.path.join(base, "b", "r", "run")
     state = os.path.join(base, "c", "state", "channels.json")
+    # runnerd looks up the state directory's owner (statd's account) and the workspaces by
+    # name: it must be able to pass through their parents.
+    for d in ("a", "c"):
+        os.mkdir(os.path.join(base, d), 0o755)
+        os.chown(os.path.join(base, d), s.env.uid, s.env.gid)
     rewrite_config(s, workspaceRoot=ws, runRoot=run, stateFile=state)
-    for name in ("brokerd", "runnerd", "statd"):
+    # statd first: in accounts mode runnerd lets in the owner of the state file's
+    # directory, so it must exist when runnerd binds its socket (roundtable-sandbox(7)).
+    for name in ("statd", "brokerd", "runnerd"):
         s.start_daemon(name)
     s._wait_ready()
-    for d in (ws, os.path.dirname(ws), run, os.path.dirname(run), os.path.dirname(state),
-              os.path.dirname(os.path.dirname(state))):
+    for d, who in ((ws, s.env.uid), (run, runner.uid), (os.path.dirname(run), runner.uid),
+                   (os.path.dirname(state), s.env.uid)):
         st = os.lstat(d)
-        assert (st.st_uid, st.st_mode & 0o7777) == (s.env.uid, 0o700), d
+        # workspaceRoot: statd's ACL entry for runnerd's search shows as group bits.
+        mode = 0o710 if d == ws and s.accounts else 0o700
+        assert (st.st_uid, st.st_mode & 0o7777) == (who, mode), d
     assert s.cli("on", "guild-1/new").returncode == 0
     # stop() must find this installation's containers under the new state file's id.
     s.installation = installation_id(state)
@@ -259,7 +282,7 @@ def test_refuses_a_run_root_too_long_for_the_socket_path(stopped_suite):
     s = stopped_suite
     base = os.path.join(s.root, "long")
     os.mkdir(base, 0o700)
-    os.chown(base, s.env.uid, s.env.gid)
+    os.chown(base, s.account("runnerd").uid, s.account("runnerd").gid)
     suffix = 1 + 16 + 1 + len("broker.sock")  # /<turn id>/broker.sock
     run = os.path.join(base, "r" * (101 - suffix - len(base) - 1))
     assert len(run) + suffix == 101
@@ -304,10 +327,21 @@ def test_refuses_when_docker_does_not_answer(stopped_suite):
         real_docker(s)
 
 
+@pytest.fixture
+def stopped_single(make_suite):
+    """stopped_suite in single-account mode."""
+    s = make_suite(accounts=False)
+    for name in ("statd", "runnerd", "brokerd"):
+        s.stop_daemon(name)
+    return s
+
+
 @pytest.mark.parametrize("daemon", ["statd", "runnerd", "brokerd"])
 @pytest.mark.parametrize("key", ["uid", "gid"])
-def test_refuses_an_identity_that_is_not_the_process(stopped_suite, daemon, key):
-    s = stopped_suite
+def test_refuses_an_identity_that_is_not_the_process(stopped_single, daemon, key):
+    """Single-account mode: uid and gid, when set, are the daemons' own (test_accounts.py
+    has accounts mode's rules)."""
+    s = stopped_single
     actual = s.env.uid if key == "uid" else s.env.gid
     rewrite_config(s, **{key: actual + 1})
     refuse(s, daemon, f"{key}: is {actual + 1} but this process runs as {key} {actual}")
@@ -316,7 +350,8 @@ def test_refuses_an_identity_that_is_not_the_process(stopped_suite, daemon, key)
 @pytest.mark.parametrize("daemon", ["statd", "runnerd", "brokerd"])
 def test_refuses_to_run_as_root(stopped_suite, daemon):
     s = stopped_suite
-    rewrite_config(s, uid=None, gid=None)
+    if not s.accounts:
+        rewrite_config(s, uid=None, gid=None)
     before = sorted(os.listdir(s.dirs["rt"]))
     p = subprocess.run([s.env.program(daemon), "--config", s.config_path, "--runtime-dir", s.dirs["rt"]],
                        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

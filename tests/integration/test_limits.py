@@ -27,6 +27,7 @@ import harness
 import rtsproto
 from broker_rig import BrokerRig, FakeMcp
 from harness import SRCDIR, HarnessError, Suite, wait_until
+from precheck_suite import PrecheckSuite, build_precheck_image
 
 # common/limits.h (a test of its own below checks these against the header).
 LIMITS = {
@@ -39,6 +40,8 @@ LIMITS = {
     "RTS_SYSTEM_PROMPT_MAX": 16 * 1024, "RTS_DESCRIPTION_MAX": 2048, "RTS_PARAMETERS_MAX": 16 * 1024,
     "RTS_PARAMETERS_DEPTH_MAX": 32, "RTS_INITIAL_CHANNELS_MAX": 4096, "RTS_CHANNEL_MAX": 512,
     "RTS_TEXT_MAX": 64 * 1024,
+    "RTS_PRECHECK_TIMEOUT_MS_MIN": 1000, "RTS_PRECHECK_TIMEOUT_MS_MAX": 600000,
+    "RTS_PRECHECK_MAX_CALLS_MAX": 1000, "RTS_PRECHECK_PIDS_MIN": 16,
 }
 CPUS_MIN, CPUS_MAX = 0.01, 64
 USER_CONTEXT_MAX = 48 * 1024  # seed: "current user context at 48 KiB" (worker/worker.h)
@@ -154,7 +157,11 @@ def test_python_copies_match_the_header():
                  f"budget of {value('RTS_PUBLIC_TOOLS_BUDGET')} bytes",
                  f"tools Pq array, at most {value('RTS_MAX_TOOLS')} objects",
                  f"mcp Pq array, at most {value('RTS_MAX_MCP_SERVERS')} objects",
-                 f"initialChannels Pq array of strings, at most {value('RTS_INITIAL_CHANNELS_MAX')}"):
+                 f"initialChannels Pq array of strings, at most {value('RTS_INITIAL_CHANNELS_MAX')}",
+                 f"timeoutMs Pq integer, {value('RTS_PRECHECK_TIMEOUT_MS_MIN')} to "
+                 f"{value('RTS_PRECHECK_TIMEOUT_MS_MAX')}",
+                 f"maxCalls Pq integer, 0 to {value('RTS_PRECHECK_MAX_CALLS_MAX')}",
+                 f"is at least {value('RTS_PRECHECK_PIDS_MIN')}:"):
         assert line in page, line
 
 
@@ -358,6 +365,78 @@ def test_longest_names_route_to_their_tools(top_suite):
     assert got[0]["body"]["params"]["name"] == LONG_NAME
 
 
+# ---------------------------------------------------------------- the precheck runner's ranges
+
+@pytest.fixture(scope="module")
+def precheck_tag(rts_env):
+    try:
+        return build_precheck_image(rts_env)
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture
+def make_precheck(rts_env, precheck_tag):
+    made = []
+
+    def make(precheck):
+        try:
+            s = PrecheckSuite(rts_env, precheck_tag, precheck=precheck)
+        except HarnessError as e:
+            pytest.fail(f"the suite did not start: {e}", pytrace=False)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.stop()
+
+
+# One call to the granted, approved docs/echo; a refused call is reported, not thrown.
+CALL_ONCE = ("export default async ({ mcp }) => {\n"
+             "  try { await mcp.call('docs', 'echo', { n: 1 }); return { wake: false, note: 'called' }; }\n"
+             "  catch (e) { return { wake: false, note: 'refused: ' + e.message }; }\n"
+             "};")
+
+
+def test_precheck_bottom_of_every_range(make_precheck):
+    """precheck.limits memoryMb 64, cpus 0.01, pids 16 (the measured bottom, common/limits.h)
+    and maxCalls 0: a real run answers, in a container with those limits, and its one call
+    is refused by the budget without reaching the upstream."""
+    low = {"memoryMb": LIMITS["RTS_MEMORY_MB_MIN"], "cpus": CPUS_MIN, "pids": LIMITS["RTS_PRECHECK_PIDS_MIN"]}
+    s = make_precheck({"maxCalls": 0, "limits": low})
+    info, ev = inspect_while_running(s, lambda: s.precheck(CALL_ONCE, approved=["docs/echo"]), timeout=120)
+    assert ev.get("event") == "precheck" and ev.get("wake") is False, (ev, s.log_tail("runnerd"))
+    assert ev["note"].startswith("refused: this run may make at most 0 mcp calls"), ev
+    assert s.mcp_requests() == []
+    assert_container_limits(info, LIMITS["RTS_MEMORY_MB_MIN"], int(CPUS_MIN * 1e9), LIMITS["RTS_PRECHECK_PIDS_MIN"])
+
+
+def test_precheck_deadline_at_its_bottom(make_precheck):
+    """timeoutMs 1000: a quick run still answers, and a run that hangs is stopped with the
+    one-second deadline's error."""
+    s = make_precheck({"timeoutMs": LIMITS["RTS_PRECHECK_TIMEOUT_MS_MIN"]})
+    ev = s.precheck("export default async () => ({ wake: false, note: 'quick' })")
+    assert ev == {"id": ev["id"], "event": "precheck", "wake": False, "note": "quick"}, (ev, s.log_tail("runnerd"))
+    ev = s.precheck("export default () => new Promise(() => { setInterval(() => {}, 1000); })")
+    assert ev == {"id": ev["id"], "event": "precheck", "wake": True,
+                  "error": "the precheck did not finish within 1000 ms and was stopped"}, ev
+
+
+def test_precheck_top_of_every_range(make_precheck):
+    """timeoutMs 600000, maxCalls 1000, memoryMb 65536, cpus 64, pids 32768: a real run
+    answers after its call reached the upstream, in a container with those limits."""
+    high = {"memoryMb": LIMITS["RTS_MEMORY_MB_MAX"], "cpus": CPUS_MAX, "pids": LIMITS["RTS_PIDS_MAX"]}
+    s = make_precheck({"timeoutMs": LIMITS["RTS_PRECHECK_TIMEOUT_MS_MAX"],
+                       "maxCalls": LIMITS["RTS_PRECHECK_MAX_CALLS_MAX"], "limits": high})
+    script = CALL_ONCE.replace("export default async ({ mcp }) => {",
+                               "export default async ({ mcp }) => {\n  await new Promise((r) => setTimeout(r, 1500));")
+    info, ev = inspect_while_running(s, lambda: s.precheck(script, approved=["docs/echo"]))
+    assert ev == {"id": ev["id"], "event": "precheck", "wake": False, "note": "called"}, (ev, s.log_tail("runnerd"))
+    assert len(s.mcp_requests()) == 1
+    assert_container_limits(info, LIMITS["RTS_MEMORY_MB_MAX"], min(CPUS_MAX, host_cpus()) * 10**9,
+                            LIMITS["RTS_PIDS_MAX"])
+
+
 # ---------------------------------------------------------------- refused at start
 
 BASE = {"model": "m", "modelUrl": "https://localhost:9/v1/chat/completions"}
@@ -433,6 +512,27 @@ OUTSIDE = {
 }
 
 
+# The precheck runner's own ranges (its "image" is required beside them).
+PRECHECK_OUTSIDE = {
+    "timeoutMs below": ({"timeoutMs": LIMITS["RTS_PRECHECK_TIMEOUT_MS_MIN"] - 1}, "timeoutMs"),
+    "timeoutMs above": ({"timeoutMs": LIMITS["RTS_PRECHECK_TIMEOUT_MS_MAX"] + 1}, "timeoutMs"),
+    "maxCalls below": ({"maxCalls": -1}, "maxCalls"),
+    "maxCalls above": ({"maxCalls": LIMITS["RTS_PRECHECK_MAX_CALLS_MAX"] + 1}, "maxCalls"),
+    "memoryMb below": ({"limits": {"memoryMb": LIMITS["RTS_MEMORY_MB_MIN"] - 1}}, "limits.memoryMb"),
+    "memoryMb above": ({"limits": {"memoryMb": LIMITS["RTS_MEMORY_MB_MAX"] + 1}}, "limits.memoryMb"),
+    "cpus below": ({"limits": {"cpus": 0.0099}}, "limits.cpus"),
+    "cpus above": ({"limits": {"cpus": 64.01}}, "limits.cpus"),
+    # node crashes below 11 (common/limits.h); the turn container's bottom of 8 is no
+    # longer enough here.
+    "pids below": ({"limits": {"pids": LIMITS["RTS_PRECHECK_PIDS_MIN"] - 1}}, "limits.pids"),
+    "pids at the turn's bottom": ({"limits": {"pids": LIMITS["RTS_PIDS_MIN"]}}, "limits.pids"),
+    "pids above": ({"limits": {"pids": LIMITS["RTS_PIDS_MAX"] + 1}}, "limits.pids"),
+}
+for _case, (_o, _key) in PRECHECK_OUTSIDE.items():
+    OUTSIDE["precheck " + _case] = ({"precheck": dict({"image": "roundtable-sandbox:precheck"}, **_o)},
+                                    "precheck." + _key)
+
+
 @pytest.mark.parametrize("case", sorted(OUTSIDE))
 def test_one_step_outside_a_range_is_refused_at_start(host_env, case):
     overrides, key = OUTSIDE[case]
@@ -447,6 +547,25 @@ def test_every_daemon_refuses_the_worker_s_out_of_range_value(host_env, request,
     env = request.getfixturevalue("rts_env") if daemon == "runnerd" else host_env
     path, log = start_refused(env, {"maxOutputTokens": LIMITS["RTS_MAX_OUTPUT_TOKENS_MAX"] + 1}, daemon)
     assert f"{path}: maxOutputTokens: must be an integer from 1 to 1048576" in log, log
+
+
+# The schema reference rule's local references (common/schema.h), refused at start naming
+# the rule: a pointer into data, a reference member in data. The same tools with the pointer
+# at a schema and the data harmless are in test_schema_refs (brokerd forwards them).
+REFERENCE_RULE = {
+    "pointer into data": ({"properties": {"a": {"$ref": "#/properties/b/default"},
+                                          "b": {"default": {"type": "string"}}}},
+                          "schema reference does not point at a schema"),
+    "reference in data": ({"properties": {"a": {"enum": [{"$ref": "#"}]}}},
+                          "schema data holds a reference or anchor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCE_RULE))
+def test_tool_parameters_reference_rule_at_start(host_env, case):
+    params, why = REFERENCE_RULE[case]
+    path, log = start_refused(host_env, {"tools": [tool(parameters=params)]})
+    assert f"{path}: tools[0].parameters: {why}" in log, log
 
 
 BAD_NAMES = {

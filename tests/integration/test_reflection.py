@@ -401,7 +401,8 @@ def turn_suite(rts_env):
     keyfile = os.path.join(d, "key")
     with open(keyfile, "w", encoding="utf-8") as f:
         f.write(key + "\n")
-    os.chown(keyfile, rts_env.uid, rts_env.gid)
+    broker = rts_env.accounts["broker"]  # the tool runs as brokerd's account
+    os.chown(keyfile, broker.uid, broker.gid)
     os.chmod(keyfile, 0o400)
     tool = {"name": "leak", "description": "reports its status", "parameters": {"type": "object"},
             "command": ["/usr/bin/python3", "-B", os.path.join(d, "leak.py"), d, keyfile, "base64-lines"],

@@ -3,8 +3,10 @@
 common/schema.h) through a real brokerd over its real per-turn Unix socket, with the
 scripted HTTPS model endpoint recording what reaches it (tests/integration/broker_rig.py).
 
-Every case sends a POST /model whose tool parameters hide a remote reference, or give a
-schema keyword a value of the wrong JSON type, and checks:
+Every case sends a POST /model whose tool parameters hide a remote reference, give a
+schema keyword a value of the wrong JSON type, point a local reference at something other
+than a schema (data, where a resolver would read a remote reference hidden there), or put
+a reference member in data, and checks:
   - the generic refusal (400 bad_request, connection closed, nothing after the answer, a
     valid request pipelined behind it not read);
   - that the model endpoint recorded nothing;
@@ -32,6 +34,16 @@ DEFS = {"a": {"type": "string"}}
 # common/schema.h RTS_SCHEMA_WHY_*
 WHY_REMOTE = "schema reference is not a local fragment"
 WHY_TYPE = "schema keyword value has the wrong JSON type"
+WHY_TARGET = "schema reference does not point at a schema"
+WHY_DATA = "schema data holds a reference or anchor"
+
+
+def rooted(params):
+    """params with the root $defs the local references of this file name ("#/$defs/a",
+    "#/$defs/%C3%A9"): a pointer must name a schema of its document."""
+    out = dict(params)
+    out["$defs"] = dict(params.get("$defs", {}), **{"a": {"type": "string"}, "\u00e9": {"type": "string"}})
+    return out
 
 
 def body(params):
@@ -98,7 +110,7 @@ POSITIONS = {
 @pytest.mark.parametrize("position", sorted(POSITIONS))
 def test_remote_ref_in_every_position(rig, turn, position):
     at = POSITIONS[position]
-    check(rig, turn, at({"$ref": EVIL}), at({"$ref": LOCAL}), WHY_REMOTE)
+    check(rig, turn, rooted(at({"$ref": EVIL})), rooted(at({"$ref": LOCAL})), WHY_REMOTE)
 
 
 def ref_at(keyword, value):
@@ -141,7 +153,7 @@ NOT_FRAGMENTS = {
 @pytest.mark.parametrize("name", sorted(NOT_FRAGMENTS))
 def test_only_fragment_only_references(rig, turn, name):
     at = POSITIONS["properties"]
-    check(rig, turn, at({"$ref": NOT_FRAGMENTS[name]}), at({"$ref": "#/$defs/%C3%A9"}), WHY_REMOTE)
+    check(rig, turn, rooted(at({"$ref": NOT_FRAGMENTS[name]})), rooted(at({"$ref": "#/$defs/%C3%A9"})), WHY_REMOTE)
 
 
 # ---------------------------------------------------------------- wrong-typed values
@@ -202,21 +214,101 @@ WRONG_TYPES = {
 def test_wrong_type_is_refused(rig, turn, name):
     bad, good = WRONG_TYPES[name]
     at = POSITIONS["properties"]
-    check(rig, turn, at(dict({"$defs": DEFS}, **bad)), at(dict({"$defs": DEFS}, **good)), WHY_TYPE)
+    check(rig, turn, rooted(at(dict({"$defs": DEFS}, **bad))), rooted(at(dict({"$defs": DEFS}, **good))), WHY_TYPE)
+
+
+# ---------------------------------------------------------------- local references into data
+
+# name -> (bad, the rule's reason, good). The first four are the bodies a reviewer got
+# forwarded: a local reference leading a resolver into data that holds a remote one. good
+# points the reference at a schema and leaves the data harmless (no reference member).
+INTO_DATA = {
+    "unknown member": (
+        obj(properties={"a": {"$ref": "#/x-hidden"}}, **{"x-hidden": {"$ref": "https://evil.example/s.json"}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/$defs/hidden"}}, **{"x-hidden": {"url": "https://evil.example/s.json"},
+                                                          "$defs": {"hidden": {"type": "string"}}})),
+    "default": (
+        obj(properties={"a": {"$ref": "#/properties/b/default"}, "b": {"default": {"$ref": "https://evil.example/d"}}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/properties/b"}, "b": {"default": {"url": "https://evil.example/d"}}})),
+    "enum": (
+        {"enum": [{"$ref": "http://evil.example/e"}], "properties": {"a": {"$ref": "#/enum/0"}}},
+        WHY_DATA,
+        {"enum": [{"ref": "http://evil.example/e"}], "properties": {"a": {"$ref": "#"}}}),
+    "const with $id": (
+        {"const": {"$id": "http://evil.example/", "$ref": "x.json"}, "allOf": [{"$ref": "#/const"}]},
+        WHY_DATA,
+        {"const": {"id": "http://evil.example/", "ref": "x.json"}, "allOf": [{"$ref": "#"}]}),
+    # each rule alone: the pointer into data with the data harmless, the data without a pointer
+    "pointer into harmless data": (
+        obj(properties={"a": {"$ref": "#/x-hidden"}}, **{"x-hidden": {"type": "string"}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/$defs/x"}}, **{"x-hidden": {"type": "string"}, "$defs": {"x": {}}})),
+    "pointer to an enum index": (
+        {"enum": [{"type": "string"}], "properties": {"a": {"$ref": "#/enum/0"}}},
+        WHY_TARGET,
+        {"enum": [{"type": "string"}], "properties": {"a": {"$ref": "#/properties/b"}, "b": {}}}),
+    "percent-encoded pointer into default": (
+        obj(properties={"a": {"$ref": "#/properties/b/%64efault"}, "b": {"default": {}}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/properties/%62"}, "b": {"default": {}}})),
+    "~1-escaped pointer into default": (
+        obj(properties={"a": {"$ref": "#/properties/x~1y/default"}, "x/y": {"default": {}}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/properties/x~1y"}, "x/y": {"default": {}}})),
+    "pointer to a missing member": (
+        obj(properties={"a": {"$ref": "#/$defs/missing"}}, **{"$defs": {"x": {}}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/$defs/x"}}, **{"$defs": {"x": {}}})),
+    "encoded slash": (
+        obj(properties={"a": {"$ref": "#/$defs/x%2Fy"}}, **{"$defs": {"x/y": {}}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#/$defs/x~1y"}}, **{"$defs": {"x/y": {}}})),
+    "anchor nowhere": (
+        obj(properties={"a": {"$ref": "#node"}}),
+        WHY_TARGET,
+        obj(properties={"a": {"$ref": "#node"}}, **{"$defs": {"n": {"$anchor": "node"}}})),
+    "anchor only in data": (
+        obj(properties={"a": {"$ref": "#node"}}, default={"$anchor": "node"}),
+        WHY_DATA,
+        obj(properties={"a": {"$ref": "#node"}}, default={"anchor": "node"}, **{"$defs": {"n": {"$anchor": "node"}}})),
+    "draft 4 id anchor in examples": (
+        obj(properties={"a": {"$ref": "#node"}}, examples=[{"id": "#node"}]),
+        WHY_DATA,
+        obj(properties={"a": {"$ref": "#node"}}, examples=[{"id": "node"}], definitions={"n": {"id": "#node"}})),
+    "remote reference in an example": (
+        obj(properties={"a": {"examples": [{"nested": [{"$ref": EVIL}]}]}}),
+        WHY_DATA,
+        obj(properties={"a": {"examples": [{"nested": [{"ref": EVIL}]}]}})),
+    "meta-schema pointer into const": (
+        {"$schema": "#/const", "const": {}},
+        WHY_TARGET,
+        {"$schema": "#", "const": {}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTO_DATA))
+def test_local_reference_into_data_is_refused(rig, turn, name):
+    bad, why, good = INTO_DATA[name]
+    check(rig, turn, bad, good, why)
 
 
 # ---------------------------------------------------------------- what passes as it is
 
 def test_boolean_schemas_and_data_pass_unchanged(rig, turn):
     """true/false are schemas wherever a schema goes; enum, const, default, examples and
-    unknown keywords are data, so wrong types and remote URLs there are not refused."""
+    unknown keywords are data, so wrong types and remote URLs there are not refused (only
+    reference members are), and local pointers that name schemas pass."""
     params = {"type": "object", "$schema": "#", "$id": "#root", "$vocabulary": {"#core": True},
               "properties": {"a": True, "b": False, "$ref": {"type": "string"}, EVIL: True,
                              "c": {"items": [True, False], "additionalItems": False, "contains": True},
-                             "d": {"enum": [{"anyOf": {}}, {"$ref": EVIL}], "const": {"not": []},
-                                   "default": {"$schema": "http://json-schema.org/draft-07/schema#"},
-                                   "examples": [{"$id": EVIL}], "x-ref": {"$ref": EVIL},
-                                   "description": "see " + EVIL, "format": "uri"}},
+                             "d": {"enum": [{"anyOf": {}}, {"url": EVIL}, "$ref"], "const": {"not": []},
+                                   "default": {"schema": "http://json-schema.org/draft-07/schema#", "id": "x"},
+                                   "examples": [{"id": EVIL}], "x-ref": {"ref": EVIL},
+                                   "description": "see " + EVIL, "format": "uri"},
+                             "e": {"$ref": "#/properties/c/items/0"}, "f": {"$ref": "#/$defs/x"},
+                             "g": {"$ref": "#/definitions/y"}, "h": {"$ref": "#root"}},
               "patternProperties": {"^x": False}, "additionalProperties": True, "propertyNames": True,
               "allOf": [True], "anyOf": [True, False], "oneOf": [True], "not": False,
               "if": True, "then": True, "else": False, "dependentSchemas": {"a": True},

@@ -1,25 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """One statd and one runnerd per installation, and roots nobody else can swap out.
 Real daemons, the real image."""
-import grp
 import os
 import subprocess
 import threading
 
-from harness import SERVICE_USER, wait_until
+from harness import wait_until
 from lifecycle_helpers import rewrite_config, start_expect_exit
 
 
 def second_instance(suite, name, timeout=60):
     """Start another copy of daemon name for the same config but its own runtime dir (so its
     sockets do not collide) and wait for it to exit: (status, output)."""
+    account = suite.account(name)
     rt = os.path.join(suite.root, f"rt-second-{name}")
     os.mkdir(rt, 0o700)
-    os.chown(rt, suite.env.uid, suite.env.gid)
-    group = grp.getgrgid(suite.env.gid).gr_name
+    os.chown(rt, account.uid, account.gid)
     # As the harness starts them: the account's own group, docker only for runnerd.
-    extra = ["-g", group] + (["-G", "docker"] if name == "runnerd" else [])
-    p = subprocess.run(["runuser", "-u", SERVICE_USER, *extra, "--", suite.env.program(name), "--config",
+    extra = ["-g", account.group] + (["-G", "docker"] if name == "runnerd" else [])
+    p = subprocess.run(["runuser", "-u", account.name, *extra, "--", suite.env.program(name), "--config",
                         suite.config_path, "--runtime-dir", rt],
                        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout + p.stderr

@@ -4,10 +4,13 @@ HACKING.md "Daemon links"):
 
   control.sock   0660, the service account's group: the account and the bot's account (a
                  member of that group) connect; any other uid gets EACCES
-  runnerd.sock,  0600: only the service account reaches them; root, which passes any file
-  brokerd.sock   mode, is refused by the SO_PEERCRED check before a byte is read: the
-                 connection is closed, nothing it sent is honoured, the refusal is logged,
-                 and the daemon goes on serving.
+  runnerd.sock,  0600: only the daemon's own account reaches them (single-account mode:
+  brokerd.sock   the service account), plus in accounts mode its one peer account by an
+                 ACL entry (statd's for runnerd.sock, the runner's for brokerd.sock); root,
+                 which passes any file mode, is refused by the SO_PEERCRED check before a
+                 byte is read: the connection is closed, nothing it sent is honoured, the
+                 refusal is logged, and the daemon goes on serving. (test_accounts.py has
+                 the other accounts' refusals.)
 
 An unrelated system account is created for the test (and removed); clients run as it with
 setpriv (no capabilities once the uid is not 0).
@@ -52,8 +55,8 @@ else:
 print(json.dumps(out))
 """
 
-REFUSED_RUNNERD = "refusing a runnerd.sock connection from another user"
-REFUSED_BROKERD = "refusing a brokerd.sock peer that is not the service account"
+REFUSED_RUNNERD = "refusing a runnerd.sock connection from an account other than statd's"
+REFUSED_BROKERD = "refusing a brokerd.sock peer that is not runnerd's account"
 
 
 @pytest.fixture
@@ -128,18 +131,21 @@ def expect_dropped(path, sends):
         conn.close()
 
 
-def test_socket_modes_and_who_may_connect(make_suite, outsider):
-    s = make_suite()
+@pytest.mark.parametrize("accounts", [True, False], ids=["accounts", "single-account"])
+def test_socket_modes_and_who_may_connect(make_suite, outsider, accounts):
+    s = make_suite(accounts=accounts)
     svc_uid, svc_gid = s.env.uid, s.env.gid
     socks = sock_paths(s)
 
     st = os.lstat(socks["control.sock"][0])
     assert stat.S_ISSOCK(st.st_mode)
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o660, svc_uid, svc_gid)
-    for name in ("runnerd.sock", "brokerd.sock"):
+    for name, daemon in (("runnerd.sock", "runnerd"), ("brokerd.sock", "brokerd")):
         st = os.lstat(socks[name][0])
         assert stat.S_ISSOCK(st.st_mode)
-        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, svc_uid), name
+        # Accounts mode: the group bits are the mask of the one peer's ACL entry.
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o660 if accounts else 0o600,
+                                                         s.account(daemon).uid), name
     assert outsider.pw_gid != svc_gid and outsider.pw_uid != svc_uid
 
     # An unrelated uid: refused everywhere (here already by the 0750 runtime directory).

@@ -292,6 +292,11 @@ def test_real_turns_run_sandboxed_tools(make_suite, probe_dir):
     report comes back as the reply ("tool results: ...")."""
     out, other = os.path.join(probe_dir, "out"), os.path.join(probe_dir, "other")
     pidfile, pathsfile = os.path.join(probe_dir, "brokerd.pid"), os.path.join(probe_dir, "paths")
+    # The suite runs brokerd as the broker account (accounts mode): the directories it
+    # could write but for the sandbox are that account's.
+    broker = make_suite.env.accounts["broker"]
+    for d in (out, other):
+        os.chown(d, broker.uid, broker.gid)
     s = make_suite(config={"tools": [
         tool("ticket", probe(probe_dir, "write", out, other), write_paths=[out]),
         tool("snoop", probe(probe_dir, "snoop", pidfile, pathsfile)),

@@ -46,11 +46,14 @@ def test_second_turn_in_new_container_recalls_memory(suite):
     assert suite.containers() == []
     assert os.listdir(suite.dirs["run"]) == []
 
-    # The memory lives in the channel's own workspace, written by the container's uid.
+    # The memory lives in the channel's own workspace, written by the container's uid. The
+    # workspace is statd's; in accounts mode shared with the guest (sticky, ACL mask rwx).
     ws = suite.workspace(channel)
     st = os.lstat(ws)
-    assert (st.st_uid, st.st_mode & 0o7777) == (suite.env.uid, 0o700)
-    with open(os.path.join(ws, ".sandbox", "memory.json"), encoding="utf-8") as f:
+    assert (st.st_uid, st.st_mode & 0o7777) == (suite.env.uid, 0o1770 if suite.accounts else 0o700)
+    memory = os.path.join(ws, ".sandbox", "memory.json")
+    assert os.lstat(memory).st_uid == suite.guest.uid
+    with open(memory, encoding="utf-8") as f:
         assert "the blue key opens the shed" in f.read()
 
 
@@ -113,7 +116,7 @@ def test_turn_container_is_hardened(suite):
     assert hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd")
     assert "no-new-privileges" in hc["SecurityOpt"]
     assert hc["Privileged"] is False
-    assert cfg["User"] == f"{suite.env.uid}:{suite.env.gid}"
+    assert cfg["User"] == f"{suite.guest.uid}:{suite.guest.gid}"
     assert hc["Memory"] == 512 * 1024 * 1024
     assert hc["MemorySwap"] == 512 * 1024 * 1024
     assert hc["NanoCpus"] == 1_000_000_000
@@ -144,8 +147,8 @@ def test_container_from_the_inside(make_suite, rts_env):
     r = json.loads(p.stdout)
 
     status = dict(line.split(":\t", 1) for line in r["status"].splitlines() if ":\t" in line)
-    assert status["Uid"].split()[:2] == [str(s.env.uid)] * 2
-    assert status["Gid"].split()[:2] == [str(s.env.gid)] * 2
+    assert status["Uid"].split()[:2] == [str(s.guest.uid)] * 2
+    assert status["Gid"].split()[:2] == [str(s.guest.gid)] * 2
     assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0 and int(status["CapBnd"], 16) == 0
     assert status["NoNewPrivs"].strip() == "1"
 

@@ -105,17 +105,19 @@ def echoed_calls(body):
     return msgs[i].get("tool_calls") or []
 
 
-def svc_owned(s, path):
-    os.lchown(path, s.env.uid, s.env.gid)
+def guest_owned(s, path):
+    """What a container wrote is the guest account's (the service account's in
+    single-account mode)."""
+    os.lchown(path, s.guest.uid, s.guest.gid)
 
 
 def workspace(s, channel):
     """The channel's workspace, created (0700, service account) when missing, as statd
-    would create it for the first turn."""
+    creates it (in accounts mode statd then shares it with the guest before the turn)."""
     ws = s.workspace(channel)
     if not os.path.isdir(ws):
         os.mkdir(ws, 0o700)
-        svc_owned(s, ws)
+        os.lchown(ws, s.env.uid, s.env.gid)
     return ws
 
 
@@ -123,22 +125,22 @@ def plant(s, path, data, mode=0o600):
     with open(path, "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
     os.chmod(path, mode)
-    svc_owned(s, path)
+    guest_owned(s, path)
 
 
 def plant_dir(s, path):
     os.mkdir(path, 0o700)
-    svc_owned(s, path)
+    guest_owned(s, path)
 
 
 def plant_symlink(s, target, path):
     os.symlink(target, path)
-    svc_owned(s, path)
+    guest_owned(s, path)
 
 
 def plant_fifo(s, path):
     os.mkfifo(path, 0o600)
-    svc_owned(s, path)
+    guest_owned(s, path)
 
 
 def mem_doc(channel=None, speakers=None):
@@ -522,7 +524,7 @@ def test_hostile_sandbox_symlink(ws_suite):
     kept = aside(ws, ".sandbox")
     assert len(kept) == 1 and os.readlink(os.path.join(ws, kept[0])) == "decoy"
     st = os.lstat(os.path.join(ws, ".sandbox"))
-    assert stat.S_ISDIR(st.st_mode) and st.st_uid == s.env.uid
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == s.guest.uid
     assert read_json(os.path.join(ws, ".sandbox", "memory.json"))["speakers"]["1001"]["note"] == "a fresh note"
 
 
@@ -548,7 +550,7 @@ def test_hostile_file_symlinks(ws_suite):
         kept = aside(sb, name)
         assert len(kept) == 1 and os.readlink(os.path.join(sb, kept[0])) == target
         st = os.lstat(os.path.join(sb, name))
-        assert stat.S_ISREG(st.st_mode) and st.st_uid == s.env.uid
+        assert stat.S_ISREG(st.st_mode) and st.st_uid == s.guest.uid
     assert read_json(os.path.join(sb, "memory.json"))["speakers"]["1001"]["note"] == "a fresh note"
 
 

@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from harness import SERVICE_USER, Environment, HarnessError, wait_until
+from harness import RUNNER_USER, SERVICE_USER, Environment, HarnessError, wait_until
 
 PROGRAMS = {"brokerd": "tests/testbuild/roundtable-sandbox-brokerd",
             "runnerd": "tests/testbuild/roundtable-sandbox-runnerd"}
@@ -70,9 +70,10 @@ def testbuild_environment(session_env):
     installed wrapper stays for the next session of this build tree."""
     wrapper = build(session_env.builddir)
     install_wrapper(session_env.builddir, wrapper)
-    p = subprocess.run(["runuser", "-u", SERVICE_USER, "--", "test", "-x", wrapper], stdin=subprocess.DEVNULL)
-    if p.returncode != 0:
-        raise HarnessError(f"{SERVICE_USER} cannot execute {wrapper}")
+    for account in (SERVICE_USER, RUNNER_USER):  # runnerd's, in either mode
+        p = subprocess.run(["runuser", "-u", account, "--", "test", "-x", wrapper], stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise HarnessError(f"{account} cannot execute {wrapper}")
     env = Environment.prepare(builddir=session_env.builddir, build_image=False, docker=False, parent=session_env)
     for name, rel in PROGRAMS.items():
         shutil.copy2(os.path.join(session_env.builddir, rel), env.program(name))
@@ -152,8 +153,8 @@ def wait_ended(suite, name, n, timeout=30):
 
 
 def control(suite, *lines):
-    """Replace the wrapper's control file (owned by the service account, like runRoot)."""
+    """Replace the wrapper's control file (owned by runnerd's account, like runRoot)."""
     path = os.path.join(suite.dirs["run"], CONTROL)
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in lines))
-    os.chown(path, suite.env.uid, suite.env.gid)
+    os.chown(path, suite.account("runnerd").uid, suite.account("runnerd").gid)

@@ -4,13 +4,18 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #include "brokerd/http.h"
 #include "brokerd/upstream.h"
 #include "common/conf.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/util.h"
 
 static struct rts_config *cfg;
@@ -293,6 +298,79 @@ START_TEST(test_content_type)
 }
 END_TEST
 
+static void __attribute__((format(printf, 1, 2))) mhd_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	brokerd_http_on_mhd_log(NULL, fmt, ap);
+	va_end(ap);
+}
+
+/* What the daemon's log got on stderr while fn ran (at most size - 1 bytes). */
+static void logged(void (*fn)(void), char *out, size_t size)
+{
+	FILE *f = tmpfile();
+	ck_assert_ptr_nonnull(f);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(fileno(f), STDERR_FILENO), STDERR_FILENO);
+	unsetenv("JOURNAL_STREAM");
+	rts_log_init("check_broker_http");
+	rts_log_set_max_priority(LOG_DEBUG);
+	fn();
+	fflush(stderr);
+	ck_assert_int_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	rewind(f);
+	size_t n = fread(out, 1, size - 1, f);
+	out[n] = '\0';
+	fclose(f);
+}
+
+static void log_socket_option(void)
+{
+	mhd_log("Setting %s option to %s state failed: %s\n", "TCP_NODELAY", "ON", "Operation not supported");
+}
+
+static void log_forged_line(void)
+{
+	mhd_log("Bad header %s\n%s\n", "x\x1b[2J", "warning: forged");
+}
+
+static void log_long_argument(void)
+{
+	char big[1024];
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	mhd_log("Bad header %s\n", big);
+}
+
+/* libmicrohttpd's messages are logged filled in, as one line of printable ASCII, bounded. */
+START_TEST(test_mhd_log_is_formatted_and_bounded)
+{
+	char out[4096];
+	logged(log_socket_option, out, sizeof(out));
+	ck_assert_msg(strstr(out, "libmicrohttpd: Setting TCP_NODELAY option to ON state failed: Operation not supported") !=
+			      NULL,
+		      "%s", out);
+	ck_assert_ptr_null(strstr(out, "%s"));
+
+	/* An argument cannot add a line or send a terminal escape. */
+	logged(log_forged_line, out, sizeof(out));
+	ck_assert_msg(strstr(out, "libmicrohttpd: Bad header x?[2J") != NULL, "%s", out);
+	ck_assert_ptr_null(strstr(out, "forged"));
+	ck_assert_ptr_null(strchr(out, '\x1b'));
+
+	/* A long one is cut at 240 bytes of message. */
+	logged(log_long_argument, out, sizeof(out));
+	const char *m = strstr(out, "libmicrohttpd: Bad header b");
+	ck_assert_msg(m != NULL, "%s", out);
+	m += strlen("libmicrohttpd: ");
+	ck_assert_uint_eq(strcspn(m, "\n"), 240 + strlen("..."));
+	ck_assert(strncmp(m + 240, "...\n", 4) == 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker_http");
@@ -309,6 +387,9 @@ int main(void)
 	tcase_add_test(tc, test_headers_missing_or_too_many);
 	tcase_add_test(tc, test_results);
 	tcase_add_test(tc, test_content_type);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log");
+	tcase_add_test(tc, test_mhd_log_is_formatted_and_bounded);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

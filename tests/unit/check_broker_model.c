@@ -52,7 +52,7 @@ START_TEST(test_good_request)
 		"\"function\":{\"name\":\"host_clock\",\"arguments\":\"{}\"}}]},"
 		"{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"12:00\"}],"
 		"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"host_clock\",\"description\":\"time\","
-		"\"parameters\":{\"type\":\"object\",\"properties\":{},\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"}}}}}],"
+		"\"parameters\":{\"type\":\"object\",\"properties\":{},\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}}}],"
 		"\"tool_choice\":\"auto\",\"max_tokens\":100000}";
 	json_object *out = NULL;
 	ck_assert_int_eq(build(body, &out), 0);
@@ -65,7 +65,7 @@ START_TEST(test_good_request)
 		   "\"function\":{\"name\":\"host_clock\",\"arguments\":\"{}\"}}]},"
 		   "{\"role\":\"tool\",\"content\":\"12:00\",\"tool_call_id\":\"call_1\"}],"
 		   "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"host_clock\",\"description\":\"time\","
-		   "\"parameters\":{\"type\":\"object\",\"properties\":{},\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"}}}}}],"
+		   "\"parameters\":{\"type\":\"object\",\"properties\":{},\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}}}],"
 		   "\"tool_choice\":\"auto\",\"stream\":false,\"max_tokens\":4096}");
 	json_object_put(out);
 }

@@ -2,7 +2,8 @@
 /* common/schema.h: the reference rule for guest schemas. A remote reference in every
  * schema position, every keyword with a value of each wrong JSON type (each hiding a remote
  * reference where the type can hold one), the local forms that pass, data positions that are
- * not looked into, and the depth bound. Each refusal is checked for the reason the walker
+ * not looked into, local references that must name a schema position and data that must
+ * hold no reference, and the depth bound. Each refusal is checked for the reason the walker
  * gives, so a test cannot pass because another rule answered first. */
 #include "config.h"
 
@@ -246,19 +247,61 @@ static json_object *ref_schema(const char *keyword, const char *value)
 	return o;
 }
 
+/* A root defining every target the resolving forms below name, with tree (reference
+ * taken) as its allOf[0]. */
+static json_object *with_targets(json_object *tree)
+{
+	json_object *root = parse("{\"$defs\":{\"a\":{},\"a/b~c\":{},\"n\":{\"$anchor\":\"anchor\"},"
+				  "\"m\":{\"$id\":\"#Foo_Bar-1.2\"}},\"definitions\":{\"Pet\":{}},"
+				  "\"properties\":{\"a b\":{},\"\u20ac\":true},\"items\":[{}]}");
+	json_object *all = json_object_new_array();
+	json_object_array_add(all, tree);
+	json_object_object_add(root, "allOf", all);
+	return root;
+}
+
+/* Local references that name a schema of with_targets(); the first RESOLVING_ELSEWHERE
+ * also name one in some position trees alone. */
+#define RESOLVING_ELSEWHERE 3u
+static const char *const resolving_forms[] = {
+	"#",
+	"#/items/0",
+	"#/allOf/0",
+	"#/$defs/a",
+	"#/definitions/Pet",
+	"#/properties/a%20b",
+	"#/properties/%E2%82%AC",
+	"#/$defs/a~1b~0c",
+	"#anchor",
+	"#Foo_Bar-1.2",
+};
+
 static void position_verdicts(size_t pos, const char *keyword)
 {
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(remote_forms); i++) {
-		cleanup_json json_object *s = at_position(pos, ref_schema(keyword, remote_forms[i]));
+		cleanup_json json_object *s = with_targets(at_position(pos, ref_schema(keyword, remote_forms[i])));
 		const char *why = verdict(s);
 		ck_assert_msg(why && strcmp(why, RTS_SCHEMA_WHY_REMOTE) == 0, "%s \"%s\" at %s: %s",
 			      keyword ? keyword : "$vocabulary", remote_forms[i], positions[pos], why ? why : "accepted");
 	}
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(local_forms); i++) {
-		cleanup_json json_object *s = at_position(pos, ref_schema(keyword, local_forms[i]));
+	/* $id, id and $vocabulary keys name no target: every local fragment passes there */
+	bool names = keyword && strcmp(keyword, "$id") != 0 && strcmp(keyword, "id") != 0;
+	const char *const *forms = names ? resolving_forms : local_forms;
+	size_t n = names ? RTS_ARRAY_SIZE(resolving_forms) : RTS_ARRAY_SIZE(local_forms);
+	for (size_t i = 0; i < n; i++) {
+		cleanup_json json_object *s = with_targets(at_position(pos, ref_schema(keyword, forms[i])));
 		const char *why = verdict(s);
-		ck_assert_msg(why == NULL, "%s \"%s\" at %s refused: %s", keyword ? keyword : "$vocabulary",
-			      local_forms[i], positions[pos], why);
+		ck_assert_msg(why == NULL, "%s \"%s\" at %s refused: %s", keyword ? keyword : "$vocabulary", forms[i],
+			      positions[pos], why);
+	}
+	/* the same references, in the same places, without the targets */
+	if (!names)
+		return;
+	for (size_t i = RESOLVING_ELSEWHERE; i < n; i++) {
+		cleanup_json json_object *s = at_position(pos, ref_schema(keyword, forms[i]));
+		const char *why = verdict(s);
+		ck_assert_msg(why && strcmp(why, RTS_SCHEMA_WHY_TARGET) == 0, "%s \"%s\" at %s without targets: %s",
+			      keyword, forms[i], positions[pos], why ? why : "accepted");
 	}
 }
 
@@ -406,6 +449,10 @@ static const char *const wrong_elsewhere[] = {
 	"{\"type\":[\"string\",true]}",
 	"{\"type\":[[\"string\"]]}",
 	"{\"disallow\":{}}",
+	/* anchors are names */
+	"{\"$anchor\":7}",
+	"{\"$dynamicAnchor\":{\"$ref\":\"https://evil.example/\"}}",
+	"{\"$anchor\":null}",
 	/* a schema position holds an object or a boolean: not a number, string or null */
 	"1",
 	"\"#\"",
@@ -438,7 +485,8 @@ START_TEST(test_wrong_type_right_type_passes)
 				   : strcmp(k, "$vocabulary") == 0 ? "{\"#v\":true,\"#w\":false}"
 								   : "{\"a\":{\"$ref\":\"#\"},\"b\":true}";
 		char text[256];
-		snprintf(text, sizeof(text), "{\"%s\":%s}", k, good);
+		snprintf(text, sizeof(text), "{\"%s\":%s%s}", k, good,
+			 strcmp(k, "$defs") == 0 ? "" : ",\"$defs\":{\"a\":{}}");
 		assert_ok(text);
 	}
 }
@@ -473,11 +521,13 @@ static const char *const accepted[] = {
 	"{\"type\":[\"string\",\"null\"],\"contentMediaType\":\"application/json\",\"contentSchema\":{\"type\":\"object\"}}",
 	"{\"extends\":[{\"$ref\":\"#/definitions/a\"}],\"type\":[\"string\",{\"$ref\":\"#\"}],\"disallow\":\"null\","
 	"\"definitions\":{\"a\":{}}}",
-	/* data: enum, const, default, examples and unknown keywords are not looked into */
-	"{\"enum\":[{\"$ref\":\"https://evil.example/\"},{\"anyOf\":{}}],\"const\":{\"$id\":\"https://evil.example/\"},"
-	"\"default\":{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"not\":[]},"
-	"\"examples\":[{\"$ref\":\"http://e\"}],\"x-ref\":{\"$ref\":\"https://evil.example/\"},"
-	"\"description\":\"see https://evil.example/\",\"format\":\"uri\",\"title\":\"$ref\"}",
+	/* data: enum, const, default, examples and unknown keywords are not schemas: keyword
+	 * values of any type and URLs pass there, only reference members do not */
+	"{\"enum\":[\"https://evil.example/\",{\"anyOf\":{}},[\"$ref\"]],\"const\":{\"url\":\"https://evil.example/\"},"
+	"\"default\":{\"schema\":\"http://json-schema.org/draft-07/schema#\",\"not\":[],\"id\":\"abc\"},"
+	"\"examples\":[{\"id\":7,\"ref\":\"http://e\"}],\"x-ref\":{\"items\":{\"type\":7}},"
+	"\"description\":\"see https://evil.example/\",\"format\":\"uri\",\"title\":\"$ref\","
+	"\"required\":[\"$ref\",\"$id\"]}",
 	/* property names are names, also when they spell a keyword or a URL */
 	"{\"properties\":{\"$ref\":{\"type\":\"string\"},\"$schema\":{},\"id\":{\"type\":\"integer\"},"
 	"\"anyOf\":{\"type\":\"string\"},\"https://evil.example/\":true},\"required\":[\"$ref\",\"id\"]}",
@@ -543,6 +593,291 @@ START_TEST(test_wide_schema_every_member_visited)
 }
 END_TEST
 
+/* ---- a local reference names a schema; data holds no reference ---- */
+
+/* The bodies a reviewer sent through brokerd: a local reference into data that holds a
+ * remote one. */
+static const struct {
+	const char *text;
+	const char *why;
+} into_data[] = {
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/x-hidden\"}},"
+	 "\"x-hidden\":{\"$ref\":\"https://evil.example/s.json\"}}",
+	 RTS_SCHEMA_WHY_TARGET},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/properties/b/default\"},"
+	 "\"b\":{\"default\":{\"$ref\":\"https://evil.example/d\"}}}}",
+	 RTS_SCHEMA_WHY_TARGET},
+	{"{\"enum\":[{\"$ref\":\"http://evil.example/e\"}],\"properties\":{\"a\":{\"$ref\":\"#/enum/0\"}}}",
+	 RTS_SCHEMA_WHY_DATA},
+	{"{\"const\":{\"$id\":\"http://evil.example/\",\"$ref\":\"x.json\"},\"allOf\":[{\"$ref\":\"#/const\"}]}",
+	 RTS_SCHEMA_WHY_DATA},
+	/* the same, the other member first: each rule refuses on its own */
+	{"{\"properties\":{\"a\":{\"$ref\":\"#/enum/0\"}},\"enum\":[{\"$ref\":\"http://evil.example/e\"}]}",
+	 RTS_SCHEMA_WHY_TARGET},
+	{"{\"x-hidden\":{\"$ref\":\"https://evil.example/s.json\"},\"properties\":{\"a\":{\"$ref\":\"#/x-hidden\"}}}",
+	 RTS_SCHEMA_WHY_DATA},
+};
+
+START_TEST(test_reviewer_bodies)
+{
+	assert_refused(into_data[_i].text, into_data[_i].why);
+}
+END_TEST
+
+/* Local references that do not name a schema position of their document. */
+static const char *const not_a_target[] = {
+	/* into data: the reviewer's bodies with the data made harmless */
+	"{\"properties\":{\"a\":{\"$ref\":\"#/x-hidden\"}},\"x-hidden\":{\"type\":\"string\"}}",
+	"{\"properties\":{\"a\":{\"$ref\":\"#/properties/b/default\"},\"b\":{\"default\":{\"type\":\"string\"}}}}",
+	"{\"enum\":[{\"type\":\"string\"}],\"properties\":{\"a\":{\"$ref\":\"#/enum/0\"}}}",
+	"{\"const\":{\"type\":\"string\"},\"allOf\":[{\"$ref\":\"#/const\"}]}",
+	"{\"examples\":[{}],\"$ref\":\"#/examples/0\"}",
+	"{\"$ref\":\"#/properties/a/enum/0\",\"properties\":{\"a\":{\"enum\":[{}]}}}",
+	"{\"$ref\":\"#/not/x-data\",\"not\":{\"x-data\":{}}}",
+	"{\"$ref\":\"#/required/0\",\"required\":[\"a\"]}",
+	"{\"$ref\":\"#/\",\"\":{}}",
+	/* a keyword's value that is not a schema */
+	"{\"$ref\":\"#/$defs\",\"$defs\":{\"a\":{}}}",
+	"{\"$ref\":\"#/properties\",\"properties\":{\"a\":{}}}",
+	"{\"$ref\":\"#/allOf\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/items\",\"items\":[{}]}",
+	"{\"$ref\":\"#/$ref\"}",
+	"{\"$ref\":\"#/type\",\"type\":\"string\"}",
+	"{\"$ref\":\"#/type/0\",\"type\":[\"string\"]}",
+	"{\"$ref\":\"#/dependencies/a\",\"dependencies\":{\"a\":[\"b\"]}}",
+	"{\"$ref\":\"#/dependencies/a/0\",\"dependencies\":{\"a\":[\"b\"]}}",
+	"{\"$ref\":\"#/$vocabulary\",\"$vocabulary\":{\"#v\":true}}",
+	"{\"$ref\":\"#/$vocabulary/%23v\",\"$vocabulary\":{\"#v\":true}}",
+	"{\"$ref\":\"#/$id\",\"$id\":\"#a\"}",
+	/* nothing there */
+	"{\"$ref\":\"#/$defs/missing\",\"$defs\":{\"a\":{}}}",
+	"{\"$ref\":\"#/x\"}",
+	"{\"$ref\":\"#/\"}",
+	"{\"$ref\":\"#/allOf/1\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/allOf/00\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/allOf/-\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/allOf/a\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/allOf/18446744073709551616\",\"allOf\":[{}]}",
+	"{\"$ref\":\"#/not/not\",\"not\":true}",
+	"{\"$ref\":\"#/not/properties/a/0\",\"not\":{\"properties\":{\"a\":{}}}}",
+	"{\"$ref\":\"#/$defs/a/\",\"$defs\":{\"a\":{}}}",
+	/* escapes: a bad ~ escape, escapes resolvers split or decode differently, a NUL */
+	"{\"$ref\":\"#/$defs/a~2b\",\"$defs\":{\"a~2b\":{}}}",
+	"{\"$ref\":\"#/$defs/a~\",\"$defs\":{\"a~\":{}}}",
+	"{\"$ref\":\"#/$defs/a%2Fb\",\"$defs\":{\"a/b\":{},\"a\":{\"b\":{}}}}",
+	"{\"$ref\":\"#/$defs/a%2fb\",\"$defs\":{\"a/b\":{}}}",
+	"{\"$ref\":\"#/$defs/a%7E1b\",\"$defs\":{\"a/b\":{},\"a~1b\":{}}}",
+	"{\"$ref\":\"#/$defs/a%25b\",\"$defs\":{\"a%b\":{}}}",
+	"{\"$ref\":\"#/$defs/a%2541\",\"$defs\":{\"a%41\":{},\"aA\":{}}}",
+	"{\"$ref\":\"#/$defs/a%23b\",\"$defs\":{\"a#b\":{}}}",
+	"{\"$ref\":\"#/$defs/a%00b\",\"$defs\":{\"a\":{}}}",
+	/* percent-encoded keywords: data as RFC 6901 reads it, or as a resolver that does not
+	 * decode reads it */
+	"{\"$ref\":\"#/%65num/0\",\"enum\":[{}]}",
+	"{\"$ref\":\"#/%70roperties/a\",\"properties\":{\"a\":{}},\"%70roperties\":{\"a\":{}}}",
+	/* plain names: no such anchor, not an anchor name, an anchor that is also data */
+	"{\"$ref\":\"#n\"}",
+	"{\"$ref\":\"#n\",\"$defs\":{\"n\":{}}}",
+	"{\"$ref\":\"#n\",\"$defs\":{\"x\":{\"$anchor\":\"m\"}}}",
+	"{\"$ref\":\"#enum/0\",\"enum\":[{}]}",
+	"{\"$ref\":\"#definitions/a\",\"definitions\":{\"a\":{}}}",
+	"{\"$ref\":\"#%6E\",\"$defs\":{\"x\":{\"$anchor\":\"n\"}}}",
+	"{\"$ref\":\"#1n\",\"$defs\":{\"x\":{\"$anchor\":\"1n\"}}}",
+	"{\"$ref\":\"#x-data\",\"x-data\":{},\"$defs\":{\"a\":{\"$anchor\":\"x-data\"}}}",
+	"{\"$ref\":\"#n\",\"$defs\":{\"x\":{\"$id\":\"#/n\"}}}",
+	/* every reference keyword */
+	"{\"$dynamicRef\":\"#/enum/0\",\"enum\":[{}]}",
+	"{\"$dynamicRef\":\"#meta\"}",
+	"{\"$recursiveRef\":\"#/default\",\"default\":{}}",
+	"{\"$schema\":\"#/const\",\"const\":{}}",
+	"{\"$schema\":\"#meta\"}",
+};
+
+START_TEST(test_not_a_target)
+{
+	assert_refused(not_a_target[_i], RTS_SCHEMA_WHY_TARGET);
+}
+END_TEST
+
+/* Local references that name a schema: what clients write. */
+static const char *const targets[] = {
+	"{\"$ref\":\"#\"}",
+	"{\"properties\":{\"a\":{\"$ref\":\"#\"}}}",
+	"{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#\"}}}",
+	"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}", /* a cycle: looked up, not followed */
+	"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}}}",
+	"{\"$ref\":\"#/$defs/t\",\"$defs\":{\"t\":true}}",
+	"{\"definitions\":{\"Pet\":{\"properties\":{\"owner\":{\"$ref\":\"#/definitions/Person\"}}},\"Person\":{}},"
+	"\"items\":{\"$ref\":\"#/definitions/Pet\"}}",
+	"{\"properties\":{\"a\":{\"items\":{\"type\":\"string\"}},\"b\":{\"$ref\":\"#/properties/a/items\"}}}",
+	"{\"properties\":{\"a b\":{},\"c\":{\"$ref\":\"#/properties/a%20b\"}}}",
+	"{\"properties\":{\"a/b\":{},\"c~d\":{},\"e\":{\"allOf\":[{\"$ref\":\"#/properties/a~1b\"},"
+	"{\"$ref\":\"#/properties/c~0d\"}]}}}",
+	"{\"$ref\":\"#/%24defs/a\",\"$defs\":{\"a\":{}}}",
+	"{\"$ref\":\"#/$defs/%C3%A9\",\"$defs\":{\"\\u00e9\":{}}}",
+	"{\"$ref\":\"#/$defs/a%20~1b\",\"$defs\":{\"a /b\":{}}}",
+	"{\"items\":[{},{\"type\":\"string\"}],\"additionalItems\":{\"$ref\":\"#/items/1\"}}",
+	"{\"items\":{},\"contains\":{\"$ref\":\"#/items\"}}",
+	"{\"prefixItems\":[{}],\"not\":{\"$ref\":\"#/prefixItems/0\"}}",
+	"{\"$ref\":\"#/not\",\"not\":false}",
+	"{\"if\":{},\"then\":{\"$ref\":\"#/if\"}}",
+	"{\"type\":[\"string\",{}],\"$ref\":\"#/type/1\"}",
+	"{\"dependencies\":{\"a\":{},\"b\":[\"a\"]},\"$ref\":\"#/dependencies/a\"}",
+	"{\"patternProperties\":{\"^x\":{}},\"propertyNames\":{\"$ref\":\"#/patternProperties/%5Ex\"}}",
+	"{\"anyOf\":[{\"properties\":{\"a\":{}}}],\"$ref\":\"#/anyOf/0/properties/a\"}",
+	/* the percent form a resolver that does not decode reads as a member that is not there */
+	"{\"$ref\":\"#/%70roperties/a\",\"properties\":{\"a\":{}}}",
+	/* anchors, defined before or after the reference */
+	"{\"$ref\":\"#late\",\"$defs\":{\"x\":{\"$anchor\":\"late\"}}}",
+	"{\"$defs\":{\"x\":{\"$anchor\":\"early\"}},\"$ref\":\"#early\"}",
+	"{\"$ref\":\"#node\",\"definitions\":{\"n\":{\"$id\":\"#node\"}}}",
+	"{\"$ref\":\"#node\",\"definitions\":{\"n\":{\"id\":\"#node\"}}}",
+	"{\"$dynamicAnchor\":\"meta\",\"items\":{\"$dynamicRef\":\"#meta\"}}",
+	"{\"$schema\":\"#\",\"$recursiveAnchor\":true,\"items\":{\"$recursiveRef\":\"#\"}}",
+	"{\"$schema\":\"#/$defs/m\",\"$defs\":{\"m\":{}}}",
+};
+
+START_TEST(test_targets)
+{
+	assert_ok(targets[_i]);
+}
+END_TEST
+
+/* Members that make an object a reference or an anchor. */
+static const char *const reference_members[] = {
+	"\"$ref\":\"#\"",	   "\"$ref\":\"https://evil.example/\"", "\"$dynamicRef\":\"#a\"", "\"$recursiveRef\":\"#\"",
+	"\"$id\":\"#a\"",	   "\"$id\":\"https://evil.example/\"",  "\"$schema\":\"#\"",	    "\"$anchor\":\"a\"",
+	"\"$dynamicAnchor\":\"a\"", "\"$recursiveAnchor\":true",	    "\"$vocabulary\":{}",    "\"$ref\":7",
+	"\"id\":\"#a\"",	   "\"id\":\"https://evil.example/#a\"",
+};
+
+/* Where data sits; "@" is replaced with an object holding the member. */
+static const char *const data_places[] = {
+	"{\"enum\":[@]}",
+	"{\"enum\":[1,\"x\",@]}",
+	"{\"const\":@}",
+	"{\"default\":@}",
+	"{\"examples\":[@]}",
+	"{\"x-hidden\":@}",
+	"{\"required\":[@]}",
+	"{\"default\":{\"a\":[{\"b\":@}]}}",
+	"{\"properties\":{\"a\":{\"enum\":[[[@]]]}}}",
+	"{\"not\":{\"anyOf\":[{\"const\":{\"x\":@}}]}}",
+	"{\"$defs\":{\"a\":{\"x-meta\":@}}}",
+};
+
+START_TEST(test_reference_in_data)
+{
+	const char *place = data_places[_i];
+	const char *at = strchr(place, '@');
+	for (size_t m = 0; m < RTS_ARRAY_SIZE(reference_members); m++) {
+		char text[512];
+		snprintf(text, sizeof(text), "%.*s{\"a\":1,%s}%s", (int)(at - place), place, reference_members[m],
+			 at + 1);
+		assert_refused(text, RTS_SCHEMA_WHY_DATA);
+		/* the same object without the member is data like any other */
+		snprintf(text, sizeof(text), "%.*s{\"a\":1}%s", (int)(at - place), place, at + 1);
+		assert_ok(text);
+	}
+}
+END_TEST
+
+START_TEST(test_reference_in_data_misc)
+{
+	/* an anchor defined only in data, and a draft 4 id in data */
+	assert_refused("{\"$ref\":\"#n\",\"default\":{\"$anchor\":\"n\"}}", RTS_SCHEMA_WHY_DATA);
+	assert_refused("{\"$ref\":\"#n\",\"examples\":[{\"id\":\"#n\"}]}", RTS_SCHEMA_WHY_DATA);
+	assert_refused("{\"default\":{\"id\":\"a#b\"}}", RTS_SCHEMA_WHY_DATA);
+	/* a data "id" without '#' is a record's id, and names and strings are not members */
+	assert_ok("{\"default\":{\"id\":\"abc\"},\"examples\":[{\"id\":\"https://x.example/y\"},{\"id\":{\"$x\":1}}],"
+		  "\"enum\":[\"$ref\",{\"ref\":\"#/$defs/a\"}],\"properties\":{\"$ref\":{\"default\":\"$id\"}}}");
+}
+END_TEST
+
+START_TEST(test_data_depth_bound)
+{
+	/* data nesting counts on from the schema that holds it: the root is 1, its member 2 */
+	cleanup_free char *ok = nested(RTS_SCHEMA_DEPTH - 1, "[", "]", "[]");
+	cleanup_free char *deep = nested(RTS_SCHEMA_DEPTH, "[", "]", "[]");
+	cleanup_free char *t1 = rts_xasprintf("{\"default\":%s}", ok);
+	cleanup_free char *t2 = rts_xasprintf("{\"default\":%s}", deep);
+	assert_ok(t1);
+	assert_refused(t2, RTS_SCHEMA_WHY_DEPTH);
+}
+END_TEST
+
+/* n anchors a0 .. a(n-1), with a reference to ref when ref is not NULL. */
+static char *anchors(size_t n, const char *ref)
+{
+	size_t cap = n * 48 + 128;
+	char *s = rts_xmalloc(cap);
+	size_t len = (size_t)snprintf(s, cap, "{%s%s%s\"$defs\":{", ref ? "\"$ref\":\"" : "", ref ? ref : "",
+				      ref ? "\"," : "");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(s + len, cap - len, "%s\"d%zu\":{\"$anchor\":\"a%zu\"}", i ? "," : "", i, i);
+	snprintf(s + len, cap - len, "}}");
+	return s;
+}
+
+START_TEST(test_anchor_bound)
+{
+	char last[32];
+	snprintf(last, sizeof(last), "#a%u", RTS_SCHEMA_ANCHORS - 1);
+	cleanup_free char *full = anchors(RTS_SCHEMA_ANCHORS, last);
+	assert_ok(full);
+	/* one more: the anchors past the bound are not recorded, a reference to one refused;
+	 * one recorded before still resolves */
+	snprintf(last, sizeof(last), "#a%u", RTS_SCHEMA_ANCHORS);
+	cleanup_free char *over = anchors(RTS_SCHEMA_ANCHORS + 1, last);
+	assert_refused(over, RTS_SCHEMA_WHY_ANCHORS);
+	cleanup_free char *first = anchors(RTS_SCHEMA_ANCHORS + 1, "#a0");
+	assert_ok(first);
+	/* a missing name with anchors past the bound: it might have been one of them */
+	cleanup_free char *missing = anchors(RTS_SCHEMA_ANCHORS + 1, "#zz");
+	assert_refused(missing, RTS_SCHEMA_WHY_ANCHORS);
+	/* anchors nobody refers to by name are not counted against anything */
+	cleanup_free char *unused = anchors(RTS_SCHEMA_ANCHORS * 4, "#/$defs/d0");
+	assert_ok(unused);
+	/* the same name defined twice is one anchor */
+	assert_ok("{\"$ref\":\"#a\",\"$defs\":{\"x\":{\"$anchor\":\"a\"},\"y\":{\"$dynamicAnchor\":\"a\"},"
+		  "\"z\":{\"$id\":\"#a\"}}}");
+}
+END_TEST
+
+START_TEST(test_pointer_token_bound)
+{
+	/* a name up to RTS_SCHEMA_TOKEN_MAX bytes resolves; a longer one does not */
+	for (size_t n = RTS_SCHEMA_TOKEN_MAX; n <= RTS_SCHEMA_TOKEN_MAX + 1; n++) {
+		cleanup_free char *name = rts_xmalloc(n + 1);
+		memset(name, 'p', n);
+		name[n] = '\0';
+		cleanup_free char *text =
+			rts_xasprintf("{\"properties\":{\"%s\":{}},\"$ref\":\"#/properties/%s\"}", name, name);
+		if (n == RTS_SCHEMA_TOKEN_MAX)
+			assert_ok(text);
+		else
+			assert_refused(text, RTS_SCHEMA_WHY_TARGET);
+	}
+}
+END_TEST
+
+START_TEST(test_many_pointers)
+{
+	/* 20000 properties, each referring to the one before: every pointer is looked up once */
+	enum { N = 20000 };
+	size_t cap = (size_t)N * 64 + 128;
+	cleanup_free char *s = rts_xmalloc(cap);
+	size_t len = (size_t)snprintf(s, cap, "{\"properties\":{\"p0\":{}");
+	for (unsigned i = 1; i < N; i++)
+		len += (size_t)snprintf(s + len, cap - len, ",\"p%u\":{\"$ref\":\"#/properties/p%u\"}", i, i - 1);
+	size_t tail = len;
+	snprintf(s + tail, cap - tail, "}}");
+	assert_ok(s);
+	snprintf(s + tail, cap - tail, ",\"last\":{\"$ref\":\"#/properties/p%u/enum\"}}}", (unsigned)N - 1);
+	assert_refused(s, RTS_SCHEMA_WHY_TARGET);
+}
+END_TEST
+
 /* ---- the call site: POST /model tools[].function.parameters ---- */
 
 static const char *model_why(const char *params)
@@ -566,6 +901,8 @@ START_TEST(test_model_request_uses_the_walker)
 	assert_why(model_why("{\"not\":[{\"$ref\":\"https://evil.example/\"}]}"), RTS_SCHEMA_WHY_TYPE);
 	assert_why(model_why("{\"dependencies\":{\"a\":{\"$ref\":\"https://evil.example/\"}}}"), RTS_SCHEMA_WHY_REMOTE);
 	assert_why(model_why("{\"properties\":{\"a\":{\"$ref\":\"#/a b\"}}}"), RTS_SCHEMA_WHY_REMOTE);
+	for (size_t i = 0; i < 4; i++)
+		assert_why(model_why(into_data[i].text), into_data[i].why);
 	ck_assert_ptr_null(model_why("{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}],\"$defs\":{\"a\":true}}"));
 	ck_assert_ptr_null(model_why("{\"dependencies\":{\"a\":{\"$ref\":\"#\"}}}"));
 	/* the parameters themselves are an object (a boolean schema is not a tool's arguments) */
@@ -595,6 +932,17 @@ int main(void)
 	tc = tcase_create("bounds");
 	tcase_add_test(tc, test_depth_bound);
 	tcase_add_test(tc, test_wide_schema_every_member_visited);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("targets");
+	tcase_add_loop_test(tc, test_reviewer_bodies, 0, (int)RTS_ARRAY_SIZE(into_data));
+	tcase_add_loop_test(tc, test_not_a_target, 0, (int)RTS_ARRAY_SIZE(not_a_target));
+	tcase_add_loop_test(tc, test_targets, 0, (int)RTS_ARRAY_SIZE(targets));
+	tcase_add_loop_test(tc, test_reference_in_data, 0, (int)RTS_ARRAY_SIZE(data_places));
+	tcase_add_test(tc, test_reference_in_data_misc);
+	tcase_add_test(tc, test_data_depth_bound);
+	tcase_add_test(tc, test_anchor_bound);
+	tcase_add_test(tc, test_pointer_token_bound);
+	tcase_add_test(tc, test_many_pointers);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("model");
 	tcase_add_test(tc, test_model_request_uses_the_walker);

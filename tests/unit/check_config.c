@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/accounts.h"
 #include "common/conf.h"
 #include "common/json.h"
 #include "common/limits.h"
+#include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
 
@@ -440,7 +442,7 @@ START_TEST(test_parameters_schema_rule)
 	static const char *const good[] = {
 		"{\"$schema\":\"#\",\"type\":\"object\"}",
 		"{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/s\"}},\"$defs\":{\"s\":{}}}",
-		"{\"anyOf\":[{\"$ref\":\"#/x\"}]}",
+		"{\"anyOf\":[{\"$ref\":\"#/$defs/x\"}],\"$defs\":{\"x\":{}}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		cleanup_free char *tool = rts_xasprintf(
@@ -454,6 +456,39 @@ START_TEST(test_parameters_schema_rule)
 		cleanup_free char *ok = rts_xasprintf(
 			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]", good[i]);
 		assert_loads(ok);
+	}
+}
+END_TEST
+
+/* The same at start for a local reference that leads into data, and for data that holds a
+ * reference (common/schema.h): refused naming the tool and the rule; with the reference
+ * pointing at a schema, or the data harmless, the tool loads. */
+START_TEST(test_parameters_reference_targets)
+{
+	static const struct {
+		const char *bad, *why, *good;
+	} cases[] = {
+		{"{\"properties\":{\"a\":{\"$ref\":\"#/x-hidden\"}},\"x-hidden\":{\"type\":\"string\"}}",
+		 RTS_SCHEMA_WHY_TARGET,
+		 "{\"properties\":{\"a\":{\"$ref\":\"#/$defs/h\"}},\"$defs\":{\"h\":{\"type\":\"string\"}}}"},
+		{"{\"properties\":{\"a\":{\"$ref\":\"#n\"}}}", RTS_SCHEMA_WHY_TARGET,
+		 "{\"properties\":{\"a\":{\"$ref\":\"#n\"},\"b\":{\"$anchor\":\"n\"}}}"},
+		{"{\"properties\":{\"a\":{\"enum\":[{\"$ref\":\"https://evil.example/e\"}]}}}", RTS_SCHEMA_WHY_DATA,
+		 "{\"properties\":{\"a\":{\"enum\":[{\"ref\":\"https://evil.example/e\"}]}}}"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cleanup_free char *bad = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]",
+			cases[i].bad);
+		assert_refused(bad, "tools[0].parameters");
+		char err[1024] = "";
+		cleanup_free char *text = with(bad);
+		ck_assert_ptr_null(load_text(text, err, sizeof(err)));
+		ck_assert_msg(strstr(err, cases[i].why) != NULL, "%s: %s", cases[i].bad, err);
+		cleanup_free char *good = rts_xasprintf(
+			"\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":%s,\"command\":[\"/b\"]}]",
+			cases[i].good);
+		assert_loads(good);
 	}
 }
 END_TEST
@@ -645,6 +680,114 @@ START_TEST(test_installation_id_follows_state_file)
 }
 END_TEST
 
+/* accounts (DESIGN.md 8.1): names resolved at load, with the base system's accounts
+ * (base-passwd: daemon 1:1, bin 2:2, nobody 65534 with group nogroup 65534). */
+#define ACCOUNTS "\"accounts\":{\"broker\":\"daemon\",\"runner\":\"bin\"}"
+#define GUEST "\"uid\":\"nobody\",\"gid\":\"nogroup\""
+
+START_TEST(test_accounts)
+{
+	char err[1024];
+	cleanup_free char *ok = with(ACCOUNTS "," GUEST);
+	struct rts_config *c = load_text(ok, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert(c->accounts.present);
+	ck_assert_str_eq(c->accounts.broker, "daemon");
+	ck_assert_uint_eq(c->accounts.broker_uid, 1);
+	ck_assert_uint_eq(c->accounts.broker_gid, 1);
+	ck_assert_uint_eq(c->accounts.runner_uid, 2);
+	ck_assert_uint_eq(c->accounts.runner_gid, 2);
+	ck_assert(c->has_uid && c->has_gid);
+	ck_assert_uint_eq(c->uid, 65534);
+	ck_assert_uint_eq(c->gid, 65534);
+	ck_assert_str_eq(c->uid_name, "nobody");
+	rts_config_free(c);
+	/* Numbers work for the guest as before. */
+	cleanup_free char *numeric = with(ACCOUNTS ",\"uid\":65534,\"gid\":65534");
+	c = load_text(numeric, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_ptr_null(c->uid_name);
+	rts_config_free(c);
+	/* Absent: single-account mode. */
+	c = load_text(MINIMAL, err, sizeof(err));
+	ck_assert(c && !c->accounts.present);
+	rts_config_free(c);
+
+	/* Each refusal names its key. */
+	assert_refused("\"accounts\":{\"broker\":\"no-such-user-rts\",\"runner\":\"bin\"}," GUEST, "accounts.broker");
+	assert_refused("\"accounts\":{\"broker\":\"daemon\",\"runner\":\"root\"}," GUEST, "accounts.runner");
+	assert_refused("\"accounts\":{\"broker\":\"daemon\",\"runner\":\"daemon\"}," GUEST, "accounts.runner");
+	assert_refused("\"accounts\":{\"broker\":\"daemon\"}," GUEST, "accounts.runner");
+	assert_refused("\"accounts\":{\"broker\":\"daemon\",\"runner\":\"bin\",\"statd\":\"sys\"}," GUEST,
+		       "accounts.statd");
+	assert_refused("\"accounts\":{\"broker\":\"1\",\"runner\":\"bin\"}," GUEST, "accounts.broker");
+	assert_refused("\"accounts\":{\"broker\":\"daemon\",\"runner\":\"-bin\"}," GUEST, "accounts.runner");
+	assert_refused("\"accounts\":[\"daemon\",\"bin\"]," GUEST, "accounts");
+	/* The guest: required, and no daemon's account or group. */
+	assert_refused(ACCOUNTS, "uid");
+	assert_refused(ACCOUNTS ",\"uid\":\"nobody\"", "gid");
+	assert_refused(ACCOUNTS ",\"uid\":\"daemon\",\"gid\":\"nogroup\"", "uid");
+	assert_refused(ACCOUNTS ",\"uid\":2,\"gid\":\"nogroup\"", "uid");
+	assert_refused(ACCOUNTS ",\"uid\":\"nobody\",\"gid\":\"bin\"", "gid");
+	assert_refused(ACCOUNTS ",\"uid\":\"root\",\"gid\":\"nogroup\"", "uid");
+	assert_refused(ACCOUNTS ",\"uid\":\"nobody\",\"gid\":\"root\"", "gid");
+	assert_refused(ACCOUNTS ",\"uid\":\"no-such-user-rts\",\"gid\":\"nogroup\"", "uid");
+	assert_refused(ACCOUNTS ",\"uid\":\"nobody\",\"gid\":\"no-such-group-rts\"", "gid");
+	/* The refusal says which account. */
+	cleanup_free char *same = with(ACCOUNTS ",\"uid\":\"bin\",\"gid\":\"nogroup\"");
+	ck_assert_ptr_null(load_text(same, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "accounts.runner's uid 2"), "%s", err);
+}
+END_TEST
+
+/* Who may run each daemon (rts_check_identity), for every role and mode. */
+START_TEST(test_identity)
+{
+	char err[1024];
+	struct rts_config *single = load_text(MINIMAL, err, sizeof(err));
+	ck_assert_ptr_nonnull(single);
+	ck_assert_int_eq(rts_check_identity(single, RTS_ROLE_STATD, 0, 0, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "refusing to run as root"));
+	ck_assert_int_eq(rts_check_identity(single, RTS_ROLE_BROKERD, 1000, 1000, err, sizeof(err)), 0);
+	rts_config_free(single);
+	cleanup_free char *pinned = with("\"uid\":1000,\"gid\":1000");
+	single = load_text(pinned, err, sizeof(err));
+	ck_assert_ptr_nonnull(single);
+	ck_assert_int_eq(rts_check_identity(single, RTS_ROLE_RUNNERD, 1000, 1000, err, sizeof(err)), 0);
+	ck_assert_int_eq(rts_check_identity(single, RTS_ROLE_RUNNERD, 1001, 1000, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(single, RTS_ROLE_RUNNERD, 1000, 1001, err, sizeof(err)), -EPERM);
+	rts_config_free(single);
+
+	cleanup_free char *text = with(ACCOUNTS "," GUEST);
+	struct rts_config *c = load_text(text, err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	/* brokerd: accounts.broker with its own group, nothing else. */
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_BROKERD, 1, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_BROKERD, 2, 2, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "accounts.broker is \"daemon\" (uid 1)"));
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_BROKERD, 1, 1000, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "primary group"));
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_BROKERD, 0, 0, err, sizeof(err)), -EPERM);
+	/* runnerd: accounts.runner. */
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_RUNNERD, 2, 2, err, sizeof(err)), 0);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_RUNNERD, 1, 1, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_RUNNERD, 1000, 1000, err, sizeof(err)), -EPERM);
+	/* statd: any account but the broker's, the runner's and the guest's, and none of
+	 * their groups. */
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 1000, 1000, err, sizeof(err)), 0);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 1, 1000, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 2, 1000, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 65534, 1000, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "guest account"));
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 1000, 65534, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 1000, 2, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rts_check_identity(c, RTS_ROLE_STATD, 0, 0, err, sizeof(err)), -EPERM);
+	rts_config_free(c);
+	ck_assert_int_eq(rts_role_of("roundtable-sandbox-brokerd"), RTS_ROLE_BROKERD);
+	ck_assert_int_eq(rts_role_of("roundtable-sandbox"), RTS_ROLE_OTHER);
+}
+END_TEST
+
 /* The public tool list's names, in order, joined by spaces. */
 static char *public_names(const struct rts_config *c)
 {
@@ -819,12 +962,15 @@ int main(void)
 	tcase_add_test(tc, test_tool_budget);
 	tcase_add_test(tc, test_parameters_depth);
 	tcase_add_test(tc, test_parameters_schema_rule);
+	tcase_add_test(tc, test_parameters_reference_targets);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_write_paths);
 	tcase_add_test(tc, test_required);
 	tcase_add_test(tc, test_file_errors);
 	tcase_add_test(tc, test_installation_id_follows_state_file);
+	tcase_add_test(tc, test_accounts);
+	tcase_add_test(tc, test_identity);
 	tcase_add_test(tc, test_fetch_key);
 	tcase_add_test(tc, test_fetch_refused);
 	tcase_add_test(tc, test_fetch_name_taken);

@@ -330,12 +330,50 @@ START_TEST(test_run_argv_refuses_bad_specs)
 	REFUSED(docker, "docker");
 	REFUSED(limits.memory_mb, 0);
 	REFUSED(limits.pids, 0);
+	/* A precheck run's runtime does not start below its own bottom (common/limits.h). */
+	s = default_spec();
+	s.limits.pids = RTS_PRECHECK_PIDS_MIN - 1;
+	s.kind = RUNNERD_RUN_PRECHECK;
+	ck_assert_ptr_null(runnerd_docker_run_argv(&s));
+	s.limits.pids = RTS_PRECHECK_PIDS_MIN;
+	cleanup_strv char **ok = runnerd_docker_run_argv(&s);
+	ck_assert_ptr_nonnull(ok);
+	s.kind = RUNNERD_RUN_TURN;
+	s.limits.pids = RTS_PIDS_MIN; /* the turn's worker starts with fewer */
+	cleanup_strv char **turn = runnerd_docker_run_argv(&s);
+	ck_assert_ptr_nonnull(turn);
 	REFUSED(limits.cpus, 0);
 	/* Seed: root workers are refused, whatever the config loader let through. */
 	REFUSED(uid, 0);
 	REFUSED(gid, 0);
 #undef REFUSED
 	ck_assert_ptr_null(runnerd_docker_run_argv(NULL));
+}
+END_TEST
+
+/* How docker run ended, for the host log: a crash by signal is named as one. */
+START_TEST(test_exit_text)
+{
+	char out[128];
+	runnerd_docker_exit_text(true, 139, out, sizeof(out));
+	ck_assert_str_eq(out, "the container's process was ended by signal 11 (SIGSEGV; status 139)");
+	runnerd_docker_exit_text(true, 137, out, sizeof(out));
+	ck_assert_str_eq(out, "the container's process was ended by signal 9 (SIGKILL; status 137)");
+	runnerd_docker_exit_text(true, 125, out, sizeof(out));
+	ck_assert_str_eq(out, "docker could not run the container (status 125)");
+	runnerd_docker_exit_text(true, 126, out, sizeof(out));
+	ck_assert_str_eq(out, "the image's command could not be started (status 126)");
+	runnerd_docker_exit_text(true, 127, out, sizeof(out));
+	ck_assert_str_eq(out, "the image's command was not found (status 127)");
+	runnerd_docker_exit_text(true, 1, out, sizeof(out));
+	ck_assert_str_eq(out, "the container exited with status 1");
+	runnerd_docker_exit_text(true, 128, out, sizeof(out));
+	ck_assert_str_eq(out, "the container exited with status 128");
+	runnerd_docker_exit_text(false, 15, out, sizeof(out));
+	ck_assert_str_eq(out, "the docker CLI died of signal 15 (SIGTERM)");
+	/* Bounded: a short buffer is cut, still terminated. */
+	runnerd_docker_exit_text(true, 139, out, 8);
+	ck_assert_str_eq(out, "the con");
 }
 END_TEST
 
@@ -793,6 +831,7 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_run_argv_spare_label);
 	tcase_add_test(tc, test_running_argv);
 	tcase_add_test(tc, test_rm_outcome);
+	tcase_add_test(tc, test_exit_text);
 	tcase_add_test(tc, test_ps_argv);
 	tcase_add_test(tc, test_stale_names);
 	tcase_add_test(tc, test_stale_lines);

@@ -9,10 +9,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/acl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/acl.h"
 #include "common/ids.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -550,13 +553,77 @@ START_TEST(test_path_within)
 }
 END_TEST
 
+/* Accounts mode: the workspace is shared with the guest account by an ACL entry, sticky,
+ * and whatever else it says is put back (roundtable-sandbox(7) "Accounts"). */
+static void assert_shared(const char *ws, uid_t guest)
+{
+	struct stat st;
+	ck_assert_int_eq(lstat(ws, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777 & ~(mode_t)S_ISGID, 01770);
+	struct rts_acl_view v;
+	ck_assert_int_eq(rts_acl_view(-1, ws, &v), 0);
+	ck_assert(rts_acl_is_grant(&v, 07, guest, 07));
+}
+
+static void reopen(const char *hash, uid_t guest)
+{
+	char *wpath = NULL;
+	const char *why = NULL;
+	int fd = statd_workspace_open(tmpdir, hash, guest, &wpath, &why);
+	ck_assert_msg(fd >= 0, "%d %s", fd, why ? why : "");
+	close(fd);
+	free(wpath);
+}
+
+START_TEST(test_workspace_shared)
+{
+	const uid_t guest = 4242;
+	char hash[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash("guild:1/channel:shared", hash);
+	cleanup_free char *ws = rts_xasprintf("%s/%s", tmpdir, hash);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+	struct stat st;
+	ck_assert_int_eq(lstat(ws, &st), 0);
+	ck_assert_uint_eq(st.st_uid, geteuid());
+
+	/* Made in single-account mode (0700, no ACL): shared at the next turn. */
+	ck_assert_int_eq(chmod(ws, 0700), 0);
+	ck_assert_int_eq(removexattr(ws, "system.posix_acl_access"), 0);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+	/* Opened to others, to another account, with a default ACL: put back. */
+	ck_assert_int_eq(chmod(ws, 01777), 0);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+	ck_assert_int_eq(rts_acl_grant(-1, ws, 07, guest + 1, 07), 0);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+	acl_t def = acl_from_text("u::rwx,u:4343:r-x,g::---,m::r-x,o::---");
+	ck_assert_ptr_nonnull(def);
+	ck_assert_int_eq(acl_set_file(ws, ACL_TYPE_DEFAULT, def), 0);
+	acl_free(def);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+	/* Without the sticky bit the guest could rename what statd made: put back. */
+	ck_assert_int_eq(chmod(ws, 0770), 0);
+	reopen(hash, guest);
+	assert_shared(ws, guest);
+
+	/* What a single-account statd finds after accounts mode: its own 0700 again. */
+	reopen(hash, (uid_t)-1);
+	ck_assert_int_eq(lstat(ws, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0700);
+}
+END_TEST
+
 START_TEST(test_workspace_open)
 {
 	char hash[RTS_HASH_HEX_LEN + 1];
 	rts_channel_hash("guild:1/channel:2", hash);
 	char *wpath = NULL;
 	const char *why = NULL;
-	int fd = statd_workspace_open(tmpdir, hash, &wpath, &why);
+	int fd = statd_workspace_open(tmpdir, hash, (uid_t)-1, &wpath, &why);
 	ck_assert_msg(fd >= 0, "%d %s", fd, why ? why : "");
 	cleanup_free char *expect = rts_xasprintf("%s/%s", tmpdir, hash);
 	ck_assert_str_eq(wpath, expect);
@@ -572,14 +639,14 @@ START_TEST(test_workspace_open)
 	free(wpath);
 
 	/* Existing and fine: opened again. */
-	fd = statd_workspace_open(tmpdir, hash, &wpath, &why);
+	fd = statd_workspace_open(tmpdir, hash, (uid_t)-1, &wpath, &why);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	free(wpath);
 
 	/* A mode a guest set (containers run as the service account) is put back to 0700. */
 	ck_assert_int_eq(chmod(expect, 04755), 0);
-	fd = statd_workspace_open(tmpdir, hash, &wpath, &why);
+	fd = statd_workspace_open(tmpdir, hash, (uid_t)-1, &wpath, &why);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	free(wpath);
@@ -593,22 +660,22 @@ START_TEST(test_workspace_open)
 	ck_assert_int_eq(mkdir(target, 0700), 0);
 	ck_assert_int_eq(rmdir(expect), 0);
 	ck_assert_int_eq(symlink(target, expect), 0);
-	ck_assert_int_eq(statd_workspace_open(tmpdir, hash, &wpath, &why), -ENOTDIR);
+	ck_assert_int_eq(statd_workspace_open(tmpdir, hash, (uid_t)-1, &wpath, &why), -ENOTDIR);
 
 	/* A regular file in its place. */
 	ck_assert_int_eq(unlink(expect), 0);
 	write_file(expect, "x", 1);
-	ck_assert_int_eq(statd_workspace_open(tmpdir, hash, &wpath, &why), -ENOTDIR);
+	ck_assert_int_eq(statd_workspace_open(tmpdir, hash, (uid_t)-1, &wpath, &why), -ENOTDIR);
 
 	/* Names that are not a channel hash never reach the file system. */
-	ck_assert_int_eq(statd_workspace_open(tmpdir, "..", &wpath, &why), -EINVAL);
+	ck_assert_int_eq(statd_workspace_open(tmpdir, "..", (uid_t)-1, &wpath, &why), -EINVAL);
 	ck_assert_int_eq(statd_workspace_open(tmpdir, "../../../../../../../../../../../../../../../../../../../../../x",
-					      &wpath, &why),
+					      (uid_t)-1, &wpath, &why),
 			 -EINVAL);
 	char upper[RTS_HASH_HEX_LEN + 1];
 	memset(upper, 'A', RTS_HASH_HEX_LEN);
 	upper[RTS_HASH_HEX_LEN] = '\0';
-	ck_assert_int_eq(statd_workspace_open(tmpdir, upper, &wpath, &why), -EINVAL);
+	ck_assert_int_eq(statd_workspace_open(tmpdir, upper, (uid_t)-1, &wpath, &why), -EINVAL);
 }
 END_TEST
 
@@ -619,7 +686,7 @@ START_TEST(test_workspace_root_missing)
 	snprintf(root, sizeof(root), "%s/missing", tmpdir);
 	char *wpath = NULL;
 	const char *why = NULL;
-	ck_assert_int_eq(statd_workspace_open(root, hash, &wpath, &why), -ENOENT);
+	ck_assert_int_eq(statd_workspace_open(root, hash, (uid_t)-1, &wpath, &why), -ENOENT);
 	ck_assert_int_eq(access(root, F_OK), -1); /* not created behind the operator's back */
 }
 END_TEST
@@ -657,6 +724,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_dir_ensure);
 	tcase_add_test(tc, test_path_within);
 	tcase_add_test(tc, test_workspace_open);
+	tcase_add_test(tc, test_workspace_shared);
 	tcase_add_test(tc, test_workspace_root_missing);
 	suite_add_tcase(s, tc);
 	return s;
