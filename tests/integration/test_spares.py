@@ -90,7 +90,7 @@ def test_a_turn_claims_its_channels_spare_and_a_new_one_replaces_it(make_suite):
                             (os.path.join(s.dirs["run"], spare_id), "/run/broker", False)]), binds
     hc = info["HostConfig"]
     assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] and hc["CapDrop"] == ["ALL"]
-    assert info["Config"]["User"] == f"{s.env.uid}:{s.env.gid}"
+    assert info["Config"]["User"] == f"{s.guest.uid}:{s.guest.gid}"
     assert info["Config"]["Labels"][LABEL_CHANNEL] == chash(ch)
 
     requests = len(s.fake.requests())
