@@ -39,8 +39,10 @@
 #include "common/limits.h"
 
 /* 2: HELLO_OK names its program too; HELLO's and HELLO_OK's version field became the one
- * field every version keeps. */
-#define RTS_PROTO_VERSION 2u
+ * field every version keeps.
+ * 3: rich mode (DESIGN.md 8.5): the RICH_* and BROKER_RICH_* / BROKER_ATTACH_* messages of
+ * brokerd.sock; payloads too big for a packet travel as sealed memfds (common/memfd.h). */
+#define RTS_PROTO_VERSION 3u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
@@ -125,6 +127,92 @@ enum rts_proto_dir {
 	F(X, STR, turn_id, RTS_TURN_ID_LEN)    \
 	F(X, U32, calls, 0)
 
+/* ---- Rich mode on brokerd.sock (DESIGN.md 8.5). A rich channel has one long-lived
+ * container; brokerd serves its worker on a listener runnerd binds once per container and
+ * hands over with RICH_BIND, and runnerd relays each of statd's turns as BROKER_RICH_TURN.
+ * Several requests may be outstanding on the link at once; answers name what they answer.
+ * A carried fd is always there (a message "without payload" carries an empty memfd): the
+ * fd column is fixed per type. Every memfd is sealed (F_SEAL_SHRINK, GROW, WRITE, SEAL) and
+ * its receiver checks the seals and the size before reading (common/memfd.h). ---- */
+
+/* runnerd -> brokerd: serve the worker of a rich channel. fd: the listening SOCK_STREAM
+ * socket bound at runRoot/rich-<first 16 hex of the hash>/broker.sock. Replaces a listener
+ * of the same channel (a re-created container, a restarted runnerd). profile: the
+ * channel's rich profile (the config's rich.profiles key). */
+#define RTS_PROTO_FIELDS_RICH_BIND(F, X)        \
+	F(X, STR, channel, RTS_CHANNEL_MAX)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, STR, profile, RTS_NAME_MAX)
+/* brokerd -> runnerd: result 0, or a negative errno (-EINVAL a bad field or an unknown
+ * profile, -ENOTSOCK, -EBUSY too many channels, -ESHUTDOWN, -EIO). */
+#define RTS_PROTO_FIELDS_RICH_BOUND(F, X)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, I32, result, 0)
+/* runnerd -> brokerd: answer once the worker of the bound channel has announced itself
+ * (POST /worker/ready since the bind), or at deadline_ms (CLOCK_MONOTONIC ms). */
+#define RTS_PROTO_FIELDS_RICH_WAIT_READY(F, X)  \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, U64, deadline_ms, 0)
+/* brokerd -> runnerd: result 0 (ready), -ETIME (not by the deadline), -ENOENT (no such
+ * channel bound, or it was unbound or replaced meanwhile). capabilities: what the worker
+ * declared, bits RTS_RICH_CAP_*; private_history: 1 when it reported retained private
+ * history. */
+#define RTS_PROTO_FIELDS_RICH_READY(F, X)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, I32, result, 0)                      \
+	F(X, U8, capabilities, 0)                 \
+	F(X, U8, private_history, 0)
+/* runnerd -> brokerd: stop serving the channel (its container is going): the listener and
+ * every connection are closed, a turn of the channel ends CANCELLED. Unknown channels are
+ * answered too. */
+#define RTS_PROTO_FIELDS_RICH_UNBIND(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
+#define RTS_PROTO_FIELDS_RICH_UNBOUND(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
+/* runnerd -> brokerd: admit a turn of a bound rich channel: identity is bound now and
+ * revoked when BROKER_RICH_DONE is sent (seed: "The host binds identity immediately
+ * before enqueueing a turn and revokes it when the turn settles"). fd: sealed memfd with
+ * the turn input JSON statd built (at most RTS_RICH_TURN_INPUT_MAX bytes). deadline_ms:
+ * CLOCK_MONOTONIC ms, the hard bound of every call of the turn. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_TURN(F, X)        \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)              \
+	F(X, STR, channel, RTS_CHANNEL_MAX)              \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)        \
+	F(X, STR, speaker_id, RTS_SPEAKER_FIELD_MAX)     \
+	F(X, STR, speaker_name, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, principal_id, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, profile, RTS_NAME_MAX)                 \
+	F(X, U64, deadline_ms, 0)
+/* brokerd -> runnerd: the turn settled. status: enum rts_turn_status (TIMEOUT when brokerd
+ * saw the deadline pass first). calls: credential-bearing calls, refused ones included.
+ * fd: sealed memfd with the reply JSON {"text","files"} (at most RTS_RICH_REPLY_MAX bytes),
+ * empty unless status is OK. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_DONE(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)       \
+	F(X, U32, status, 0)                      \
+	F(X, U32, calls, 0)
+/* runnerd -> brokerd: end the turn now (deadline, cancel, shutdown); the pending
+ * BROKER_RICH_DONE answers it with CANCELLED. Unknown ids are ignored. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_CANCEL(F, X) F(X, STR, turn_id, RTS_TURN_ID_LEN)
+/* runnerd -> brokerd (relayed from statd): fetch attachment index of a turn with the
+ * controlled fetch (common/fetch.h), at most max_bytes. */
+#define RTS_PROTO_FIELDS_BROKER_ATTACH_FETCH(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)          \
+	F(X, U32, index, 0)                          \
+	F(X, STR, url, RTS_ATTACH_URL_MAX)           \
+	F(X, U64, max_bytes, 0)
+/* brokerd -> runnerd: result 0, -EACCES (a fetch rule refused the URL or an address),
+ * -EFBIG, -ETIMEDOUT or -EIO (anything else). mime: the answer's media type ("" when it
+ * had none or it was malformed). fd: sealed memfd with the body (empty unless result is
+ * 0). */
+#define RTS_PROTO_FIELDS_BROKER_ATTACH_DATA(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)         \
+	F(X, U32, index, 0)                         \
+	F(X, I32, result, 0)                        \
+	F(X, STR, mime, RTS_RICH_MIME_MAX)
+
+/* RICH_READY's capabilities (seed, "Worker capability handshake"). */
+#define RTS_RICH_CAP_PRIVATE_TO 1u
+#define RTS_RICH_CAP_READER_RECORDS 2u
+
 /* M(NAME, name, type number, link, direction, carries an fd (0 or 1)). */
 #define RTS_PROTO_MESSAGES(M)                                                            \
 	M(HELLO, hello, 2, RTS_PROTO_LINK_ANY, RTS_PROTO_TO_LISTENER, 0)                   \
@@ -135,7 +223,18 @@ enum rts_proto_dir {
 	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
 	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
-	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(RICH_BIND, rich_bind, 40, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)     \
+	M(RICH_BOUND, rich_bound, 41, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)  \
+	M(RICH_WAIT_READY, rich_wait_ready, 42, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(RICH_READY, rich_ready, 43, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)  \
+	M(RICH_UNBIND, rich_unbind, 44, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(RICH_UNBOUND, rich_unbound, 45, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(BROKER_RICH_TURN, broker_rich_turn, 46, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1) \
+	M(BROKER_RICH_DONE, broker_rich_done, 47, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 1) \
+	M(BROKER_RICH_CANCEL, broker_rich_cancel, 48, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(BROKER_ATTACH_FETCH, broker_attach_fetch, 50, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(BROKER_ATTACH_DATA, broker_attach_data, 51, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 1)
 
 #define RTS_PROTO_ENUM_ROW_(NAME, name, number, link, dir, fd) RTS_MSG_##NAME = (number),
 enum rts_msg_type {

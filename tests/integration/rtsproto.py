@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 2
+PROTO_VERSION = 3
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -48,6 +48,17 @@ BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
 BROKER_CLOSED = 23
+RICH_BIND = 40
+RICH_BOUND = 41
+RICH_WAIT_READY = 42
+RICH_READY = 43
+RICH_UNBIND = 44
+RICH_UNBOUND = 45
+BROKER_RICH_TURN = 46
+BROKER_RICH_DONE = 47
+BROKER_RICH_CANCEL = 48
+BROKER_ATTACH_FETCH = 50
+BROKER_ATTACH_DATA = 51
 
 # enum rts_turn_status
 TURN_OK = 0
@@ -67,6 +78,12 @@ WORKER_OUTPUT_MAX = 256 * 1024
 TURN_ID_LEN = 16
 HASH_HEX_LEN = 64
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
+NAME_MAX = 48
+ATTACH_URL_MAX = 8192
+RICH_MIME_MAX = 127
+# RICH_READY's capability bits
+RICH_CAP_PRIVATE_TO = 1
+RICH_CAP_READER_RECORDS = 2
 
 # Every message: (type, link, direction, carries an fd, fields in wire order as (name,
 # kind, max)); kinds u8, u32, i32, u64, str (max: bytes without the NUL). link is the
@@ -95,6 +112,34 @@ MESSAGES = {
     "BROKER_CLOSE": (BROKER_CLOSE, "brokerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
     "BROKER_CLOSED": (BROKER_CLOSED, "brokerd.sock", "to_connector", False,
                       (("turn_id", "str", TURN_ID_LEN), ("calls", "u32", 0))),
+    "RICH_BIND": (RICH_BIND, "brokerd.sock", "to_listener", True,
+                  (("channel", "str", CHANNEL_MAX), ("channel_hash", "str", HASH_HEX_LEN),
+                   ("profile", "str", NAME_MAX))),
+    "RICH_BOUND": (RICH_BOUND, "brokerd.sock", "to_connector", False,
+                   (("channel_hash", "str", HASH_HEX_LEN), ("result", "i32", 0))),
+    "RICH_WAIT_READY": (RICH_WAIT_READY, "brokerd.sock", "to_listener", False,
+                        (("channel_hash", "str", HASH_HEX_LEN), ("deadline_ms", "u64", 0))),
+    "RICH_READY": (RICH_READY, "brokerd.sock", "to_connector", False,
+                   (("channel_hash", "str", HASH_HEX_LEN), ("result", "i32", 0), ("capabilities", "u8", 0),
+                    ("private_history", "u8", 0))),
+    "RICH_UNBIND": (RICH_UNBIND, "brokerd.sock", "to_listener", False, (("channel_hash", "str", HASH_HEX_LEN),)),
+    "RICH_UNBOUND": (RICH_UNBOUND, "brokerd.sock", "to_connector", False,
+                     (("channel_hash", "str", HASH_HEX_LEN),)),
+    "BROKER_RICH_TURN": (BROKER_RICH_TURN, "brokerd.sock", "to_listener", True,
+                         (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                          ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                          ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                          ("profile", "str", NAME_MAX), ("deadline_ms", "u64", 0))),
+    "BROKER_RICH_DONE": (BROKER_RICH_DONE, "brokerd.sock", "to_connector", True,
+                         (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("calls", "u32", 0))),
+    "BROKER_RICH_CANCEL": (BROKER_RICH_CANCEL, "brokerd.sock", "to_listener", False,
+                           (("turn_id", "str", TURN_ID_LEN),)),
+    "BROKER_ATTACH_FETCH": (BROKER_ATTACH_FETCH, "brokerd.sock", "to_listener", False,
+                            (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("url", "str", ATTACH_URL_MAX),
+                             ("max_bytes", "u64", 0))),
+    "BROKER_ATTACH_DATA": (BROKER_ATTACH_DATA, "brokerd.sock", "to_connector", True,
+                           (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("result", "i32", 0),
+                            ("mime", "str", RICH_MIME_MAX))),
 }
 
 # Field kinds: u8, u32, i32, u64, str. FD marks a message that carries exactly one fd.

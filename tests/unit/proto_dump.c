@@ -40,6 +40,8 @@ int main(void)
 	printf(" \"PROGRAM_STATD\": \"%s\", \"PROGRAM_RUNNERD\": \"%s\", \"PROGRAM_BROKERD\": \"%s\",\n", RTS_PROGRAM_STATD,
 	       RTS_PROGRAM_RUNNERD, RTS_PROGRAM_BROKERD);
 	printf(" \"DUMMY_KEY\": \"%s\",\n", RTS_DUMMY_KEY);
+	printf(" \"RICH_CAP_PRIVATE_TO\": %u, \"RICH_CAP_READER_RECORDS\": %u,\n", RTS_RICH_CAP_PRIVATE_TO,
+	       RTS_RICH_CAP_READER_RECORDS);
 #define STATUS_(NAME, value) printf(" \"TURN_" #NAME "\": %d,\n", (value));
 	RTS_PROTO_TURN_STATUSES(STATUS_)
 	printf(" \"MESSAGES\": {");
