@@ -210,6 +210,13 @@
 #define RTS_RICH_TURN_INPUT_MAX (96u * 1024u * 1024u)
 #define RTS_RICH_REPLY_MAX RTS_RICH_REPLY_PACKET_MAX
 
+/* The control protocol with rich messages: a request line of a message carrying images
+ * (base64) and attachment URLs, which statd reads and the CLI writes; an event line with a
+ * reply and its files, which statd writes and the CLI reads. Lines above
+ * RTS_CONTROL_LINE_MAX share a budget in statd (statd/statd.h). */
+#define RTS_CONTROL_RICH_LINE_MAX (96u * 1024u * 1024u)
+#define RTS_CONTROL_EVENT_MAX (RTS_RICH_REPLY_MAX + 64u * 1024u)
+
 /* ---- Relations ---- */
 
 /* The longest public tool name: host_<name> or mcp_<one digit>_<name>. */
@@ -254,6 +261,20 @@ _Static_assert(4u * (RTS_RICH_REPLY_FILES_TOTAL_MAX / 3u + RTS_RICH_REPLY_FILES_
 		       RTS_RICH_REPLY_MAX,
 	       "every reply brokerd builds from a valid reply packet must fit what statd reads");
 _Static_assert(RTS_RICH_COMPACTION_REQUEST_DEFAULT <= RTS_RICH_BODY_MAX, "the default compaction request bound");
+/* A rich message: the images' base64 (each padded), the text and the speaker fields and
+ * the channel key escaped at worst, every attachment's URL and name escaped at worst, the
+ * member names and the id. */
+_Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + RTS_RICH_IMAGES_MAX) +
+			       6u * (RTS_RICH_TEXT_BYTES_MAX + RTS_CHANNEL_MAX + 4u * RTS_SPEAKER_FIELD_MAX) +
+			       RTS_RICH_ATTACHMENTS_MAX * 6u * (RTS_ATTACH_URL_MAX + RTS_RICH_FILE_NAME_MAX + 64u) +
+			       64u * 1024u <=
+		       RTS_CONTROL_RICH_LINE_MAX,
+	       "every rich message statd accepts must fit one control line");
+/* statd's turn input holds the images as sent and everything else escaped at worst. */
+_Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + RTS_RICH_IMAGES_MAX) + 6u * RTS_RICH_TEXT_BYTES_MAX +
+			       RTS_RICH_ATTACHMENTS_MAX * (6u * (RTS_RICH_FILE_NAME_MAX + 4096u) + 256u) + 64u * 1024u <=
+		       RTS_RICH_TURN_INPUT_MAX,
+	       "every turn input statd builds must fit what brokerd reads");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 

@@ -44,6 +44,15 @@ HELLO_OK = 3
 TURN_RUN = 10
 TURN_DONE = 11
 TURN_CANCEL = 12
+RICH_SYNC = 24
+RICH_SYNCED = 25
+RICH_ENSURE = 26
+RICH_STATE = 27
+RICH_STOP = 28
+RICH_TURN = 30
+RICH_TURN_DONE = 31
+ATTACH_FETCH = 32
+ATTACH_DATA = 33
 BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
@@ -84,6 +93,13 @@ RICH_MIME_MAX = 127
 # RICH_READY's capability bits
 RICH_CAP_PRIVATE_TO = 1
 RICH_CAP_READER_RECORDS = 2
+# RICH_STATE's states and RICH_STOP's reasons
+RICH_STATE_READY = 1
+RICH_STATE_STOPPED = 2
+RICH_STATE_FAILED = 3
+RICH_STOP_OFF = 0
+RICH_STOP_FRESH = 1
+RICH_STOP_CHANGED = 2
 
 # Every message: (type, link, direction, carries an fd, fields in wire order as (name,
 # kind, max)); kinds u8, u32, i32, u64, str (max: bytes without the NUL). link is the
@@ -102,6 +118,29 @@ MESSAGES = {
     "TURN_DONE": (TURN_DONE, "runnerd.sock", "to_connector", False,
                   (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("reply", "str", REPLY_MAX))),
     "TURN_CANCEL": (TURN_CANCEL, "runnerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
+    "RICH_SYNC": (RICH_SYNC, "runnerd.sock", "to_listener", False, (("channels", "u32", 0),)),
+    "RICH_SYNCED": (RICH_SYNCED, "runnerd.sock", "to_connector", False, (("removed", "u32", 0),)),
+    "RICH_ENSURE": (RICH_ENSURE, "runnerd.sock", "to_listener", True,
+                    (("seq", "u32", 0), ("channel", "str", CHANNEL_MAX), ("channel_hash", "str", HASH_HEX_LEN),
+                     ("profile", "str", NAME_MAX), ("workspace", "str", PATH_MAX))),
+    "RICH_STATE": (RICH_STATE, "runnerd.sock", "to_connector", False,
+                   (("seq", "u32", 0), ("channel_hash", "str", HASH_HEX_LEN), ("state", "u32", 0),
+                    ("error", "i32", 0))),
+    "RICH_STOP": (RICH_STOP, "runnerd.sock", "to_listener", False,
+                  (("seq", "u32", 0), ("channel_hash", "str", HASH_HEX_LEN), ("reason", "u32", 0))),
+    "RICH_TURN": (RICH_TURN, "runnerd.sock", "to_listener", True,
+                  (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                   ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                   ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                   ("profile", "str", NAME_MAX))),
+    "RICH_TURN_DONE": (RICH_TURN_DONE, "runnerd.sock", "to_connector", True,
+                       (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("calls", "u32", 0))),
+    "ATTACH_FETCH": (ATTACH_FETCH, "runnerd.sock", "to_listener", False,
+                     (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("url", "str", ATTACH_URL_MAX),
+                      ("max_bytes", "u64", 0))),
+    "ATTACH_DATA": (ATTACH_DATA, "runnerd.sock", "to_connector", True,
+                    (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("result", "i32", 0),
+                     ("mime", "str", RICH_MIME_MAX))),
     "BROKER_BIND": (BROKER_BIND, "brokerd.sock", "to_listener", True,
                     (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
                      ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
