@@ -261,6 +261,22 @@ void brokerd_gate_stop(struct brokerd_gate *g)
 		pending_free(g->pending);
 }
 
+/* The handed fd must be what runnerd promised: a listening AF_UNIX stream socket. */
+int brokerd_gate_check_listener(int fd)
+{
+	int v;
+	socklen_t len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+		return -ENOTSOCK;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
+		return -ENOTSOCK;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 1)
+		return -ENOTSOCK;
+	return 0;
+}
+
 void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms)
 {
 	for (struct brokerd_pending *p = g->pending, *next; p; p = next) {

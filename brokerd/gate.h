@@ -73,6 +73,10 @@ void brokerd_gate_stop(struct brokerd_gate *g);
  * g->deadline_ms. */
 void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms);
 
+/* 0 when fd is what runnerd promises to hand over: a listening AF_UNIX SOCK_STREAM socket;
+ * else -ENOTSOCK. */
+int brokerd_gate_check_listener(int fd);
+
 /* The whole answer the gate writes for r (any result but BROKERD_OK): status line,
  * Content-Type: application/json, Content-Length, Connection: close, then {"error":CODE}.
  * Static string. */

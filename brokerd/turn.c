@@ -52,22 +52,6 @@ static int check_binding(const struct rts_config *cfg, const struct brokerd_bind
 	return 0;
 }
 
-/* The handed fd must be what runnerd promised: a listening AF_UNIX stream socket. */
-static int check_listener(int fd)
-{
-	int v;
-	socklen_t len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
-		return -ENOTSOCK;
-	len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
-		return -ENOTSOCK;
-	len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 1)
-		return -ENOTSOCK;
-	return 0;
-}
-
 static void binding_release(struct brokerd_binding *b)
 {
 	free(b->channel);
@@ -207,7 +191,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	int r = check_binding(cfg, b);
 	if (r < 0)
 		return r;
-	r = check_listener(fd);
+	r = brokerd_gate_check_listener(fd);
 	if (r < 0)
 		return r;
 
