@@ -879,7 +879,7 @@ void brokerd_stream_filter_fail(struct brokerd_stream_filter *f)
 const char *brokerd_stream_filter_out(struct brokerd_stream_filter *f, size_t *len)
 {
 	*len = f->out_len - f->out_off;
-	return f->out + f->out_off;
+	return f->out ? f->out + f->out_off : "";
 }
 
 void brokerd_stream_filter_take(struct brokerd_stream_filter *f, size_t n)
