@@ -110,17 +110,30 @@ bool brokerd_content_type_is_json(const char *ct)
 	return *p == '\0' || *p == ';';
 }
 
-static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_slist *headers, struct sink *sink,
-		 long timeout_ms)
+void *brokerd_upstream_multi_take(void)
 {
-	CURLcode c = CURLE_OK;
+	return multi_take();
+}
+
+void brokerd_upstream_multi_give(void *multi)
+{
+	if (multi)
+		multi_give(multi);
+}
+
 #define SET(opt, val)                                                                                                  \
 	do {                                                                                                           \
 		if (c == CURLE_OK)                                                                                     \
 			c = curl_easy_setopt(e, opt, val);                                                             \
 	} while (0)
-	SET(CURLOPT_URL, req->url);
-	SET(CURLOPT_PROTOCOLS_STR, "https");
+
+int brokerd_upstream_setopt_common(void *easy, const char *url, const char *ca_file, bool allow_http,
+				   const char *body, size_t body_len)
+{
+	CURL *e = easy;
+	CURLcode c = CURLE_OK;
+	SET(CURLOPT_URL, url);
+	SET(CURLOPT_PROTOCOLS_STR, allow_http ? "http,https" : "https");
 	SET(CURLOPT_REDIR_PROTOCOLS_STR, "https");
 	/* A redirect is an answer like any other non-2xx: refused by the caller. */
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -133,14 +146,23 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 	/* No connection outlives its call (see the pool above). */
 	SET(CURLOPT_FORBID_REUSE, 1L);
 	SET(CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
-	if (req->ca_file) {
+	if (ca_file) {
 		/* caFile is trusted instead of the system store, not in addition to it. */
-		SET(CURLOPT_CAINFO, req->ca_file);
+		SET(CURLOPT_CAINFO, ca_file);
 		SET(CURLOPT_CAPATH, (char *)NULL);
 	}
 	SET(CURLOPT_POST, 1L);
-	SET(CURLOPT_POSTFIELDS, req->body);
-	SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	SET(CURLOPT_POSTFIELDS, body);
+	SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	return c == CURLE_OK ? 0 : -EPROTO;
+}
+
+static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_slist *headers, struct sink *sink,
+		 long timeout_ms)
+{
+	if (brokerd_upstream_setopt_common(e, req->url, req->ca_file, req->allow_http, req->body, req->body_len) < 0)
+		return -EPROTO;
+	CURLcode c = CURLE_OK;
 	SET(CURLOPT_HTTPHEADER, headers);
 	SET(CURLOPT_WRITEFUNCTION, on_write);
 	SET(CURLOPT_WRITEDATA, sink);
@@ -160,8 +182,9 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 	if (now >= req->cancel.deadline_ms)
 		return -ETIMEDOUT;
 	uint64_t left = req->cancel.deadline_ms - now;
-	if (left > BROKERD_UPSTREAM_TIMEOUT_MS)
-		left = BROKERD_UPSTREAM_TIMEOUT_MS;
+	uint64_t own = req->timeout_ms ? req->timeout_ms : BROKERD_UPSTREAM_TIMEOUT_MS;
+	if (left > own)
+		left = own;
 	uint64_t deadline = now + left;
 
 	/* Headers from scratch. "Expect:" stops libcurl from adding 100-continue; nothing
@@ -280,8 +303,8 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	uint64_t started = rts_now_ms();
 	/* Which bound this call runs under, as brokerd_upstream_post picks it: its own
 	 * upstream deadline unless the request's or the turn's comes first. */
-	bool upstream_bound = req->cancel.deadline_ms > started &&
-			      req->cancel.deadline_ms - started > BROKERD_UPSTREAM_TIMEOUT_MS;
+	uint64_t own = req->timeout_ms ? req->timeout_ms : BROKERD_UPSTREAM_TIMEOUT_MS;
+	bool upstream_bound = req->cancel.deadline_ms > started && req->cancel.deadline_ms - started > own;
 	int r = brokerd_upstream_post(req, &a);
 	uint64_t took = rts_now_ms() - started;
 	if (r == -ECANCELED)
@@ -289,8 +312,7 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	if (r == -ETIMEDOUT) {
 		if (upstream_bound)
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
-				     "%s upstream timed out: upstream deadline of %u ms", what,
-				     (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
+				     "%s upstream timed out: upstream deadline of %u ms", what, (unsigned)own);
 		else
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
 				     "%s upstream timed out: %s deadline", what,
