@@ -300,8 +300,8 @@ static void turn_end(struct statd_turn *t, bool registered, enum statd_outcome o
 			log_info("channel %.12s: container removed and sessions archived; fresh start pending", ch->hash);
 		} else {
 			a.error = STATD_REFUSAL_UNAVAILABLE;
-			log_warning("channel %.12s: fresh start not done (%s): the container could not be removed first",
-				    ch->hash, outcome_log[outcome].says);
+			log_warning("channel %.12s: fresh start not done (%s); the sessions stay where they are", ch->hash,
+				    outcome_log[outcome].says);
 		}
 		item_answer(q, t->item, &a);
 	} else {
@@ -479,6 +479,14 @@ static bool rich_send(struct statd_turn *t, enum statd_outcome *fail)
 	if (t->next_att < it->n_att) {
 		uint64_t left = RTS_RICH_ATTACHMENTS_TOTAL_MAX - t->att_total;
 		uint64_t max = left < RTS_RICH_ATTACHMENT_BYTES_MAX ? left : RTS_RICH_ATTACHMENT_BYTES_MAX;
+		if (max == 0) {
+			/* seed: 50 MiB in all; the ones before took it. */
+			rts_log_turn(LOG_WARNING, t->id, t->ch->hash, "error", 0,
+				     "attachment %u not fetched: the attachments before it hold %u bytes already",
+				     t->next_att, RTS_RICH_ATTACHMENTS_TOTAL_MAX);
+			*fail = STATD_OUTCOME_ATTACHMENT_TOO_LARGE;
+			return false;
+		}
 		if (q->ops->send_fetch(q->owner, t->id, t->next_att, it->att[t->next_att].url, max))
 			t->state = STATD_TURN_FETCHING;
 		return true;
