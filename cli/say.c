@@ -61,14 +61,15 @@ static int say_option(int opt, const char *arg, void *ctx)
 	return 0;
 }
 
-/* Read all of standard input as a say TEXT: at most RTS_TEXT_MAX bytes, one trailing
+/* Read all of standard input as a say TEXT: at most RTS_RICH_TEXT_BYTES_MAX bytes (the
+ * longest of any mode; statd holds each channel to its own), one trailing
  * newline dropped (as `echo` and here-documents add one). Returns a NUL-terminated string the
  * caller frees, or NULL after logging why (too long, a NUL byte, a read error). */
 static char *read_stdin_text(void)
 {
 	/* Up to two bytes past the limit: the newline that may be dropped, and one that shows
 	 * the input is too long even then. */
-	size_t want = RTS_TEXT_MAX + 2, len = 0;
+	size_t want = RTS_RICH_TEXT_BYTES_MAX + 2, len = 0;
 	char *buf = rts_xcalloc(want + 1, 1);
 	while (len < want) {
 		ssize_t n = read(STDIN_FILENO, buf + len, want - len);
@@ -85,8 +86,8 @@ static char *read_stdin_text(void)
 	}
 	if (len > 0 && buf[len - 1] == '\n')
 		buf[--len] = '\0';
-	if (len > RTS_TEXT_MAX) {
-		log_error("TEXT on standard input is longer than %u bytes", RTS_TEXT_MAX);
+	if (len > RTS_RICH_TEXT_BYTES_MAX) {
+		log_error("TEXT on standard input is longer than %u bytes", RTS_RICH_TEXT_BYTES_MAX);
 		free(buf);
 		return NULL;
 	}
