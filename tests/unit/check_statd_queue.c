@@ -65,6 +65,7 @@ static struct {
 	int key_result;	      /* < 0: channel_key fails with it */
 	int store_result;     /* < 0: attachment_write fails with it */
 	int archive_result;   /* < 0: archive fails with it */
+	uint64_t store_bytes; /* what attachment_write stores (0: 1000) */
 	unsigned replies_freed;
 	struct fake_mode modes[16];
 	size_t n_modes;
@@ -403,7 +404,7 @@ static int op_attachment_write(void *owner, int workspace_fd, const char *turn_i
 	a->file_name = rts_xstrdup("f");
 	a->path = rts_xasprintf("/workspace/attachments/%s/%u-f", turn_id, index);
 	a->mime = rts_xstrdup(mime);
-	a->bytes = 1000;
+	a->bytes = fk.store_bytes ? fk.store_bytes : 1000;
 	return 0;
 }
 
@@ -1313,6 +1314,31 @@ START_TEST(test_rich_attachment_budget_shrinks)
 }
 END_TEST
 
+START_TEST(test_rich_attachments_total)
+{
+	/* Two of 25 MiB fill the 50 MiB: the third is not even fetched. */
+	static const char *const urls[] = {"https://a.example/1", "https://a.example/2", "https://a.example/3", NULL};
+	rich_mode("r1", "m", "default");
+	fk.store_bytes = RTS_RICH_ATTACHMENT_BYTES_MAX;
+	rich_turn_with("r1", "a", urls, 0);
+	size_t m = rig_mark();
+	attach(0, 0);
+	attach(1, 0);
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", "store 1 image/png",
+			 "event a attachment_too_large", NULL);
+	/* With 20 MiB stored, the next may bring only what is left. */
+	fk.store_bytes = 20u << 20;
+	rich_turn_with("r1", "b", urls, 0);
+	m = rig_mark();
+	attach(0, 0);
+	attach(1, 0);
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", "store 1 image/png",
+			 "fetch 2 https://a.example/3 max 10485760", NULL);
+	attach(2, 0);
+	rich_done("b", RTS_TURN_OK, "done");
+}
+END_TEST
+
 START_TEST(test_rich_attachments_wait_for_the_link)
 {
 	static const char *const urls[] = {"https://a.example/1", NULL};
@@ -1588,6 +1614,7 @@ int main(void)
 	tcase_add_test(tc, test_rich_attachments_one_at_a_time);
 	tcase_add_test(tc, test_rich_attachment_failures);
 	tcase_add_test(tc, test_rich_attachment_budget_shrinks);
+	tcase_add_test(tc, test_rich_attachments_total);
 	tcase_add_test(tc, test_rich_attachments_wait_for_the_link);
 	tcase_add_test(tc, test_rich_cancel_while_fetching);
 	tcase_add_test(tc, test_rich_cancel_running_turn);
