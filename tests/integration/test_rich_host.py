@@ -634,3 +634,56 @@ def test_big_images_travel_in_a_memfd(rich_suite):
         assert [i["data"] for i in inp["images"]] == [i["data"] for i in imgs]
     finally:
         broker.stop()
+
+
+# ---- doctor ---------------------------------------------------------------------------------
+
+def test_doctor_checks_rich(rich_suite):
+    s = rich_suite(rich={"effort": {"default": "medium", "judge": {"command": ["/nonexistent/judge"]}}})
+    p = s.cli("doctor")
+    out = p.stdout
+    assert "ok: rich image: " + s.rich_image in out, out
+    assert "ok: rich log: rich containers log to the json-file driver" in out
+    assert "FAIL: rich.effort.judge: /nonexistent/judge" in out
+    assert "ok: rich path lengths" in out and "ok: rich.oauthToken" in out
+    # journald needs dockerd under systemd: doctor says so where it is not.
+    s.rewrite_config(rich={"log": {"driver": "journald"}, "effort": {"default": "medium"}})
+    p = s.cli("doctor")
+    with open("/proc/1/comm") as f:
+        under_systemd = f.read().strip() == "systemd" and os.path.exists("/run/systemd/journal/socket")
+    if under_systemd:
+        assert "ok: rich log: journald" in p.stdout, p.stdout
+    else:
+        assert "FAIL: rich log: rich.log.driver is journald" in p.stdout, p.stdout
+        assert "dockerd must run under systemd with journald" in p.stdout
+    # A missing rich image fails.
+    s.rewrite_config(rich={"image": "roundtable-sandbox:no-such-rich-image"})
+    p = s.cli("doctor")
+    assert "FAIL: rich image: roundtable-sandbox:no-such-rich-image is not in the local image store" in p.stdout
+
+
+# ---- long control lines -----------------------------------------------------------------------
+
+def test_long_lines_share_a_budget(make_suite):
+    """Lines above 512 KiB (rich messages) share 192 MiB in statd: a line that would pass it
+    is skipped and answered busy (route drop); once the others are read, it goes."""
+    s = make_suite(daemons=("statd",))
+    conns = [s.connect(timeout=120) for _ in range(3)]
+    try:
+        part = b'{"op": "channels", "id": "big", "pad": "' + b"p" * (70 * 1024 * 1024)
+        # sendall returns once statd took all but a socket buffer's worth: both lines are
+        # in its buffers (96 MiB each once past 64 MiB) before the third comes.
+        conns[0].send_raw(part)
+        conns[1].send_raw(part)
+        third = json.dumps({"op": "channels", "id": "third", "pad": "q" * (1024 * 1024)}).encode() + b"\n"
+        conns[2].send_raw(third)
+        a = conns[2].recv()
+        assert a["route"] == "drop" and a["error"] == "busy" and "long requests" in a["detail"], a
+        assert log_has(s, "statd", "a long request line does not fit")
+        conns[0].send_raw(b'"}\n')
+        assert conns[0].recv()["detail"] == "unknown field for this op"
+        conns[2].send_raw(third)
+        assert conns[2].recv()["detail"] == "unknown field for this op"
+    finally:
+        for c in conns:
+            c.close()
