@@ -160,8 +160,10 @@ int statd_attachment_write(int ws_fd, const char *turn_id, uint32_t index, int d
 		rts_memfd_unmap(data, len);
 		return att;
 	}
-	/* A new turn id: nobody can have made this directory before (a guest that guessed
-	 * one still gets EEXIST, and the attachment is refused). */
+	/* The turn's directory exists already from the turn's earlier attachments; a guest
+	 * that guessed the turn id and made it first gains nothing: it is opened without
+	 * following a link, and each file is created with O_EXCL, so a planted name refuses
+	 * the attachment instead of being written through. */
 	if (mkdirat(att, turn_id, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
 		rts_memfd_unmap(data, len);

@@ -243,6 +243,10 @@ int statd_rich_reply_read(int fd, struct statd_rich_reply **out, const char **wh
 		*why = r == -EFBIG ? "the reply is larger than its bound" : "the reply is not a sealed memfd";
 		return r;
 	}
+	if (len == 0) {
+		*why = "the reply is empty";
+		return -EBADMSG;
+	}
 	cleanup_json json_object *root = NULL;
 	r = rts_json_parse_strict(data, len, REPLY_JSON_DEPTH, &root, why);
 	rts_memfd_unmap(data, len);

@@ -552,6 +552,11 @@ START_TEST(test_reply_read)
 	fd = sealed(eleven);
 	ck_assert_int_eq(statd_rich_reply_read(fd, &r, &why), -EBADMSG);
 	close(fd);
+	/* An empty memfd (found by fuzz_rich_reply): refused, never parsed. */
+	fd = sealed("");
+	ck_assert_int_eq(statd_rich_reply_read(fd, &r, &why), -EBADMSG);
+	ck_assert_ptr_null(r);
+	close(fd);
 	/* An unsealed memfd: refused before it is read. */
 	fd = memfd_create("unsealed", MFD_CLOEXEC);
 	ck_assert_int_eq(write(fd, "{\"text\":\"x\"}", 12), 12);
