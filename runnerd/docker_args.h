@@ -197,6 +197,10 @@ struct runnerd_rich_found {
 	char channel_hash[RTS_HASH_HEX_LEN + 1];
 	char generation[RUNNERD_GENERATION_LEN + 1]; /* "" when its label is missing or malformed */
 	bool running;
+	/* Not from the listing: runRoot has no rich-<prefix>/ for it (runRoot was made anew,
+	 * as systemd does when it removes a RuntimeDirectory=), so the container's
+	 * /run/broker is a directory nothing can reach again: it cannot be adopted. */
+	bool dir_gone;
 };
 
 /* Parse one line of the runnerd_docker_ps_rich_argv listing. 0 for a container of ours: a

@@ -2,6 +2,7 @@
 /* roundtable-sandbox-runnerd: runs each turn's container (DESIGN.md sections 2 to 4). */
 #include "config.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -198,6 +199,10 @@ static void startup_rich_done(struct runnerd_proc *p, const struct runnerd_proc_
 		struct runnerd_rich_found f;
 		if (runnerd_parse_rich_line(rd->cfg->installation_id, line, &f) < 0)
 			continue;
+		char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
+		snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%.*s", (int)RUNNERD_RICH_PREFIX_LEN, f.channel_hash);
+		struct stat sb;
+		f.dir_gone = fstatat(rd->run_root_fd, dir, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode);
 		runnerd_rich_found(&rd->riches, &f);
 		n++;
 	}

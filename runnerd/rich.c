@@ -53,6 +53,7 @@ struct runnerd_rich {
 
 	enum runnerd_rich_container container;
 	bool found_running;				/* FOUND: docker said "running" */
+	bool found_dir_gone;				/* FOUND: its broker directory is gone */
 	char generation[RUNNERD_GENERATION_LEN + 1];	/* of the container ("" unknown) */
 	char want_gen[RUNNERD_GENERATION_LEN + 1];	/* what the config and image make now */
 	enum runnerd_rich_step step;
@@ -525,6 +526,7 @@ static void stop_finished(struct runnerd_rich *ch)
 	else
 		ch->container = RUNNERD_RICH_NONE;
 	ch->found_running = false;
+	ch->found_dir_gone = false;
 	ch->generation[0] = '\0';
 	ch->adopting = false;
 	ch->replace = false;
@@ -804,15 +806,19 @@ static void drive(struct runnerd_rich *ch)
 		turn_send_next(ch);
 		return;
 	case RUNNERD_RICH_FOUND:
-		if (ch->found_running && strcmp(ch->generation, ch->want_gen) == 0) {
+		if (ch->found_running && !ch->found_dir_gone && strcmp(ch->generation, ch->want_gen) == 0) {
 			log_info("channel %.12s: adopting its running container %s", ch->hash, ch->name);
 			start(ch, true);
 			return;
 		}
-		log_notice("channel %.12s: its container %s is %s: replacing it", ch->hash, ch->name,
-			   ch->found_running ? "of another generation" : "not running");
+		log_notice("channel %.12s: its container %s %s: replacing it", ch->hash, ch->name,
+			   !ch->found_running	 ? "is not running"
+			   : ch->found_dir_gone ? "lost its broker directory (runRoot was made anew)"
+						 : "is of another generation");
 		ch->replace = true;
-		ch->why = ch->found_running ? "the profile, the config or the image changed" : "it no longer runs";
+		ch->why = !ch->found_running   ? "it no longer runs"
+			  : ch->found_dir_gone ? "its broker directory is gone"
+					       : "the profile, the config or the image changed";
 		begin_stop(ch);
 		return;
 	case RUNNERD_RICH_NONE:
@@ -833,9 +839,11 @@ void runnerd_rich_found(struct runnerd_riches *rs, const struct runnerd_rich_fou
 	}
 	ch->container = RUNNERD_RICH_FOUND;
 	ch->found_running = f->running;
+	ch->found_dir_gone = f->dir_gone;
 	memcpy(ch->generation, f->generation, sizeof(ch->generation));
-	log_notice("rich container %s of channel %.12s: %s, generation %s; kept until statd's sync", f->name,
-		   f->channel_hash, f->running ? "running" : "not running", f->generation[0] ? f->generation : "-");
+	log_notice("rich container %s of channel %.12s: %s%s, generation %s; kept until statd's sync", f->name,
+		   f->channel_hash, f->running ? "running" : "not running",
+		   f->dir_gone ? ", its broker directory gone" : "", f->generation[0] ? f->generation : "-");
 }
 
 static bool str_ok(const char *s)

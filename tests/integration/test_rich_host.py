@@ -361,6 +361,25 @@ def test_queued_work_resumes_after_a_runnerd_restart(rich_suite):
     assert s.container_id("chan") == first
 
 
+def test_runnerd_restart_with_a_new_run_root_replaces_the_container(rich_suite):
+    """systemd empties a RuntimeDirectory= it does not preserve: the container's
+    /run/broker is then bound to a directory nothing reaches, so runnerd replaces it
+    instead of adopting it, and the next turn still works."""
+    s = rich_suite()
+    s.rich("chan")
+    assert s.say("chan", "before")[0].returncode == 0
+    first = s.container_id("chan")
+    s.stop_daemon("runnerd")
+    shutil.rmtree(s.broker_dir("chan"))
+    s.start_daemon("runnerd")
+    s._wait_ready()
+    wait_until(lambda: log_has(s, "runnerd", "its broker directory gone"), 30, "runnerd to notice the lost directory")
+    p, _ = s.say("chan", "after")
+    assert p.returncode == 0, p.stderr + s.logs()
+    assert s.container_id("chan") not in (None, first)
+    assert log_has(s, "runnerd", "lost its broker directory (runRoot was made anew): replacing it")
+
+
 def test_sync_removes_channels_no_longer_rich(rich_suite):
     s = rich_suite()
     s.rich("keep")

@@ -654,6 +654,22 @@ START_TEST(test_found_adopted_or_replaced)
 	ready(0);
 	rig_expect_since(m, "spawn image", "spawn rm", "spawn rm", "dir", "want", "bind default gen=1", "spawn run",
 			 "wait gen=1", "state p1 #2 ready", NULL);
+	runnerd_riches_free(&rs);
+	/* The current generation, but runRoot lost its broker directory (systemd made the
+	 * RuntimeDirectory anew): its /run/broker reaches nothing, so it is replaced. */
+	memcpy(f.generation, gen, sizeof(gen));
+	f.dir_gone = true;
+	runnerd_rich_found(&rs, &f);
+	m = rig_mark();
+	ensure(&peer1, 3, "default");
+	finish("image", 0, IMAGE_A, NULL);
+	rig_expect_since(m, "spawn image", "spawn rm", NULL);
+	removal();
+	bound(0);
+	finish("run", 0, NULL, NULL);
+	ready(0);
+	rig_expect_since(m, "spawn image", "spawn rm", "spawn rm", "dir", "want", "bind default gen=1", "spawn run",
+			 "wait gen=1", "state p1 #3 ready", NULL);
 }
 END_TEST
 
