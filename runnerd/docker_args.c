@@ -9,6 +9,7 @@
 #include "common/tools.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
+#include "runnerd/proc.h"
 
 static bool hex_of_len(const char *s, size_t len)
 {
@@ -58,6 +59,30 @@ int runnerd_format_cpus(double cpus, char *out, size_t outlen)
 	return 0;
 }
 
+/* The confinement every container of ours gets, sealed turn or rich channel alike: no
+ * network, a read-only root, no capabilities, no new privileges, the numeric uid and gid
+ * (no passwd lookup happens in the image: there is none in FROM scratch), the memory limit
+ * with no swap on top, the CPUs and the process limit. Appended at v[*n]. */
+static void push_confinement(char **v, size_t *n, uid_t uid, gid_t gid, const struct rts_limits *limits,
+			     const char *cpus)
+{
+	const char *fixed[] = {"--network", "none", "--read-only", "--cap-drop", "ALL", "--security-opt",
+			       "no-new-privileges"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed); i++)
+		v[(*n)++] = rts_xstrdup(fixed[i]);
+	v[(*n)++] = rts_xstrdup("--user");
+	v[(*n)++] = rts_xasprintf("%lu:%lu", (unsigned long)uid, (unsigned long)gid);
+	v[(*n)++] = rts_xstrdup("--memory");
+	v[(*n)++] = rts_xasprintf("%um", limits->memory_mb);
+	/* Equal to --memory: no swap on top (seed: "1.5 GiB RAM with no additional swap"). */
+	v[(*n)++] = rts_xstrdup("--memory-swap");
+	v[(*n)++] = rts_xasprintf("%um", limits->memory_mb);
+	v[(*n)++] = rts_xstrdup("--cpus");
+	v[(*n)++] = rts_xstrdup(cpus);
+	v[(*n)++] = rts_xstrdup("--pids-limit");
+	v[(*n)++] = rts_xasprintf("%u", limits->pids);
+}
+
 char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 {
 	char cpus[16];
@@ -72,8 +97,6 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	/* Attach stdin and stdout only: the container's stderr is guest-written text and must
 	 * never reach the host log; what remains on the CLI's stderr is the CLI's own. */
 	const char *fixed_head[] = {"run", "-i", "--attach", "stdin", "--attach", "stdout", "--rm"};
-	const char *fixed_sandbox[] = {"--network",	"none", "--read-only", "--cap-drop",
-				       "ALL",		"--security-opt", "no-new-privileges"};
 	char *v[64];
 	size_t n = 0;
 	v[n++] = rts_xstrdup(s->docker);
@@ -85,20 +108,7 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_INSTALLATION, s->installation_id);
 	v[n++] = rts_xstrdup("--label");
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_CHANNEL, s->channel_hash);
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed_sandbox); i++)
-		v[n++] = rts_xstrdup(fixed_sandbox[i]);
-	/* Numeric so no passwd lookup happens in the image (there is none in FROM scratch). */
-	v[n++] = rts_xstrdup("--user");
-	v[n++] = rts_xasprintf("%lu:%lu", (unsigned long)s->uid, (unsigned long)s->gid);
-	v[n++] = rts_xstrdup("--memory");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	/* Equal to --memory: no swap on top of the memory limit. */
-	v[n++] = rts_xstrdup("--memory-swap");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	v[n++] = rts_xstrdup("--cpus");
-	v[n++] = rts_xstrdup(cpus);
-	v[n++] = rts_xstrdup("--pids-limit");
-	v[n++] = rts_xasprintf("%u", s->limits.pids);
+	push_confinement(v, &n, s->uid, s->gid, &s->limits, cpus);
 	v[n++] = rts_xstrdup("--tmpfs");
 	v[n++] = rts_xstrdup("/tmp:rw,nosuid,nodev,size=16m");
 	/* No daemon-side log files a guest could grow; stdout reaches us through the attach. */
@@ -358,8 +368,6 @@ char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *s)
 		operator_tag |= strcmp(s->log_options[i].name, "tag") == 0;
 	}
 
-	const char *fixed_sandbox[] = {"--network",	"none", "--read-only", "--cap-drop",
-				       "ALL",		"--security-opt", "no-new-privileges"};
 	size_t cap = 64 + 2 * s->n_log_options;
 	char **v = rts_xcalloc(cap + 1, sizeof(char *));
 	size_t n = 0;
@@ -378,19 +386,7 @@ char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *s)
 	v[n++] = rts_xasprintf("%s=%s", RUNNERD_LABEL_PROFILE, s->profile);
 	v[n++] = rts_xstrdup("--label");
 	v[n++] = rts_xasprintf("%s=%s", RUNNERD_LABEL_GENERATION, s->generation);
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed_sandbox); i++)
-		v[n++] = rts_xstrdup(fixed_sandbox[i]);
-	v[n++] = rts_xstrdup("--user");
-	v[n++] = rts_xasprintf("%lu:%lu", (unsigned long)s->uid, (unsigned long)s->gid);
-	v[n++] = rts_xstrdup("--memory");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	/* Equal to --memory: no swap on top (seed: "1.5 GiB RAM with no additional swap"). */
-	v[n++] = rts_xstrdup("--memory-swap");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	v[n++] = rts_xstrdup("--cpus");
-	v[n++] = rts_xstrdup(cpus);
-	v[n++] = rts_xstrdup("--pids-limit");
-	v[n++] = rts_xasprintf("%u", s->limits.pids);
+	push_confinement(v, &n, s->uid, s->gid, &s->limits, cpus);
 	v[n++] = rts_xstrdup("--tmpfs");
 	v[n++] = rts_xasprintf("/tmp:rw,nosuid,nodev,size=%um", s->tmp_mb);
 	/* The worker's logs outlive the container (seed: journald tagged sandbox/<channel>). */
@@ -552,4 +548,15 @@ char **runnerd_docker_running_argv(const char *docker, const char *name)
 	v[4] = rts_xstrdup("{{.State.Running}}");
 	v[5] = rts_xstrdup(name);
 	return v;
+}
+
+bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round)
+{
+	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
+	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
+	if (in_progress && *rounds_left == 0 && !*extra_round) {
+		*extra_round = true;
+		*rounds_left = 1;
+	}
+	return !gone && (!in_progress || *rounds_left == 0);
 }

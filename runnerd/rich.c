@@ -11,6 +11,7 @@
 #include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/rich.h"
+#include "runnerd/worker_io.h"
 
 /* A request of statd's that waits for its RICH_STATE. */
 struct pending {
@@ -241,23 +242,6 @@ static void pending_add(struct runnerd_rich *ch, struct runnerd_statd *peer, uin
 
 /* ---- turns ---- */
 
-static const char *status_word(enum rts_turn_status s)
-{
-	switch (s) {
-	case RTS_TURN_OK:
-		return "ok";
-	case RTS_TURN_TIMEOUT:
-		return "timeout";
-	case RTS_TURN_CANCELLED:
-		return "cancelled";
-	case RTS_TURN_CLEANUP_FAILED:
-		return "cleanup_failed";
-	case RTS_TURN_ERROR:
-	default:
-		return "error";
-	}
-}
-
 /* Answer t (reply_fd: the reply memfd, or -1) and free it. */
 static void turn_answer(struct rich_turn *t, enum rts_turn_status status, uint32_t calls, int reply_fd,
 			const char *why)
@@ -268,7 +252,7 @@ static void turn_answer(struct rich_turn *t, enum rts_turn_status status, uint32
 		     : status == RTS_TURN_CANCELLED ? LOG_NOTICE
 		     : status == RTS_TURN_CLEANUP_FAILED ? LOG_ERR
 							 : LOG_WARNING,
-		     t->id, t->ch->hash, status_word(status), ms ? ms : 1, "rich turn finished: %s (%u broker calls)%s",
+		     t->id, t->ch->hash, runnerd_status_word(status), ms ? ms : 1, "rich turn finished: %s (%u broker calls)%s",
 		     why, calls, t->peer ? "" : " (statd gone, not answered)");
 	if (t->peer)
 		rs->rops->turn_done(rs->owner, t->peer,
@@ -400,13 +384,7 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	struct runnerd_rich *ch = arg;
 	struct runnerd_riches *rs = ch->rs;
 	ch->proc = NULL;
-	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
-	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
-	if (in_progress && ch->rm_rounds_left == 0 && !ch->rm_extra_round) {
-		ch->rm_extra_round = true;
-		ch->rm_rounds_left = 1;
-	}
-	if (!gone && (!in_progress || ch->rm_rounds_left == 0)) {
+	if (runnerd_rm_failed(r, &ch->rm_rounds_left, &ch->rm_extra_round)) {
 		char why[RUNNERD_STDERR_LOG_MAX + 64];
 		cli_failure(r, why, sizeof(why));
 		log_warning("channel %.12s: docker rm -f %s failed (%s)", ch->hash, ch->name, why);

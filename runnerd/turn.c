@@ -52,23 +52,6 @@ struct runnerd_turn {
 	bool cleanup_failed;
 };
 
-static const char *outcome_word(enum rts_turn_status s)
-{
-	switch (s) {
-	case RTS_TURN_OK:
-		return "ok";
-	case RTS_TURN_TIMEOUT:
-		return "timeout";
-	case RTS_TURN_CANCELLED:
-		return "cancelled";
-	case RTS_TURN_CLEANUP_FAILED:
-		return "cleanup_failed";
-	case RTS_TURN_ERROR:
-	default:
-		return "error";
-	}
-}
-
 void runnerd_turns_init(struct runnerd_turns *ts, const struct runnerd_turn_ops *ops, void *owner,
 			const struct runnerd_turn_config *conf)
 {
@@ -170,13 +153,13 @@ static void turn_finish(void *arg)
 			     "docker ps -a and remove it",
 			     why, t->container);
 	else if (t->worker_code[0])
-		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, outcome_word(t->status), ms,
+		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, runnerd_status_word(t->status), ms,
 			     "turn finished: %s (worker code %s)", why, t->worker_code);
 	else
 		rts_log_turn(t->status == RTS_TURN_OK		? LOG_INFO
 			     : t->status == RTS_TURN_CANCELLED ? LOG_NOTICE
 							       : LOG_WARNING,
-			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
+			     t->id, t->channel_hash, runnerd_status_word(t->status), ms, "turn finished: %s%s", why,
 			     t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
 	if (t->peer)
@@ -229,17 +212,7 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	struct runnerd_turn *t = arg;
 	struct runnerd_turns *ts = t->ts;
 	t->rm = NULL;
-	/* "No such container" is what we want: it is gone (the CLI says so with status 0 or
-	 * 1 depending on its version). */
-	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
-	/* dockerd is already removing it (--rm after the CLI was killed): only a later
-	 * removal can confirm it is gone, so make sure one follows. */
-	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
-	if (in_progress && t->rm_rounds_left == 0 && !t->rm_extra_round) {
-		t->rm_extra_round = true;
-		t->rm_rounds_left = 1;
-	}
-	if (!gone && (!in_progress || t->rm_rounds_left == 0)) {
+	if (runnerd_rm_failed(r, &t->rm_rounds_left, &t->rm_extra_round)) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
 		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 		if (r->timed_out)
@@ -394,7 +367,7 @@ static void turn_spawn(struct runnerd_turn *t)
 		return;
 	}
 	char now[40];
-	r = runnerd_format_now(time(NULL), now, sizeof(now));
+	r = rts_format_local_time(time(NULL), now, sizeof(now));
 	if (r < 0) {
 		log_error_errno(r, "turn %s: cannot format the current time: %m", t->id);
 		turn_end(t, RTS_TURN_ERROR, "internal error", 0);

@@ -82,7 +82,7 @@ static int op_rich_input(void *owner, const struct statd_rich_input *in)
 {
 	struct statd *d = owner;
 	char now[40];
-	int r = statd_rich_now(time(NULL), now, sizeof(now));
+	int r = rts_format_local_time(time(NULL), now, sizeof(now));
 	if (r < 0)
 		return r;
 	return statd_rich_input_build(in, d->cfg->rich.time_zone, now);

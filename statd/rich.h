@@ -29,10 +29,6 @@
  * or NULL when images is NULL or empty. */
 char *statd_rich_images_render(json_object *images, size_t *len);
 
-/* The "now" of a turn input: t in the process's time zone (TZ, set at start-up to
- * rich.timeZone) as RFC 3339 with a numeric offset. Returns 0 or -EINVAL. */
-int statd_rich_now(time_t t, char *out, size_t outlen);
-
 /* The turn input of rich-design.md section 3 as a sealed memfd (common/memfd.h) of at most
  * RTS_RICH_TURN_INPUT_MAX bytes:
  *   {"v":1,"turnId","speaker":{"id","name","principalId"},"text","images"?,

@@ -47,20 +47,6 @@ char *statd_rich_images_render(json_object *images, size_t *len)
 	return out;
 }
 
-int statd_rich_now(time_t t, char *out, size_t outlen)
-{
-	struct tm tm;
-	char raw[40];
-	if (outlen < 32 || !localtime_r(&t, &tm))
-		return -EINVAL;
-	size_t n = strftime(raw, sizeof(raw), "%Y-%m-%dT%H:%M:%S%z", &tm);
-	/* %z is "+HHMM"; RFC 3339 wants "+HH:MM". */
-	if (n < 5 || (raw[n - 5] != '+' && raw[n - 5] != '-'))
-		return -EINVAL;
-	snprintf(out, outlen, "%.*s:%s", (int)(n - 2), raw, raw + n - 2);
-	return 0;
-}
-
 /* ---- the turn input ---- */
 
 struct jw {

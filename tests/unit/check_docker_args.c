@@ -591,7 +591,7 @@ static void check_now(const char *tz, time_t t, const char *expect)
 	setenv("TZ", tz, 1);
 	tzset();
 	char out[40];
-	ck_assert_int_eq(runnerd_format_now(t, out, sizeof(out)), 0);
+	ck_assert_int_eq(rts_format_local_time(t, out, sizeof(out)), 0);
 	ck_assert_msg(strcmp(out, expect) == 0, "%s: got %s, expected %s", tz, out, expect);
 }
 
@@ -603,7 +603,7 @@ START_TEST(test_format_now)
 	check_now("Asia/Kolkata", 1795951800, "2026-11-29T17:00:00+05:30");
 	check_now("America/New_York", 1795951800, "2026-11-29T06:30:00-05:00");
 	char small[8];
-	ck_assert_int_eq(runnerd_format_now(0, small, sizeof(small)), -EINVAL);
+	ck_assert_int_eq(rts_format_local_time(0, small, sizeof(small)), -EINVAL);
 	setenv("TZ", "UTC", 1);
 	tzset();
 }

@@ -488,7 +488,7 @@ START_TEST(test_turn_input)
 	ck_assert_int_eq(statd_rich_input_build(&in, "UTC", "x"), -EINVAL);
 
 	char now[40];
-	ck_assert_int_eq(statd_rich_now(0, now, sizeof(now)), 0);
+	ck_assert_int_eq(rts_format_local_time(0, now, sizeof(now)), 0);
 	ck_assert_int_eq(strlen(now), 25);
 	ck_assert_int_eq(now[22], ':');
 }
