@@ -215,11 +215,9 @@ static void channel_free(struct rich_channel *ch)
 		ch->waiters = w->next;
 		free(w);
 	}
-	while (ch->handoff) {
-		struct rich_conn *c = ch->handoff;
-		ch->handoff = c->next;
-		free(c);
-	}
+	pthread_mutex_lock(&ch->lock);
+	brokerd_rich_http_drop_handoffs_locked(ch);
+	pthread_mutex_unlock(&ch->lock);
 	if (ch->turn)
 		brokerd_rich_turn_free(ch->turn);
 	if (ch->wake_fd >= 0)
@@ -245,6 +243,7 @@ static void *closer_thread(void *arg)
 		MHD_stop_daemon(ch->mhd);
 	ch->mhd = NULL;
 	pthread_mutex_lock(&ch->lock);
+	brokerd_rich_http_drop_handoffs_locked(ch);
 	while (ch->turn && ch->turn->users > 0)
 		pthread_cond_wait(&ch->cond, &ch->lock);
 	pthread_mutex_unlock(&ch->lock);

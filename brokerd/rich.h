@@ -148,6 +148,8 @@ struct rich_channel {
 
 	/* Main thread only. */
 	struct rich_waiter *waiters; /* RICH_WAIT_READY not answered yet */
+	struct rich_turn *gate_packet; /* the gate reserved a reply packet of this turn for the
+					* connection it hands over next */
 	struct rich_channel *next;
 };
 
@@ -237,6 +239,8 @@ struct rich_conn {
 	struct rich_turn *turn;	       /* the turn this request holds (a user of it), or NULL */
 	bool holds_slot;	       /* one of the turn's in-flight slots */
 	bool scope_call;	       /* a start-up scope call */
+	bool packet_reserved;	       /* the gate took the turn's one incoming reply packet */
+	char turn_id[RTS_TURN_ID_LEN + 1]; /* of turn, for the log line after it is given back */
 	void *stream;		       /* an answer being streamed (anthropic_call.c) */
 };
 
@@ -262,6 +266,9 @@ const char *brokerd_rich_image(const struct rich_channel *ch);
 /* rich_http.c: the channel's HTTP server and gate. */
 int brokerd_rich_http_start(struct rich_channel *ch, sd_event *ev, int listen_fd);
 void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms);
+/* Forget connections handed to the HTTP server that it never started, giving back what they
+ * hold (ch->lock held; after the server stopped). */
+void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch);
 /* Shut down every connection of ch that is reading a reply packet of t (ch->lock held). */
 void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_turn *t);
 
