@@ -484,6 +484,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)ap;
+	/* TCP socket options do not apply to a Unix socket: nothing to report. */
+	if (strncmp(fmt, "Setting %s option", 17) == 0 || strncmp(fmt, "Failed to push the data", 23) == 0)
+		return;
 	log_debug("libmicrohttpd (rich): %.*s", (int)strcspn(fmt, "\n"), fmt);
 }
 
