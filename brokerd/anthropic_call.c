@@ -226,7 +226,7 @@ static int pump_once(struct rich_stream *s, int max_ms)
  * byte either way, which the body's end or the last streamed piece set). */
 static bool silent(struct rich_stream *s)
 {
-	return s->c && rts_now_ms() - s->c->last_io_ms >= BROKERD_RICH_SILENCE_MS;
+	return s->c && rts_now_ms() - __atomic_load_n(&s->c->last_io_ms, __ATOMIC_RELAXED) >= BROKERD_RICH_SILENCE_MS;
 }
 
 /* ---- log lines ---- */
@@ -298,7 +298,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			memcpy(buf, out, k);
 			brokerd_stream_filter_take(s->filter, k);
 			if (s->c)
-				s->c->last_io_ms = rts_now_ms();
+				rich_conn_touch(s->c);
 			return (ssize_t)k;
 		}
 		if (s->finished)

@@ -251,10 +251,9 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 		.turn_id = t->b.turn_id,
 	};
 	struct brokerd_exec_result res = {0};
-	c->quiet_ok = true;
+	rich_conn_quiet(c, true);
 	int r = timeout > 0 ? brokerd_exec_run(&e, &res) : -ETIMEDOUT;
-	c->quiet_ok = false;
-	c->last_io_ms = rts_now_ms();
+	rich_conn_quiet(c, false);
 	uint64_t took = rts_now_ms() - now;
 	char reason[160] = "";
 	cleanup_free char *answer = NULL;

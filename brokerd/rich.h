@@ -32,6 +32,7 @@
 #include "brokerd/gate.h"
 #include "common/conf.h"
 #include "common/link.h"
+#include "common/util.h"
 
 /* ---- limits of the rich listener (seed, "Pi isolation and continuity"; the shared ones
  * are in common/limits.h) ---- */
@@ -227,6 +228,8 @@ struct rich_conn {
 	int fd;			       /* valid until libmicrohttpd's CLOSED notification */
 	bool shut;		       /* shut down by the sweep or a settling turn */
 	uint64_t accepted_ms, handed_ms;
+	/* Written by the connection's thread, read by the sweep: through rich_conn_touch() and
+	 * rich_conn_quiet() only. */
 	uint64_t last_io_ms;	       /* a body byte read or an answer byte written */
 	bool quiet_ok;		       /* brokerd itself is working (a host command, a long poll) */
 	int state;		       /* rich_http.c's */
@@ -243,6 +246,18 @@ struct rich_conn {
 	char turn_id[RTS_TURN_ID_LEN + 1]; /* of turn, for the log line after it is given back */
 	void *stream;		       /* an answer being streamed (anthropic_call.c) */
 };
+
+/* The silence limit's bookkeeping, shared by a connection's thread and the sweep. */
+static inline void rich_conn_touch(struct rich_conn *c)
+{
+	__atomic_store_n(&c->last_io_ms, rts_now_ms(), __ATOMIC_RELAXED);
+}
+static inline void rich_conn_quiet(struct rich_conn *c, bool quiet)
+{
+	__atomic_store_n(&c->quiet_ok, quiet, __ATOMIC_RELAXED);
+	if (!quiet)
+		rich_conn_touch(c);
+}
 
 /* ---- what the pieces call ---- */
 

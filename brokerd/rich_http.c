@@ -704,7 +704,7 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 	if (a.status == 0)
 		brokerd_rich_answer_error(&a, BROKERD_UNAVAILABLE);
 	log_call(c, a.status, NULL);
-	c->last_io_ms = rts_now_ms();
+	rich_conn_touch(c);
 	respond(mc, a.status, a.body, a.len, a.content_type);
 }
 
@@ -750,7 +750,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		memcpy(c->body + c->body_len, upload_data, *upload_data_size);
 		c->body_len += *upload_data_size;
 		*upload_data_size = 0;
-		c->last_io_ms = rts_now_ms();
+		rich_conn_touch(c);
 		return MHD_YES;
 	case CONN_DONE:
 		*upload_data_size = 0;
@@ -809,7 +809,8 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		 * own reader notices a silent upstream first and tells the worker with an error
 		 * event; this cuts one whose worker stopped reading. */
 		uint64_t limit = BROKERD_RICH_SILENCE_MS + (c->stream ? SILENCE_GRACE_MS : 0);
-		bool silent = !c->quiet_ok && now_ms - c->last_io_ms >= limit;
+		uint64_t last = __atomic_load_n(&c->last_io_ms, __ATOMIC_RELAXED);
+		bool silent = !__atomic_load_n(&c->quiet_ok, __ATOMIC_RELAXED) && now_ms > last && now_ms - last >= limit;
 		bool late = c->turn && now_ms >= c->turn->b.deadline_ms;
 		if (!silent && !late)
 			continue;
