@@ -14,7 +14,6 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/memfd.h"
-#include "common/strictjson.h"
 #include "common/util.h"
 
 #define SWEEP_EVERY_US 250000
@@ -519,29 +518,6 @@ static int refuse_turn(struct rts_link *l, const char *turn_id, const char *hash
 	return 0;
 }
 
-/* The turn input statd built: a sealed memfd within RTS_RICH_TURN_INPUT_MAX, strict JSON,
- * and brokerd_rich_input_check(). */
-static int read_input(int fd, const struct brokerd_binding *b, json_object **out, const char **why)
-{
-	const void *data = NULL;
-	size_t len = 0;
-	int r = rts_memfd_map(fd, RTS_RICH_TURN_INPUT_MAX, &data, &len);
-	if (r < 0) {
-		*why = r == -EFBIG ? "turn input larger than the limit" : "turn input is not a sealed memfd";
-		return r;
-	}
-	r = rts_json_parse_strict(data, len, RTS_JSON_DEPTH_MAX, out, why);
-	rts_memfd_unmap(data, len);
-	if (r < 0)
-		return r;
-	r = brokerd_rich_input_check(*out, b, why);
-	if (r < 0) {
-		json_object_put(*out);
-		*out = NULL;
-	}
-	return r;
-}
-
 int brokerd_rich_on_turn(struct brokerd_rich *rich, struct rts_link *l, struct rts_msg_broker_rich_turn *m)
 {
 	const struct rts_rich_conf *rc = &rich->cfg->rich;
@@ -576,21 +552,22 @@ int brokerd_rich_on_turn(struct brokerd_rich *rich, struct rts_link *l, struct r
 	};
 	snprintf(b.turn_id, sizeof(b.turn_id), "%s", m->turn_id);
 	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", ch->hash);
-	const char *why = NULL;
-	json_object *input = NULL;
-	if (read_input(m->fd, &b, &input, &why) < 0) {
-		char text[256];
-		snprintf(text, sizeof(text), "turn input refused: %s", why ? why : "invalid");
-		return refuse_turn(l, m->turn_id, ch->hash, text);
-	}
-	struct rich_turn *t = brokerd_rich_turn_new(ch, &b, input);
+	/* Only the seals and the size here: parsing up to 96 MiB is the admission thread's
+	 * work, not the main loop's (rich_turn.c). */
+	size_t size;
+	int r = rts_memfd_check(m->fd, RTS_RICH_TURN_INPUT_MAX, &size);
+	if (r < 0)
+		return refuse_turn(l, m->turn_id, ch->hash,
+				   r == -EFBIG ? "turn input refused: larger than the limit"
+					       : "turn input refused: not a sealed memfd");
+	struct rich_turn *t = brokerd_rich_turn_new(ch, &b, steal_fd(&m->fd));
 	pthread_mutex_lock(&ch->lock);
 	ch->turn = t;
 	/* Seed: the start-up scope is revoked on the first bind. */
 	ch->scope_revoked = true;
 	pthread_mutex_unlock(&ch->lock);
 	rts_log_turn(LOG_INFO, t->b.turn_id, ch->hash, "admitted", 0, "rich turn admitted");
-	int r = brokerd_rich_turn_admit(ch);
+	r = brokerd_rich_turn_admit(ch);
 	if (r < 0) {
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_settle_locked(ch, t, RTS_TURN_ERROR, "cannot start the admission hooks", -1);

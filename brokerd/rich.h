@@ -88,8 +88,11 @@ struct rich_turn {
 	int wake_fd;	     /* eventfd written when the turn settles */
 	atomic_bool closing; /* set when it settles: calls and hooks stop */
 
-	/* Set at admission, read-only afterwards. */
+	/* Set at admission (input by the admission thread, before the turn is queued),
+	 * read-only afterwards. */
+	int input_fd;	     /* statd's turn input: a sealed memfd, checked; -1 once read */
 	json_object *input;  /* the validated turn input (statd's) */
+	char cause_buf[192]; /* a cause with details (the input's problem) */
 	char *handout;	     /* the /worker/next answer, built when the hooks are done */
 	size_t handout_len;
 
@@ -312,7 +315,8 @@ void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r);
 struct brokerd_call brokerd_rich_call(struct rich_conn *c);
 
 /* rich_turn.c: turn admission. */
-struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, json_object *input);
+/* A turn of ch bound to b, with statd's input in input_fd (a checked sealed memfd, taken). */
+struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, int input_fd);
 void brokerd_rich_turn_free(struct rich_turn *t);
 /* Start the admission hooks of ch->turn on a thread of their own (main thread). Returns 0 or
  * -errno (the turn is then settled as failed by the caller). */

@@ -266,7 +266,9 @@ def test_turn_input_refusals(rig):
         tid = ch.turn("x", **kw)
         d = ch.done(tid)
         assert d["status"] == TURN_ERROR and d["calls"] == 0, what
-    log_has(rig, r"rich turn refused: turn input refused: turn input is not a sealed memfd")
+    log_has(rig, r"rich turn refused: turn input refused: not a sealed memfd")
+    log_has(rig, r"rich turn input refused: speaker is not the bound speaker")
+    log_has(rig, r"rich turn error after 0 calls: its input was refused: images must list at most 8 images")
     log_has(rig, r"rich turn refused: the turn names another profile")
     # Nothing was handed out.
     assert w.next().status == 204
