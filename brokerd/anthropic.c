@@ -786,7 +786,7 @@ static json_object *delta_text(json_object *ev, bool *ok)
 
 static bool text_reflected(struct brokerd_stream_filter *f, const char *text, size_t len)
 {
-	if (!f->keys || f->window == 0)
+	if (!f->keys || f->window == 0 || len == 0)
 		return false;
 	size_t need = f->tail_len + len;
 	if (need > f->scratch_cap) {

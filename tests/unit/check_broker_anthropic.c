@@ -645,6 +645,24 @@ START_TEST(test_filter_forms)
 }
 END_TEST
 
+/* Empty delta text (the first input_json_delta of a tool call is one) is fine. */
+START_TEST(test_filter_empty_deltas)
+{
+	struct brokerd_keyring *k = ring();
+	struct brokerd_stream_filter *f = brokerd_stream_filter_new(k, brokerd_stream_window(strlen(KEY)));
+	cleanup_free char *d = delta("");
+	ck_assert_int_eq(feed(f, "content_block_delta", d), 0);
+	ck_assert_int_eq(feed(f, "content_block_delta", "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+						       "\"input_json_delta\",\"partial_json\":\"\"}}"),
+			 0);
+	brokerd_stream_filter_end(f);
+	cleanup_free char *out = drain(f);
+	ck_assert_uint_eq(count(out, "event: content_block_delta"), 2);
+	brokerd_stream_filter_free(f);
+	brokerd_keyring_free(k);
+}
+END_TEST
+
 START_TEST(test_filter_refuses_foreign_events)
 {
 	static const struct {
@@ -703,6 +721,7 @@ int main(void)
 	tcase_add_test(tc, test_filter_releases_after_a_window);
 	tcase_add_loop_test(tc, test_filter_key_across_deltas, 1, 12);
 	tcase_add_test(tc, test_filter_forms);
+	tcase_add_test(tc, test_filter_empty_deltas);
 	tcase_add_test(tc, test_filter_refuses_foreign_events);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
