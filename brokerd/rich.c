@@ -49,6 +49,21 @@ void brokerd_rich_fetch_deliver(struct brokerd_rich *rich);
 void brokerd_rich_fetch_link_down(struct rts_link *l);
 void brokerd_rich_fetch_stop(void);
 
+int brokerd_rich_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t th;
+	int r = pthread_create(&th, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return r;
+}
+
 void brokerd_rich_poke(struct brokerd_rich *rich)
 {
 	uint64_t one = 1;

@@ -264,6 +264,10 @@ static inline void rich_conn_quiet(struct rich_conn *c, bool quiet)
 
 /* ---- what the pieces call ---- */
 
+/* Run fn(arg) on a detached thread of its own, with every signal blocked (the main thread
+ * takes them through sd-event). Returns 0 or a positive errno from pthread_create(). */
+int brokerd_rich_thread(void *(*fn)(void *), void *arg);
+
 /* Wake the main thread: it looks at every channel's flags and settling turns. Any thread. */
 void brokerd_rich_poke(struct brokerd_rich *rich);
 

@@ -4,7 +4,6 @@
  * command), and what the worker gets on /worker/next (rich-design.md section 3). */
 #include "config.h"
 
-#include <signal.h>
 #include <sys/eventfd.h>
 
 #include "brokerd/exec.h"
@@ -357,16 +356,7 @@ int brokerd_rich_turn_admit(struct rich_channel *ch)
 	pthread_mutex_lock(&ch->lock);
 	ch->turn->users++;
 	pthread_mutex_unlock(&ch->lock);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t th;
-	int r = pthread_create(&th, &attr, admit_thread, ch);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	int r = brokerd_rich_thread(admit_thread, ch);
 	if (r != 0) {
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_turn_unuse_locked(ch, ch->turn);
