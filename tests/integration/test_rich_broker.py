@@ -3,7 +3,7 @@
 test build: rich silence 3 s, start-up scope 4 s, long poll 1.5 s) running as the service
 account, over a real rich listener, with the scripted streaming Anthropic endpoint over TLS
 (tests/fakes/fake_anthropic.py), the scripted MCP server and real host commands
-(tests/integration/rich_rig.py). The test plays runnerd on brokerd.sock and the worker on
+(tests/integration/rich_broker_rig.py). The test plays runnerd on brokerd.sock and the worker on
 the channel's broker socket.
 
 Every refusal sends the bad input and checks the answer, that nothing reached an upstream
@@ -22,7 +22,7 @@ import pytest
 
 import rtsproto
 from harness import QUIET_FORWARD_S, HarnessError, wait_past, wait_until
-from rich_rig import (DUMMY_API_KEY, MODEL, RichRig, model_body, parse_reply, request_bytes, sealed_memfd,
+from rich_broker_rig import (DUMMY_API_KEY, MODEL, RichRig, model_body, parse_reply, request_bytes, sealed_memfd,
                       token_for)
 from testbuild import tb_env  # noqa: F401 (a fixture)
 

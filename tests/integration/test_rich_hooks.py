@@ -4,7 +4,7 @@ memory and private tool results, the host compactor, MCP's start-up scope and ca
 channel's lifecycle (unbind, rebind, a lost runnerd link, a brokerd restart in the middle
 of a conversation) and attachment fetches. Same rig as test_rich_broker.py: a real brokerd
 (the test build), the scripted Anthropic and MCP endpoints over TLS, real host commands
-(tests/integration/rich_rig.py has the hook programs).
+(tests/integration/rich_broker_rig.py has the hook programs).
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_rich_hooks.py
 """
@@ -18,7 +18,7 @@ import pytest
 
 import rtsproto
 from harness import HarnessError, wait_until
-from rich_rig import RichRig, model_body
+from rich_broker_rig import RichRig, model_body
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
 STARTUP_S = 4.0

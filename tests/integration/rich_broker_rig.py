@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A real roundtable-sandbox-brokerd serving rich channels, for tests/integration/test_rich_broker.py.
+"""A real roundtable-sandbox-brokerd serving rich channels, for test_rich_broker.py and
+test_rich_hooks.py (rich_rig.py has the rigs for the scripted worker image).
 
 brokerd runs as the service account as in broker_rig.BrokerRig (same fake MCP server, host
 tool and recorder), with a "rich" config whose upstream is the scripted Anthropic endpoint
