@@ -79,7 +79,7 @@ static const char *const events[] = {"compacted", "failed", "skipped", "fallback
 #define COUNT_FIELD(k) {.key = (k), .types = RTS_JT_INT, .min = 0, .max = INT64_MAX}
 static const struct rts_jspec report_spec = {
 	.fields = (const struct rts_jfield[]){
-		{.key = "event", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = events},
+		{.key = "event", .types = RTS_JT_STRING, .one_of = events},
 		{.key = "trigger", .types = RTS_JT_STRING, .one_of = reasons},
 		{.key = "engine", .types = RTS_JT_STRING, .min = 1, .max = 64, .check = word_check},
 		COUNT_FIELD("tokensBefore"),
@@ -173,6 +173,8 @@ int brokerd_compact_report_format(json_object *report, char *line, size_t len, c
 	if (validate(report, &report_root, why) < 0)
 		return -EINVAL;
 	const char *event = rts_json_get_string(report, "event");
+	if (!event)
+		event = "compacted";
 	static const char *const words[] = {"conversation compacted", "compaction failed",
 					    "compaction skips the host compactor for Pi's summary past the ceiling",
 					    "compaction falls back to Pi's summary"};
