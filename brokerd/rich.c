@@ -234,8 +234,6 @@ static void channel_free(struct rich_channel *ch)
 	pthread_mutex_unlock(&ch->lock);
 	if (ch->turn)
 		brokerd_rich_turn_free(ch->turn);
-	if (ch->wake_fd >= 0)
-		close(ch->wake_fd);
 	pthread_cond_destroy(&ch->cond);
 	pthread_mutex_destroy(&ch->lock);
 	free(ch->channel);
@@ -288,9 +286,6 @@ static void channel_close(struct brokerd_rich *rich, struct rich_channel *ch, co
 	if (ch->turn)
 		brokerd_rich_settle_locked(ch, ch->turn, RTS_TURN_CANCELLED, why, -1);
 	atomic_store(&ch->closing, true);
-	uint64_t one = 1;
-	if (write(ch->wake_fd, &one, sizeof(one)) < 0)
-		log_warning_errno(errno, "channel %.12s: cannot wake its calls: %m", ch->hash);
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
 	log_info("rich channel %.12s: listener closed (%s)", ch->hash, why);
@@ -455,10 +450,8 @@ int brokerd_rich_on_bind(struct brokerd_rich *rich, struct rts_link *l, struct r
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ch->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	ch->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ch->gate.listen_fd = -1;
-	if (ch->wake_fd < 0 || (r = brokerd_rich_http_start(ch, rich->ev, steal_fd(&m->fd))) < 0) {
-		r = ch->wake_fd < 0 ? -errno : r;
+	if ((r = brokerd_rich_http_start(ch, rich->ev, steal_fd(&m->fd))) < 0) {
 		log_warning_errno(r, "rich channel %.12s: cannot serve its broker socket: %m", hash);
 		if (ch->mhd)
 			MHD_stop_daemon(ch->mhd);

@@ -111,9 +111,8 @@ struct rich_turn {
 	bool compactor_running;
 	/* The outcome, once settling. */
 	enum rts_turn_status status;
-	const char *cause;	 /* static: why it failed, for the log */
+	const char *cause;	 /* why it failed, for the log: static, or cause_buf */
 	int reply_fd;		 /* sealed memfd with the reply, -1 until there is one */
-	bool answered;		 /* BROKER_RICH_DONE sent (main thread) */
 };
 
 /* ---- a channel ---- */
@@ -128,8 +127,7 @@ struct rich_channel {
 	struct rts_link *owner; /* the runnerd link that bound it; NULL once gone (main thread) */
 	struct brokerd_gate gate;
 	struct MHD_Daemon *mhd;
-	int wake_fd;	     /* eventfd written when the channel closes */
-	atomic_bool closing;
+	atomic_bool closing; /* its calls stop through their turn's wake-up (settled first) */
 	pthread_t closer;
 	bool has_closer;
 
