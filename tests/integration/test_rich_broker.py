@@ -328,6 +328,24 @@ def test_a_silent_stream_is_cut(rig):
     finish(ch, w, tid)
 
 
+def test_a_head_must_come_within_ten_seconds(rig):
+    ch = rig.channel()
+    w = ch.worker()
+    s = w.connect(timeout=20)
+    s.sendall(b"POST /worker/next HTTP/1.1\r\nHost: broker\r\n")  # and nothing more
+    t0 = time.monotonic()
+    try:
+        data = s.recv(1024)
+    except ConnectionResetError:
+        data = b""
+    took = time.monotonic() - t0
+    s.close()
+    # Closed unanswered, not before the ten-second header deadline (the upper bound only
+    # says it was closed at all, on a loaded machine).
+    assert data == b"" and 9.5 <= took <= 30, took
+    log_has(rig, r"closed unanswered \(header deadline\)")
+
+
 def test_sixteen_connections_per_listener(rig):
     ch = rig.channel()
     w = ch.worker()
