@@ -786,7 +786,7 @@ static json_object *delta_text(json_object *ev, bool *ok)
 
 static bool text_reflected(struct brokerd_stream_filter *f, const char *text, size_t len)
 {
-	if (!f->keys || f->window == 0)
+	if (!f->keys || f->window == 0 || len == 0)
 		return false;
 	size_t need = f->tail_len + len;
 	if (need > f->scratch_cap) {
@@ -846,6 +846,15 @@ int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *nam
 
 	cleanup_free char *json = rts_json_dump(ev);
 	char *bytes = rts_xasprintf("event: %s\ndata: %s\n\n", name, json);
+	if (!text && f->held_head == f->n_held) {
+		/* No delta text and nothing held before it: nothing of a key can be in it that
+		 * the check above did not see, and nothing is waiting to go first. */
+		out_append(f, bytes, strlen(bytes));
+		free(bytes);
+		if (strcmp(name, "message_stop") == 0)
+			f->stopped = true;
+		return 0;
+	}
 	hold(f, bytes, strlen(bytes));
 	if (strcmp(name, "message_stop") == 0) {
 		f->stopped = true;

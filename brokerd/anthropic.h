@@ -112,9 +112,11 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens);
  * chunk boundaries): every event is checked whole (raw and after JSON decoding) against
  * the turn's keys, and the text the deltas carry is checked as one running text, so a key
  * that the model spells out across many delta events is seen when its last piece comes.
- * So that no piece of such a key ever reaches the worker, an event is held back until the
- * delta text after it is at least `window` bytes long (the longest form reflect.h looks
- * for: six bytes a key byte for \u escapes) or the message stops. */
+ * So that no piece of such a key ever reaches the worker, an event with delta text (and
+ * every event after it, to keep the order) is held back until the delta text after it is
+ * at least `window` bytes long (the longest form reflect.h looks for: six bytes a key byte
+ * for \u escapes) or the message stops; an event without delta text and with nothing held
+ * before it (message_start, content_block_start, ping) goes out at once. */
 struct brokerd_stream_filter;
 
 /* Errors a filter reports. */

@@ -50,7 +50,7 @@ struct rich_stream {
 	uint64_t started_ms, first_event_ms;
 
 	long status;
-	bool head_done, sse;
+	bool head_done, head_seen, sse;
 	char content_type[128];
 	char *buf;		/* a body that is not streamed (bounded) */
 	size_t buf_len, buf_cap, buf_keep;
@@ -171,9 +171,18 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-/* One round of the transfer: perform, then wait (at most max_ms) for its sockets, the
- * turn's wake-up or the worker hanging up. Returns 0, -ECANCELED (the turn settled or the
- * worker's connection is gone) or -ETIMEDOUT (the turn deadline). */
+/* Bytes that wait for the worker, or a state to act on: then the pump does not wait. */
+static bool something_to_do(struct rich_stream *s)
+{
+	size_t n = 0;
+	brokerd_stream_filter_out(s->filter, &n);
+	return n > 0 || s->paused || s->done || s->head_done != s->head_seen;
+}
+
+/* One round of the transfer: perform, then, unless that gave something to act on, wait (at
+ * most max_ms) for its sockets, the turn's wake-up or the worker hanging up. Returns 0,
+ * -ECANCELED (the turn settled or the worker's connection is gone) or -ETIMEDOUT (the turn
+ * deadline). */
 static int pump_once(struct rich_stream *s, int max_ms)
 {
 	int running = 0;
@@ -187,6 +196,10 @@ static int pump_once(struct rich_stream *s, int max_ms)
 		CURLMsg *msg = curl_multi_info_read(s->m, &q);
 		s->done = true;
 		s->result = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_RECV_ERROR;
+		return 0;
+	}
+	if (something_to_do(s)) {
+		s->head_seen = s->head_done;
 		return 0;
 	}
 	if (brokerd_cancel_closing(&s->cancel))
@@ -213,7 +226,7 @@ static int pump_once(struct rich_stream *s, int max_ms)
  * byte either way, which the body's end or the last streamed piece set). */
 static bool silent(struct rich_stream *s)
 {
-	return s->c && rts_now_ms() - s->c->last_io_ms >= BROKERD_RICH_SILENCE_MS;
+	return s->c && rts_now_ms() - __atomic_load_n(&s->c->last_io_ms, __ATOMIC_RELAXED) >= BROKERD_RICH_SILENCE_MS;
 }
 
 /* ---- log lines ---- */
@@ -285,7 +298,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			memcpy(buf, out, k);
 			brokerd_stream_filter_take(s->filter, k);
 			if (s->c)
-				s->c->last_io_ms = rts_now_ms();
+				rich_conn_touch(s->c);
 			return (ssize_t)k;
 		}
 		if (s->finished)
@@ -419,6 +432,7 @@ static int start_transfer(struct rich_stream *s, const char *url, const char *ca
 	SET(CURLOPT_WRITEDATA, s);
 	/* The turn deadline is the hard bound of the call (seed). */
 	SET(CURLOPT_TIMEOUT_MS, left);
+	SET(CURLOPT_BUFFERSIZE, 64L * 1024L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, left < (long)CONNECT_TIMEOUT_MS ? left : (long)CONNECT_TIMEOUT_MS);
 #undef SET
 	if (c != CURLE_OK)
@@ -551,8 +565,8 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	if (rb.effort_capped || rb.budget_capped || rb.effort_added)
 		rts_log_turn(LOG_DEBUG, t->b.turn_id, ch->hash, "capped", 0,
 			     "anthropic request kept at the judged effort %s (%s%s%s)", rts_effort_name(level),
-			     rb.effort_capped ? "effort capped " : "", rb.budget_capped ? "thinking budget capped " : "",
-			     rb.effort_added ? "effort added to adaptive thinking" : "");
+			     rb.effort_capped ? "effort capped;" : "", rb.budget_capped ? " thinking budget capped;" : "",
+			     rb.effort_added ? " effort added to adaptive thinking" : "");
 
 	struct rich_stream *s = rts_xcalloc(1, sizeof(*s));
 	s->ch = ch;

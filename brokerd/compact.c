@@ -79,7 +79,7 @@ static const char *const events[] = {"compacted", "failed", "skipped", "fallback
 #define COUNT_FIELD(k) {.key = (k), .types = RTS_JT_INT, .min = 0, .max = INT64_MAX}
 static const struct rts_jspec report_spec = {
 	.fields = (const struct rts_jfield[]){
-		{.key = "event", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = events},
+		{.key = "event", .types = RTS_JT_STRING, .one_of = events},
 		{.key = "trigger", .types = RTS_JT_STRING, .one_of = reasons},
 		{.key = "engine", .types = RTS_JT_STRING, .min = 1, .max = 64, .check = word_check},
 		COUNT_FIELD("tokensBefore"),
@@ -173,6 +173,8 @@ int brokerd_compact_report_format(json_object *report, char *line, size_t len, c
 	if (validate(report, &report_root, why) < 0)
 		return -EINVAL;
 	const char *event = rts_json_get_string(report, "event");
+	if (!event)
+		event = "compacted";
 	static const char *const words[] = {"conversation compacted", "compaction failed",
 					    "compaction skips the host compactor for Pi's summary past the ceiling",
 					    "compaction falls back to Pi's summary"};
@@ -251,10 +253,9 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 		.turn_id = t->b.turn_id,
 	};
 	struct brokerd_exec_result res = {0};
-	c->quiet_ok = true;
+	rich_conn_quiet(c, true);
 	int r = timeout > 0 ? brokerd_exec_run(&e, &res) : -ETIMEDOUT;
-	c->quiet_ok = false;
-	c->last_io_ms = rts_now_ms();
+	rich_conn_quiet(c, false);
 	uint64_t took = rts_now_ms() - now;
 	char reason[160] = "";
 	cleanup_free char *answer = NULL;

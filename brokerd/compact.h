@@ -15,7 +15,7 @@
  * {"summary", "firstKeptEntryId" (the request's), "tokensBefore", "estimatedTokensAfter"?,
  * "details"? (an object)}; the worker gets it with details.engine set to
  * rich.compaction.engine.
- * REPORT: {"event": "compacted"|"failed"|"skipped"|"fallback", "trigger"?: "threshold"|
+ * REPORT: {"event"?: "compacted" (the default)|"failed"|"skipped"|"fallback", "trigger"?: "threshold"|
  * "overflow"|"manual", "engine"?: [A-Za-z0-9._-]{1,64}, "tokensBefore"?, "tokensAfter"?,
  * "contextAfter"?, "nextCompactionAt"? (non-negative integers), "reason"?: [a-z0-9 _-]
  * {1,128}} (seed: the host logs conversation compacted, compaction failed, compaction skips

@@ -14,7 +14,6 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/memfd.h"
-#include "common/strictjson.h"
 #include "common/util.h"
 
 #define SWEEP_EVERY_US 250000
@@ -49,6 +48,21 @@ bool brokerd_rich_fetch_idle(void);
 void brokerd_rich_fetch_deliver(struct brokerd_rich *rich);
 void brokerd_rich_fetch_link_down(struct rts_link *l);
 void brokerd_rich_fetch_stop(void);
+
+int brokerd_rich_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t th;
+	int r = pthread_create(&th, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return r;
+}
 
 void brokerd_rich_poke(struct brokerd_rich *rich)
 {
@@ -215,15 +229,11 @@ static void channel_free(struct rich_channel *ch)
 		ch->waiters = w->next;
 		free(w);
 	}
-	while (ch->handoff) {
-		struct rich_conn *c = ch->handoff;
-		ch->handoff = c->next;
-		free(c);
-	}
+	pthread_mutex_lock(&ch->lock);
+	brokerd_rich_http_drop_handoffs_locked(ch);
+	pthread_mutex_unlock(&ch->lock);
 	if (ch->turn)
 		brokerd_rich_turn_free(ch->turn);
-	if (ch->wake_fd >= 0)
-		close(ch->wake_fd);
 	pthread_cond_destroy(&ch->cond);
 	pthread_mutex_destroy(&ch->lock);
 	free(ch->channel);
@@ -245,6 +255,7 @@ static void *closer_thread(void *arg)
 		MHD_stop_daemon(ch->mhd);
 	ch->mhd = NULL;
 	pthread_mutex_lock(&ch->lock);
+	brokerd_rich_http_drop_handoffs_locked(ch);
 	while (ch->turn && ch->turn->users > 0)
 		pthread_cond_wait(&ch->cond, &ch->lock);
 	pthread_mutex_unlock(&ch->lock);
@@ -275,9 +286,6 @@ static void channel_close(struct brokerd_rich *rich, struct rich_channel *ch, co
 	if (ch->turn)
 		brokerd_rich_settle_locked(ch, ch->turn, RTS_TURN_CANCELLED, why, -1);
 	atomic_store(&ch->closing, true);
-	uint64_t one = 1;
-	if (write(ch->wake_fd, &one, sizeof(one)) < 0)
-		log_warning_errno(errno, "channel %.12s: cannot wake its calls: %m", ch->hash);
 	pthread_cond_broadcast(&ch->cond);
 	pthread_mutex_unlock(&ch->lock);
 	log_info("rich channel %.12s: listener closed (%s)", ch->hash, why);
@@ -442,10 +450,8 @@ int brokerd_rich_on_bind(struct brokerd_rich *rich, struct rts_link *l, struct r
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ch->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	ch->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ch->gate.listen_fd = -1;
-	if (ch->wake_fd < 0 || (r = brokerd_rich_http_start(ch, rich->ev, steal_fd(&m->fd))) < 0) {
-		r = ch->wake_fd < 0 ? -errno : r;
+	if ((r = brokerd_rich_http_start(ch, rich->ev, steal_fd(&m->fd))) < 0) {
 		log_warning_errno(r, "rich channel %.12s: cannot serve its broker socket: %m", hash);
 		if (ch->mhd)
 			MHD_stop_daemon(ch->mhd);
@@ -520,29 +526,6 @@ static int refuse_turn(struct rts_link *l, const char *turn_id, const char *hash
 	return 0;
 }
 
-/* The turn input statd built: a sealed memfd within RTS_RICH_TURN_INPUT_MAX, strict JSON,
- * and brokerd_rich_input_check(). */
-static int read_input(int fd, const struct brokerd_binding *b, json_object **out, const char **why)
-{
-	const void *data = NULL;
-	size_t len = 0;
-	int r = rts_memfd_map(fd, RTS_RICH_TURN_INPUT_MAX, &data, &len);
-	if (r < 0) {
-		*why = r == -EFBIG ? "turn input larger than the limit" : "turn input is not a sealed memfd";
-		return r;
-	}
-	r = rts_json_parse_strict(data, len, RTS_JSON_DEPTH_MAX, out, why);
-	rts_memfd_unmap(data, len);
-	if (r < 0)
-		return r;
-	r = brokerd_rich_input_check(*out, b, why);
-	if (r < 0) {
-		json_object_put(*out);
-		*out = NULL;
-	}
-	return r;
-}
-
 int brokerd_rich_on_turn(struct brokerd_rich *rich, struct rts_link *l, struct rts_msg_broker_rich_turn *m)
 {
 	const struct rts_rich_conf *rc = &rich->cfg->rich;
@@ -577,21 +560,22 @@ int brokerd_rich_on_turn(struct brokerd_rich *rich, struct rts_link *l, struct r
 	};
 	snprintf(b.turn_id, sizeof(b.turn_id), "%s", m->turn_id);
 	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", ch->hash);
-	const char *why = NULL;
-	json_object *input = NULL;
-	if (read_input(m->fd, &b, &input, &why) < 0) {
-		char text[256];
-		snprintf(text, sizeof(text), "turn input refused: %s", why ? why : "invalid");
-		return refuse_turn(l, m->turn_id, ch->hash, text);
-	}
-	struct rich_turn *t = brokerd_rich_turn_new(ch, &b, input);
+	/* Only the seals and the size here: parsing up to 96 MiB is the admission thread's
+	 * work, not the main loop's (rich_turn.c). */
+	size_t size;
+	int r = rts_memfd_check(m->fd, RTS_RICH_TURN_INPUT_MAX, &size);
+	if (r < 0)
+		return refuse_turn(l, m->turn_id, ch->hash,
+				   r == -EFBIG ? "turn input refused: larger than the limit"
+					       : "turn input refused: not a sealed memfd");
+	struct rich_turn *t = brokerd_rich_turn_new(ch, &b, steal_fd(&m->fd));
 	pthread_mutex_lock(&ch->lock);
 	ch->turn = t;
 	/* Seed: the start-up scope is revoked on the first bind. */
 	ch->scope_revoked = true;
 	pthread_mutex_unlock(&ch->lock);
 	rts_log_turn(LOG_INFO, t->b.turn_id, ch->hash, "admitted", 0, "rich turn admitted");
-	int r = brokerd_rich_turn_admit(ch);
+	r = brokerd_rich_turn_admit(ch);
 	if (r < 0) {
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_settle_locked(ch, t, RTS_TURN_ERROR, "cannot start the admission hooks", -1);

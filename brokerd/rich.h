@@ -32,6 +32,7 @@
 #include "brokerd/gate.h"
 #include "common/conf.h"
 #include "common/link.h"
+#include "common/util.h"
 
 /* ---- limits of the rich listener (seed, "Pi isolation and continuity"; the shared ones
  * are in common/limits.h) ---- */
@@ -87,8 +88,11 @@ struct rich_turn {
 	int wake_fd;	     /* eventfd written when the turn settles */
 	atomic_bool closing; /* set when it settles: calls and hooks stop */
 
-	/* Set at admission, read-only afterwards. */
+	/* Set at admission (input by the admission thread, before the turn is queued),
+	 * read-only afterwards. */
+	int input_fd;	     /* statd's turn input: a sealed memfd, checked; -1 once read */
 	json_object *input;  /* the validated turn input (statd's) */
+	char cause_buf[192]; /* a cause with details (the input's problem) */
 	char *handout;	     /* the /worker/next answer, built when the hooks are done */
 	size_t handout_len;
 
@@ -107,9 +111,8 @@ struct rich_turn {
 	bool compactor_running;
 	/* The outcome, once settling. */
 	enum rts_turn_status status;
-	const char *cause;	 /* static: why it failed, for the log */
+	const char *cause;	 /* why it failed, for the log: static, or cause_buf */
 	int reply_fd;		 /* sealed memfd with the reply, -1 until there is one */
-	bool answered;		 /* BROKER_RICH_DONE sent (main thread) */
 };
 
 /* ---- a channel ---- */
@@ -124,8 +127,7 @@ struct rich_channel {
 	struct rts_link *owner; /* the runnerd link that bound it; NULL once gone (main thread) */
 	struct brokerd_gate gate;
 	struct MHD_Daemon *mhd;
-	int wake_fd;	     /* eventfd written when the channel closes */
-	atomic_bool closing;
+	atomic_bool closing; /* its calls stop through their turn's wake-up (settled first) */
 	pthread_t closer;
 	bool has_closer;
 
@@ -148,6 +150,8 @@ struct rich_channel {
 
 	/* Main thread only. */
 	struct rich_waiter *waiters; /* RICH_WAIT_READY not answered yet */
+	struct rich_turn *gate_packet; /* the gate reserved a reply packet of this turn for the
+					* connection it hands over next */
 	struct rich_channel *next;
 };
 
@@ -225,6 +229,8 @@ struct rich_conn {
 	int fd;			       /* valid until libmicrohttpd's CLOSED notification */
 	bool shut;		       /* shut down by the sweep or a settling turn */
 	uint64_t accepted_ms, handed_ms;
+	/* Written by the connection's thread, read by the sweep: through rich_conn_touch() and
+	 * rich_conn_quiet() only. */
 	uint64_t last_io_ms;	       /* a body byte read or an answer byte written */
 	bool quiet_ok;		       /* brokerd itself is working (a host command, a long poll) */
 	int state;		       /* rich_http.c's */
@@ -237,10 +243,28 @@ struct rich_conn {
 	struct rich_turn *turn;	       /* the turn this request holds (a user of it), or NULL */
 	bool holds_slot;	       /* one of the turn's in-flight slots */
 	bool scope_call;	       /* a start-up scope call */
+	bool packet_reserved;	       /* the gate took the turn's one incoming reply packet */
+	char turn_id[RTS_TURN_ID_LEN + 1]; /* of turn, for the log line after it is given back */
 	void *stream;		       /* an answer being streamed (anthropic_call.c) */
 };
 
+/* The silence limit's bookkeeping, shared by a connection's thread and the sweep. */
+static inline void rich_conn_touch(struct rich_conn *c)
+{
+	__atomic_store_n(&c->last_io_ms, rts_now_ms(), __ATOMIC_RELAXED);
+}
+static inline void rich_conn_quiet(struct rich_conn *c, bool quiet)
+{
+	__atomic_store_n(&c->quiet_ok, quiet, __ATOMIC_RELAXED);
+	if (!quiet)
+		rich_conn_touch(c);
+}
+
 /* ---- what the pieces call ---- */
+
+/* Run fn(arg) on a detached thread of its own, with every signal blocked (the main thread
+ * takes them through sd-event). Returns 0 or a positive errno from pthread_create(). */
+int brokerd_rich_thread(void *(*fn)(void *), void *arg);
 
 /* Wake the main thread: it looks at every channel's flags and settling turns. Any thread. */
 void brokerd_rich_poke(struct brokerd_rich *rich);
@@ -262,6 +286,9 @@ const char *brokerd_rich_image(const struct rich_channel *ch);
 /* rich_http.c: the channel's HTTP server and gate. */
 int brokerd_rich_http_start(struct rich_channel *ch, sd_event *ev, int listen_fd);
 void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms);
+/* Forget connections handed to the HTTP server that it never started, giving back what they
+ * hold (ch->lock held; after the server stopped). */
+void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch);
 /* Shut down every connection of ch that is reading a reply packet of t (ch->lock held). */
 void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_turn *t);
 
@@ -290,7 +317,8 @@ void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r);
 struct brokerd_call brokerd_rich_call(struct rich_conn *c);
 
 /* rich_turn.c: turn admission. */
-struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, json_object *input);
+/* A turn of ch bound to b, with statd's input in input_fd (a checked sealed memfd, taken). */
+struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, int input_fd);
 void brokerd_rich_turn_free(struct rich_turn *t);
 /* Start the admission hooks of ch->turn on a thread of their own (main thread). Returns 0 or
  * -errno (the turn is then settled as failed by the caller). */

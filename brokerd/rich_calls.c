@@ -192,10 +192,9 @@ void brokerd_rich_tool(struct rich_conn *c, struct rich_answer *a)
 	const char *name = c->route.name;
 	struct brokerd_call call = brokerd_rich_call(c);
 	char *answer = NULL;
-	c->quiet_ok = true;
+	rich_conn_quiet(c, true);
 	enum brokerd_result r = brokerd_tool_handle(&call, &answer);
-	c->quiet_ok = false;
-	c->last_io_ms = rts_now_ms();
+	rich_conn_quiet(c, false);
 	if (r != BROKERD_OK) {
 		free(answer);
 		brokerd_rich_answer_error(a, r);

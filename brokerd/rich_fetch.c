@@ -11,7 +11,6 @@
 #include "config.h"
 
 #include <ctype.h>
-#include <signal.h>
 
 #include "brokerd/rich.h"
 #include "common/fetch.h"
@@ -165,16 +164,7 @@ int brokerd_rich_fetch_start(struct brokerd_rich *rich, struct rts_link *l, cons
 	running = f;
 	pthread_mutex_unlock(&fetch_lock);
 
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t th;
-	int r = pthread_create(&th, &attr, fetch_thread, f);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	int r = brokerd_rich_thread(fetch_thread, f);
 	if (r != 0) {
 		pthread_mutex_lock(&fetch_lock);
 		for (struct rich_fetch **p = &running; *p; p = &(*p)->next)

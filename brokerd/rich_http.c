@@ -24,7 +24,7 @@
  * which knows when brokerd itself is the one working (a host command, a long poll). */
 #define MHD_IDLE_SECONDS (RTS_RICH_TIMEOUT_MS_MAX / 1000u + 10u)
 #define HANDOFF_STALE_MS 5000u
-#define STREAM_BLOCK (32u * 1024u)
+#define SILENCE_GRACE_MS 2000u /* a stream's reader checks the silence limit at least every second */
 
 enum conn_state {
 	CONN_NEW,    /* handed over, request line not parsed yet */
@@ -276,6 +276,8 @@ enum brokerd_result brokerd_rich_headers_check(const struct brokerd_header *h, s
 	return BROKERD_OK;
 }
 
+static void release_locked(struct rich_conn *c);
+
 /* ---- the gate's rules for a channel (gate.h) ---- */
 
 static struct rich_channel *gate_channel(struct brokerd_gate *g)
@@ -322,8 +324,16 @@ static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct 
 		return BROKERD_TOO_LARGE;
 	}
 	if (routed && r.kind == RICH_ROUTE_RESULT) {
+		/* Taken here, on the main thread, for the connection handed over next: a second
+		 * packet is refused here too, whatever libmicrohttpd has read of the first. */
 		pthread_mutex_lock(&ch->lock);
-		bool open = ch->turn && ch->turn->state == RICH_TURN_HANDED && !ch->turn->packet_incoming;
+		struct rich_turn *t = ch->turn;
+		bool open = t && t->state == RICH_TURN_HANDED && !t->packet_incoming;
+		if (open) {
+			t->packet_incoming = true;
+			t->users++;
+			ch->gate_packet = t;
+		}
 		pthread_mutex_unlock(&ch->lock);
 		if (!open) {
 			*why = "reply packet outside its turn";
@@ -357,6 +367,13 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	c->last_io_ms = c->handed_ms;
 	c->state = CONN_NEW;
 	pthread_mutex_lock(&ch->lock);
+	if (ch->gate_packet) {
+		c->turn = steal_pointer(&ch->gate_packet);
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", c->turn->b.turn_id);
+		c->route.kind = RICH_ROUTE_RESULT;
+		c->routed = true;
+		c->packet_reserved = true;
+	}
 	for (struct rich_conn **q = &ch->handoff; *q; q = &(*q)->next)
 		if ((*q)->fd == fd) {
 			struct rich_conn *old = *q;
@@ -370,8 +387,11 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	if (MHD_add_connection(ch->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
 		log_warning_errno(errno, "channel %.12s: cannot hand a connection to the HTTP server: %m", ch->hash);
 		pthread_mutex_lock(&ch->lock);
-		free(claim_locked(ch, fd));
+		struct rich_conn *mine = claim_locked(ch, fd);
+		if (mine)
+			release_locked(mine);
 		pthread_mutex_unlock(&ch->lock);
+		free(mine);
 	}
 }
 
@@ -464,6 +484,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)ap;
+	/* TCP socket options do not apply to a Unix socket: nothing to report. */
+	if (strncmp(fmt, "Setting %s option", 17) == 0 || strncmp(fmt, "Failed to push the data", 23) == 0)
+		return;
 	log_debug("libmicrohttpd (rich): %.*s", (int)strcspn(fmt, "\n"), fmt);
 }
 
@@ -512,8 +535,7 @@ void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r)
 
 static void log_call(struct rich_conn *c, unsigned status, const char *what)
 {
-	struct rich_turn *t = c->turn;
-	rts_log_turn(LOG_DEBUG, t ? t->b.turn_id : NULL, c->ch->hash, status < 400 ? "ok" : "refused",
+	rts_log_turn(LOG_DEBUG, c->turn_id[0] ? c->turn_id : NULL, c->ch->hash, status < 400 ? "ok" : "refused",
 		     rts_now_ms() - c->accepted_ms, "rich call route %s status %u%s%s",
 		     c->routed ? route_word(c->route.kind) : "none", status, what ? ": " : "", what ? what : "");
 }
@@ -548,6 +570,7 @@ static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich
 		t->in_flight++;
 		t->users++;
 		c->turn = t;
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
 		c->holds_slot = true;
 		return BROKERD_OK;
 	}
@@ -606,15 +629,11 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 	case RICH_ROUTE_NEXT:
 		break;
 	case RICH_ROUTE_RESULT:
-		/* Again: the state may have changed since the gate looked. */
-		if (!t || t->state != RICH_TURN_HANDED || t->packet_incoming) {
+		/* The gate took the packet for this connection; the turn may have settled since. */
+		if (!c->packet_reserved || c->turn != t || t->state != RICH_TURN_HANDED) {
 			*why = "reply packet outside its turn";
 			r = BROKERD_CONFLICT;
-			break;
 		}
-		t->packet_incoming = true;
-		t->users++;
-		c->turn = t;
 		break;
 	case RICH_ROUTE_COMPACT:
 		if (!t || t->state != RICH_TURN_HANDED) {
@@ -624,8 +643,10 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 		}
 		t->users++;
 		c->turn = t;
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
 		/* Seed, "Compaction": a request over maxRequestBytes falls back to Pi's summary,
-		 * answered before its body is read. A report is never that large. */
+		 * answered without looking at it (libmicrohttpd discards the body it still
+		 * reads). A report is never that large. */
 		if (ch->cfg->rich.compaction_command && c->headers.content_length > ch->cfg->rich.compaction_max_request) {
 			t->compactions++;
 			*fallback = true;
@@ -683,7 +704,7 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 	if (a.status == 0)
 		brokerd_rich_answer_error(&a, BROKERD_UNAVAILABLE);
 	log_call(c, a.status, NULL);
-	c->last_io_ms = rts_now_ms();
+	rich_conn_touch(c);
 	respond(mc, a.status, a.body, a.len, a.content_type);
 }
 
@@ -729,7 +750,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		memcpy(c->body + c->body_len, upload_data, *upload_data_size);
 		c->body_len += *upload_data_size;
 		*upload_data_size = 0;
-		c->last_io_ms = rts_now_ms();
+		rich_conn_touch(c);
 		return MHD_YES;
 	case CONN_DONE:
 		*upload_data_size = 0;
@@ -774,6 +795,7 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		struct rich_conn *c = *q;
 		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
 			*q = c->next;
+			release_locked(c);
 			free(c);
 		} else {
 			q = &c->next;
@@ -783,8 +805,12 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		if (c->shut || c->fd < 0)
 			continue;
 		/* Seed: the rich listener limits silence (no request-body byte read and no answer
-		 * chunk written), not total time; the turn deadline bounds every call. */
-		bool silent = !c->quiet_ok && now_ms - c->last_io_ms >= BROKERD_RICH_SILENCE_MS;
+		 * chunk written), not total time; the turn deadline bounds every call. A stream's
+		 * own reader notices a silent upstream first and tells the worker with an error
+		 * event; this cuts one whose worker stopped reading. */
+		uint64_t limit = BROKERD_RICH_SILENCE_MS + (c->stream ? SILENCE_GRACE_MS : 0);
+		uint64_t last = __atomic_load_n(&c->last_io_ms, __ATOMIC_RELAXED);
+		bool silent = !__atomic_load_n(&c->quiet_ok, __ATOMIC_RELAXED) && now_ms > last && now_ms - last >= limit;
 		bool late = c->turn && now_ms >= c->turn->b.deadline_ms;
 		if (!silent && !late)
 			continue;
@@ -798,6 +824,16 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		c->shut = true;
 	}
 	pthread_mutex_unlock(&ch->lock);
+}
+
+void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch)
+{
+	while (ch->handoff) {
+		struct rich_conn *c = ch->handoff;
+		ch->handoff = c->next;
+		release_locked(c);
+		free(c);
+	}
 }
 
 void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_turn *t)

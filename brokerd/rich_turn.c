@@ -4,7 +4,6 @@
  * command), and what the worker gets on /worker/next (rich-design.md section 3). */
 #include "config.h"
 
-#include <signal.h>
 #include <sys/eventfd.h>
 
 #include "brokerd/exec.h"
@@ -15,6 +14,8 @@
 #include "common/json.h"
 #include "common/jspec.h"
 #include "common/log.h"
+#include "common/memfd.h"
+#include "common/strictjson.h"
 #include "common/util.h"
 
 /* ---- the capability rule (seed, "Worker capability handshake") ---- */
@@ -34,7 +35,7 @@ bool brokerd_rich_caps_enough(uint8_t caps)
 
 /* ---- turns ---- */
 
-struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, json_object *input)
+struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct brokerd_binding *b, int input_fd)
 {
 	struct rich_turn *t = rts_xcalloc(1, sizeof(*t));
 	t->b = *b;
@@ -48,7 +49,7 @@ struct rich_turn *brokerd_rich_turn_new(struct rich_channel *ch, const struct br
 	if (t->wake_fd < 0)
 		fatal_f("eventfd: %s", strerror(errno));
 	atomic_init(&t->closing, false);
-	t->input = input;
+	t->input_fd = input_fd;
 	t->state = RICH_TURN_ADMITTING;
 	t->effort = ch->last_effort;
 	t->reply_fd = -1;
@@ -70,6 +71,8 @@ void brokerd_rich_turn_free(struct rich_turn *t)
 		close(t->reply_fd);
 	if (t->input)
 		json_object_put(t->input);
+	if (t->input_fd >= 0)
+		close(t->input_fd);
 	free(t->handout);
 	free(t);
 }
@@ -263,6 +266,32 @@ static char *build_handout(struct rich_channel *ch, struct rich_turn *t, const c
 	return text;
 }
 
+/* statd's turn input: strict JSON within RTS_RICH_TURN_INPUT_MAX (the seals and the size
+ * were checked when the turn came), held to brokerd_rich_input_check(). */
+static int read_input(struct rich_turn *t, const char **why)
+{
+	const void *data = NULL;
+	size_t len = 0;
+	int r = rts_memfd_map(t->input_fd, RTS_RICH_TURN_INPUT_MAX, &data, &len);
+	close(steal_fd(&t->input_fd));
+	if (r < 0) {
+		*why = "cannot map it";
+		return r;
+	}
+	json_object *in = NULL;
+	r = rts_json_parse_strict(data, len, RTS_JSON_DEPTH_MAX, &in, why);
+	rts_memfd_unmap(data, len);
+	if (r < 0)
+		return r;
+	r = brokerd_rich_input_check(in, &t->b, why);
+	if (r < 0) {
+		json_object_put(in);
+		return r;
+	}
+	t->input = in;
+	return 0;
+}
+
 static void *admit_thread(void *arg)
 {
 	struct rich_channel *ch = arg;
@@ -270,6 +299,18 @@ static void *admit_thread(void *arg)
 	struct rich_turn *t = ch->turn;
 	enum rts_effort previous = ch->last_effort;
 	pthread_mutex_unlock(&ch->lock);
+
+	const char *why = NULL;
+	if (read_input(t, &why) < 0) {
+		rts_log_turn(LOG_WARNING, t->b.turn_id, t->b.channel_hash, "error", 0, "rich turn input refused: %s",
+			     why ? why : "invalid");
+		pthread_mutex_lock(&ch->lock);
+		snprintf(t->cause_buf, sizeof(t->cause_buf), "its input was refused: %s", why ? why : "invalid");
+		brokerd_rich_settle_locked(ch, t, RTS_TURN_ERROR, t->cause_buf, -1);
+		brokerd_rich_turn_unuse_locked(ch, t);
+		pthread_mutex_unlock(&ch->lock);
+		return NULL;
+	}
 
 	/* The turn's credentials first, so the memory block is checked against them too. A
 	 * missing OAuth token is not fatal here: every model call reads it again and fails
@@ -315,16 +356,7 @@ int brokerd_rich_turn_admit(struct rich_channel *ch)
 	pthread_mutex_lock(&ch->lock);
 	ch->turn->users++;
 	pthread_mutex_unlock(&ch->lock);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t th;
-	int r = pthread_create(&th, &attr, admit_thread, ch);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	int r = brokerd_rich_thread(admit_thread, ch);
 	if (r != 0) {
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_turn_unuse_locked(ch, ch->turn);

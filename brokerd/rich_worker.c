@@ -112,7 +112,7 @@ void brokerd_rich_worker_next(struct rich_conn *c, struct rich_answer *a)
 		return;
 	}
 	ch->polling = true;
-	c->quiet_ok = true;
+	rich_conn_quiet(c, true);
 	uint64_t deadline = rts_now_ms() + BROKERD_RICH_LONG_POLL_MS;
 	char *handout = NULL;
 	size_t len = 0;
@@ -145,7 +145,7 @@ void brokerd_rich_worker_next(struct rich_conn *c, struct rich_answer *a)
 		pthread_cond_timedwait(&ch->cond, &ch->lock, &ts);
 	}
 	ch->polling = false;
-	c->quiet_ok = false;
+	rich_conn_quiet(c, false);
 	if (handed)
 		rts_log_turn(LOG_INFO, handed->b.turn_id, ch->hash, "handed", rts_now_ms() - handed->admitted_ms,
 			     "rich turn handed to the worker (effort %s)", rts_effort_name(handed->effort));

@@ -456,6 +456,11 @@ START_TEST(test_compaction_shapes)
 	ck_assert_str_eq(line, "conversation compacted trigger=threshold engine=pi tokensBefore=310000 tokensAfter=9000 "
 			       "contextAfter=12000 nextCompactionAt=300000");
 	json_object_put(report);
+	/* The event defaults to "compacted" (the scripted worker's reports have none). */
+	report = parse("{\"engine\":\"pi\",\"tokensBefore\":520000,\"tokensAfter\":40000,\"reason\":\"threshold\"}");
+	ck_assert_int_eq(brokerd_compact_report_format(report, line, sizeof(line), &why), 0);
+	ck_assert_str_eq(line, "conversation compacted engine=pi tokensBefore=520000 tokensAfter=40000 reason=threshold");
+	json_object_put(report);
 	report = parse("{\"event\":\"fallback\",\"reason\":\"host compactor timed out\"}");
 	ck_assert_int_eq(brokerd_compact_report_format(report, line, sizeof(line), &why), 0);
 	ck_assert_str_eq(line, "compaction falls back to Pi's summary reason=host compactor timed out");

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A real roundtable-sandbox-brokerd serving rich channels, for tests/integration/test_rich_broker.py.
+"""A real roundtable-sandbox-brokerd serving rich channels, for test_rich_broker.py and
+test_rich_hooks.py (rich_rig.py has the rigs for the scripted worker image).
 
 brokerd runs as the service account as in broker_rig.BrokerRig (same fake MCP server, host
 tool and recorder), with a "rich" config whose upstream is the scripted Anthropic endpoint
@@ -359,6 +360,56 @@ class Channel:
         return self.rig.expect(rtsproto.RICH_UNBOUND, lambda m: m["channel_hash"] == self.hash)
 
 
+# Host hooks of the rich config, as small programs in the rig's tools directory (they run
+# under brokerd's seccomp filter: they read stdin and print, nothing else).
+JUDGE = r"""#!/usr/bin/python3
+# rich.effort.judge: "#effort LEVEL" in the text picks LEVEL; otherwise the previous level
+import json, re, sys
+d = json.load(sys.stdin)
+m = re.search(r"#effort (\S+)", d["text"])
+print(m.group(1) if m else d["level"])
+"""
+MEMORY = r"""#!/usr/bin/python3
+# rich.memory.command: speakers whose id starts with "mem" have a memory block
+import json, sys
+d = json.load(sys.stdin)
+if d["id"].startswith("mem"):
+    print("private facts about " + d["name"] + " in " + d["channel"])
+"""
+COMPACTOR = r"""#!/usr/bin/python3
+# rich.compaction.command: customInstructions says how to behave
+import json, sys, time
+d = json.load(sys.stdin)
+req = d["request"]
+how = req.get("customInstructions", "ok")
+if how == "empty":
+    sys.exit(0)
+if how == "fail":
+    sys.exit(3)
+if how == "sleep":
+    time.sleep(30)
+if how == "shape":
+    print(json.dumps({"summary": 5}))
+    sys.exit(0)
+print(json.dumps({"summary": "summary of " + d["channel"], "firstKeptEntryId": req["firstKeptEntryId"],
+                  "tokensBefore": req["tokensBefore"], "estimatedTokensAfter": 1234,
+                  "details": {"engine": "spoofed", "kept": len(req["keptMessages"])}}))
+"""
+TOKEN = r"""#!/usr/bin/python3
+# rich.oauthToken {"command"}: a token per channel and speaker; none for speaker "nokey"
+import hashlib, json, sys
+d = json.load(sys.stdin)
+sp = d["speaker"]
+if sp["id"] != "nokey":
+    print("sk-ant-oat01-" + hashlib.sha256((d["channel"] + "/" + sp["id"] + "/" + str(sp["principalId"])).encode()).hexdigest()[:40])
+"""
+
+
+def token_for(channel, speaker_id, principal_id):
+    """What TOKEN prints for this channel and speaker."""
+    return "sk-ant-oat01-" + hashlib.sha256(f"{channel}/{speaker_id}/{principal_id}".encode()).hexdigest()[:40]
+
+
 class RichRig(BrokerRig):
     """BrokerRig with a rich config and the scripted Anthropic endpoint."""
 
@@ -366,25 +417,30 @@ class RichRig(BrokerRig):
         self.rich_overrides = rich or {}
         self.anthropic = None
         self.backlog = []
-        self.oauth_token = "sk-ant-oat01-" + secrets.token_hex(32)
         super().__init__(env, **kw)
 
     def more_config(self):
         self._logfiles.append(open(self.log_path("fake-anthropic"), "ab"))
         self.anthropic = FakeAnthropic(self.dirs["ca"], os.path.join(self.dirs["logs"], "anthropic.jsonl"),
                                        self._logfiles[-1])
-        self.token_file = os.path.join(self.dirs["etc"], "oauth-token")
-        with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-            f.write(self.oauth_token + "\n")
-        os.chown(self.token_file, self.env.uid, self.env.gid)
-        os.chmod(self.token_file, 0o400)
+        hooks = {}
+        for name, text in (("judge", JUDGE), ("memory", MEMORY), ("compactor", COMPACTOR), ("token", TOKEN)):
+            hooks[name] = os.path.join(self.dirs["tools"], name + ".py")
+            with open(hooks[name], "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(hooks[name], 0o755)
         rich = {
             "image": "roundtable-sandbox-rich:test",
             "profiles": {"p": {"model": MODEL, "mcp": ["docs", "open"], "tools": ["echo", "short"],
                                "prompt": "You are a test persona."},
                          "plain": {"model": MODEL}},
-            "oauthToken": {"file": self.token_file},
+            "oauthToken": {"command": ["/usr/bin/python3", hooks["token"]]},
             "upstream": self.anthropic.url,
+            "effort": {"default": "medium", "judge": {"command": ["/usr/bin/python3", hooks["judge"]]}},
+            "memory": {"command": ["/usr/bin/python3", hooks["memory"]], "visibility": "private"},
+            "compaction": {"command": ["/usr/bin/python3", hooks["compactor"]], "engine": "test-engine",
+                           "timeoutMs": 1500, "maxRequestBytes": 65536},
+            "maxOutputTokens": 8000,
             "turnTimeoutMs": 120000,
         }
         rich.update(self.rich_overrides)
