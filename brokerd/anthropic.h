@@ -102,7 +102,7 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens);
 /* ---- the streamed answer ---- */
 
 /* Server-sent events from the upstream pass through this filter on their way to the
- * worker, one whole event at a time (brokerd/sse.h splits them). Each event must be one
+ * worker, one whole event at a time (brokerd/sse_stream.h splits them). Each event must be one
  * the Messages API streams (message_start, content_block_start with a text, thinking,
  * redacted_thinking or tool_use block, content_block_delta with a text, thinking,
  * signature or input_json delta, content_block_stop, message_delta, message_stop, ping,

@@ -9,7 +9,7 @@
  * reading stops the pumping, and the upstream's TCP window closes behind it. Within one
  * pump, libcurl's write callback pauses the transfer (CURL_WRITEFUNC_PAUSE) once
  * BROKERD_RICH_STREAM_HIGH bytes wait for the worker, and the transfer resumes when they
- * have been taken. What the upstream sends passes brokerd/sse.h (whole events) and the
+ * have been taken. What the upstream sends passes brokerd/sse_stream.h (whole events) and the
  * stream filter (anthropic.h: the Messages API's events only, re-serialised, reflection
  * checked across events and held back by the filter's window).
  *
@@ -26,7 +26,7 @@
 #include "brokerd/anthropic.h"
 #include "brokerd/keys.h"
 #include "brokerd/rich.h"
-#include "brokerd/sse.h"
+#include "brokerd/sse_stream.h"
 #include "brokerd/upstream.h"
 #include "common/json.h"
 #include "common/log.h"

@@ -90,11 +90,13 @@ struct brokerd_cancel {
 bool brokerd_cancel_closing(const struct brokerd_cancel *c);
 
 struct brokerd_keyring;
+struct brokerd_precheck;
 
 /* One admitted call, as a route handler sees it. Everything is borrowed for the call. */
 struct brokerd_call {
 	const struct rts_config *cfg;
 	const struct brokerd_binding *binding;
+	const struct brokerd_precheck *precheck; /* a precheck run's grant (brokerd/precheck.h), else NULL */
 	struct brokerd_keyring *keys; /* credentials this turn has used, for the reflection filter */
 	const char *name;	      /* the tool or server name from the route, or NULL */
 	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */
@@ -111,15 +113,21 @@ struct brokerd_call {
 	size_t n_mcp_servers;
 	uint32_t upstream_timeout_ms;
 	bool allow_http;
+	/* Set by the handler for the audit entry (brokerd/audit.h): the rule that decided (a
+	 * static name; NULL: the route's default when allowed, else the result code), and
+	 * whether the request reached an upstream or a tool process. */
+	const char *rule;
+	bool forwarded;
 };
 
 /* A route handler: on BROKERD_OK stores the JSON answer text in *answer (caller frees). */
 typedef enum brokerd_result (*brokerd_handler_fn)(struct brokerd_call *call, char **answer);
 
-/* The handlers, one per route kind (model.c, tool.c, mcp.c). */
+/* The handlers, one per route kind (model.c, tool.c, mcp.c, fetch.c). */
 enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer);
 enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer);
+enum brokerd_result brokerd_fetch_handle(struct brokerd_call *call, char **answer); /* fetch.h */
 
 /* Parse a worker-supplied body strictly (rts_json_parse_strict(), depth RTS_JSON_DEPTH_MAX):
  * duplicate keys, invalid UTF-8, raw control characters, lone surrogates and excessive

@@ -244,7 +244,7 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 	json_object_object_add(in, "request", json_object_get(req));
 	cleanup_free char *input = rts_json_dump(in);
 	struct brokerd_exec e = {
-		.argv = rc->compaction_command,
+		.hook = rc->compaction_command,
 		.input = input,
 		.input_len = strlen(input),
 		.max_output = BROKERD_RICH_COMPACTOR_OUTPUT_MAX,

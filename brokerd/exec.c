@@ -9,9 +9,48 @@
 /* Bytes of a command's stderr kept for its one log line. */
 #define STDERR_KEEP 200u
 
-/* Host commands see no part of brokerd's environment (which may hold a credential for an
- * {"env"} key source). */
-static char *const exec_env[] = {"PATH=/usr/bin:/bin", NULL};
+static struct brokerd_launcher *launcher;
+
+void brokerd_exec_init(struct brokerd_launcher *l)
+{
+	launcher = l;
+}
+
+/* Which command of the launcher's config e names. */
+static int run_of(const struct brokerd_exec *e, enum brokerd_run_kind *kind, uint32_t *index)
+{
+	const struct rts_config *cfg = brokerd_launcher_toolbox(launcher)->cfg;
+	if (e->tool && !e->key && e->tool >= cfg->tools && e->tool < cfg->tools + cfg->n_tools) {
+		*kind = e->probe ? BROKERD_RUN_PROBE_TOOL : BROKERD_RUN_TOOL;
+		*index = (uint32_t)(e->tool - cfg->tools);
+		return 0;
+	}
+	if (e->hook && !e->tool && !e->key && !e->probe) {
+		for (uint32_t h = 0; h < BROKERD_HOOKS; h++)
+			if (e->hook == brokerd_hook_command(cfg, (enum brokerd_hook)h)) {
+				*kind = BROKERD_RUN_HOOK;
+				*index = h;
+				return 0;
+			}
+		return -EINVAL;
+	}
+	if (!e->key || e->tool || e->hook)
+		return -EINVAL;
+	*kind = e->probe ? BROKERD_RUN_PROBE_KEY : BROKERD_RUN_KEY_COMMAND;
+	/* Numbered as rts_config_key_source() numbers key sources (brokerd/toolbox.h). */
+	bool found = false;
+	*index = 0;
+	for (size_t i = 0; i < rts_config_key_sources(cfg) && !found; i++)
+		if (e->key == rts_config_key_source(cfg, i, NULL, 0)) {
+			found = true;
+			*index = (uint32_t)i;
+		}
+	if (!found)
+		return -EINVAL;
+	if (e->probe)
+		*index = 0; /* one sandbox for every key command */
+	return 0;
+}
 
 static bool exec_cancelled(void *arg)
 {
@@ -45,28 +84,36 @@ int brokerd_exec_run(const struct brokerd_exec *e, struct brokerd_exec_result *r
 	/* A deadline of 0 has passed already; for rts_cancel it would mean none. */
 	if (cancel.deadline_ms == 0)
 		return brokerd_cancel_closing(&e->cancel) ? -ECANCELED : -ETIMEDOUT;
+	if (!launcher)
+		return -ENOTCONN;
+	struct brokerd_launch lc = {.launcher = launcher, .sock = -1};
+	int rc = run_of(e, &lc.kind, &lc.index);
+	if (rc < 0)
+		return rc;
+	/* The environment (PATH=/usr/bin:/bin), the working directory, the session and the
+	 * descriptors are the launcher's and the sandbox's (brokerd/toolbox.h): nothing of
+	 * brokerd's environment, which may hold an {"env"} credential, reaches a command. */
 	const struct rts_spawn s = {
-		.argv = e->argv,
-		.envp = exec_env,
-		.cwd = "/",
-		.new_session = true,
-		.kill_group = true,
+		.start = brokerd_launch_start,
+		.reap = brokerd_launch_reap,
+		.hook_arg = &lc,
 		.in = RTS_STDIO_PIPE,
 		.input = e->input,
 		.input_len = e->input_len,
 		.out = RTS_STDIO_PIPE,
 		.out_max = e->max_output,
 		/* Read and dropped without a label: a credential helper's diagnostics may quote
-		 * the credential. (Not /dev/null: brokerd's filter lets nobody open a file for
-		 * writing, the child before its exec included.) */
+		 * the credential. */
 		.err = RTS_STDIO_PIPE,
 		.err_max = e->stderr_label ? STDERR_KEEP : 0,
 	};
 	struct rts_spawn_result res;
 	int ret = rts_spawn_run(&s, &cancel, BROKERD_KILL_GRACE_MS, &res);
+	brokerd_launch_release(&lc);
 	if (e->stderr_label && res.err)
 		log_stderr(e, res.err, res.err_len, ret == 0 && res.exited ? res.status : -1);
 	if (ret == 0) {
+		/* bwrap passes the command's end on as an exit status (128 + n for signal n). */
 		r->exit_status = res.exited ? res.status : -1;
 		r->output = steal_pointer(&res.out);
 		r->len = res.out_len;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/head.h"
 #include "common/log.h"
@@ -91,10 +92,22 @@ static void pending_free(struct brokerd_pending *p)
 	free(p);
 }
 
-static void log_refusal(struct brokerd_pending *p, unsigned call_no, enum brokerd_result r, const char *what)
+/* The audit entry of a call the gate ended (brokerd/audit.h); what is the detail for the
+ * debug log (static). */
+static void audit(struct brokerd_pending *p, unsigned call_no, enum brokerd_result r, const char *rule,
+		  const char *what)
 {
-	rts_log_turn(LOG_DEBUG, p->g->log_turn, p->g->log_hash, brokerd_result_code(r), rts_now_ms() - p->accepted_ms,
-		     "call %u route none status %u (%s)", call_no, brokerd_result_status(r), what);
+	struct brokerd_gate *g = p->g;
+	uint64_t ms = rts_now_ms() - p->accepted_ms;
+	if (g->ops->audit) {
+		log_debug("turn %s: call %u: %s", g->log_turn ? g->log_turn : "-", call_no, what);
+		g->ops->audit(g, call_no, rule, r, ms);
+	} else if (r == BROKERD_RESULT_MAX_)
+		rts_log_turn(LOG_DEBUG, g->log_turn, g->log_hash, "closed", ms, "call %u route none closed unanswered (%s)",
+			     call_no, what);
+	else
+		rts_log_turn(LOG_DEBUG, g->log_turn, g->log_hash, brokerd_result_code(r), ms,
+			     "call %u route none status %u (%s)", call_no, brokerd_result_status(r), what);
 }
 
 /* Discard what the peer sent (bounded) and close. Closing an AF_UNIX socket with unread
@@ -115,18 +128,17 @@ static void close_drained(struct brokerd_pending *p)
 
 /* Close a connection that never sent a whole head, unanswered. It counts as a call when
  * it sent anything at all. */
-static void drop(struct brokerd_pending *p, const char *what)
+static void drop(struct brokerd_pending *p, const char *rule, const char *what)
 {
 	if (p->got_bytes)
-		rts_log_turn(LOG_DEBUG, p->g->log_turn, p->g->log_hash, "closed", rts_now_ms() - p->accepted_ms,
-			     "call %u route none closed unanswered (%s)", p->g->ops->count(p->g), what);
+		audit(p, p->g->ops->count(p->g), BROKERD_RESULT_MAX_, rule, what);
 	close_drained(p);
 }
 
 /* Answer r and close. */
-static void refuse(struct brokerd_pending *p, enum brokerd_result r, const char *why)
+static void refuse(struct brokerd_pending *p, enum brokerd_result r, const char *rule, const char *why)
 {
-	log_refusal(p, p->g->ops->count(p->g), r, why);
+	audit(p, p->g->ops->count(p->g), r, rule, why);
 	const char *answer = brokerd_gate_answer(r);
 	/* A fresh connection's send buffer is empty: this short write does not block. */
 	if (send(p->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
@@ -155,35 +167,35 @@ static void peek(struct brokerd_pending *p, uint32_t revents)
 	ssize_t n = recv(p->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
-			drop(p, "receive error before the head was complete");
+			drop(p, "head_incomplete", "receive error before the head was complete");
 		return;
 	}
 	if (n == 0) {
-		drop(p, "closed before the head was complete");
+		drop(p, "head_incomplete", "closed before the head was complete");
 		return;
 	}
 	p->got_bytes = true;
 	struct brokerd_head h;
 	switch (brokerd_head_scan(buf, (size_t)n, &h)) {
 	case BROKERD_HEAD_COMPLETE: {
-		const char *why = "refused by the listener";
-		enum brokerd_result r = p->g->ops->admit_head(p->g, &h, &why);
+		const char *rule = "listener", *why = "refused by the listener";
+		enum brokerd_result r = p->g->ops->admit_head(p->g, &h, &rule, &why);
 		if (r == BROKERD_OK)
 			handoff(p);
 		else
-			refuse(p, r, why);
+			refuse(p, r, rule, why);
 		return;
 	}
 	case BROKERD_HEAD_INVALID:
-		refuse(p, BROKERD_BAD_REQUEST, h.why);
+		refuse(p, BROKERD_BAD_REQUEST, "head_syntax", h.why);
 		return;
 	case BROKERD_HEAD_INCOMPLETE:
 		break;
 	}
 	if (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-		drop(p, "closed before the head was complete");
+		drop(p, "head_incomplete", "closed before the head was complete");
 	else if (++p->peeks >= PEEKS_MAX)
-		refuse(p, BROKERD_BAD_REQUEST, "head sent in too many pieces");
+		refuse(p, BROKERD_BAD_REQUEST, "head_pieces", "head sent in too many pieces");
 }
 
 static int on_pending(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -209,6 +221,7 @@ static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		if (g->n_pending + g->ops->open_beyond(g) >= g->max_connections) {
 			log_debug("broker socket of channel %.12s: connection refused: %u connections open", g->log_hash,
 				  g->max_connections);
+			brokerd_metrics_connection_refused();
 			continue;
 		}
 		struct brokerd_pending *p = rts_xcalloc(1, sizeof(*p));
@@ -282,6 +295,6 @@ void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms)
 	for (struct brokerd_pending *p = g->pending, *next; p; p = next) {
 		next = p->next;
 		if (now_ms >= p->accepted_ms + BROKERD_HEADER_DEADLINE_MS || now_ms >= g->deadline_ms)
-			drop(p, "header deadline");
+			drop(p, "header_deadline", "header deadline");
 	}
 }

@@ -37,8 +37,14 @@ struct brokerd_gate_ops {
 	 * the log (0: the owner counts elsewhere). */
 	unsigned (*count)(struct brokerd_gate *g);
 	/* A whole head that passed brokerd_head_scan(): BROKERD_OK to hand the connection
-	 * over, else the refusal to answer (and *why for the debug log). */
-	enum brokerd_result (*admit_head)(struct brokerd_gate *g, const struct brokerd_head *h, const char **why);
+	 * over, else the refusal to answer, with *rule (a static audit rule name,
+	 * brokerd/audit.h) and *why (static, for the debug log). */
+	enum brokerd_result (*admit_head)(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					  const char **why);
+	/* The decision on a call the gate ended itself (result BROKERD_RESULT_MAX_: closed
+	 * unanswered; rule: static), ms after it was accepted; call_no from count. NULL: the
+	 * gate writes a debug log line only. */
+	void (*audit)(struct brokerd_gate *g, unsigned call_no, const char *rule, enum brokerd_result r, uint64_t ms);
 	/* Take the connection: fd is the callee's from now on (libmicrohttpd closes it). */
 	void (*handoff)(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
 			uint64_t accepted_ms, unsigned call_no);

@@ -16,19 +16,23 @@
 #include "common/conf.h"
 
 /* One route: a target equal to prefix (exact), or prefix followed by a name that
- * name_known() accepts. New routes (DESIGN.md section 8: rich mode, controlled fetch) are
- * new rows in the table in http.c. */
+ * name_known() accepts; either only while enabled() says the config has it (NULL:
+ * always). New routes (DESIGN.md section 8: rich mode) are new rows in the table in
+ * http.c. */
 struct brokerd_route {
 	const char *prefix;
 	bool exact;
-	const char *kind; /* "model", "tool", "mcp": logs only */
+	const char *kind; /* "model", "fetch", "tool", "mcp": logs, audit entries and metrics labels */
+	const char *allow_rule; /* the audit rule of an allowed call (brokerd/audit.h) */
 	bool (*name_known)(const struct rts_config *cfg, const char *name);
 	brokerd_handler_fn handle;
+	bool (*enabled)(const struct rts_config *cfg);
 };
 
 /* Match the raw request target byte for byte (no percent-decoding, no dot-segment or
- * slash normalisation): exactly "/model", "/tools/<configured tool>", "/mcp/<configured
- * server>". A query, fragment, extra or empty segment, "..", percent-encoding, an
+ * slash normalisation): exactly "/model", "/tools/fetch" when fetch.enabled (the built-in
+ * host_fetch; the config then has no host tool named fetch), "/tools/<configured tool>",
+ * "/mcp/<configured server>". A query, fragment, extra or empty segment, "..", percent-encoding, an
  * absolute-form target or "*" matches nothing (seed: queries, extra path segments and
  * unknown routes are refused). Returns the route and sets *name to the part after the
  * prefix (pointer into target; NULL for exact routes), or NULL. */
@@ -59,6 +63,10 @@ struct brokerd_header {
  * refused bad syntax, framing fields and oversized bodies before this runs; this is the
  * semantic check, and a second line for the framing ones. */
 enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length);
+/* The same, with *rule set to the audit rule of a refusal (header_not_allowed,
+ * dummy_key, host_header, content_type, content_length, body_too_large), static. */
+enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, size_t n, size_t *content_length,
+					       const char **rule);
 
 /* {"error":"<code>"} for r, newly allocated. */
 char *brokerd_error_body(enum brokerd_result r);
@@ -91,6 +99,8 @@ struct brokerd_conn {
 	uint64_t deadline_ms; /* the request deadline (the gate enforced the header deadline) */
 	enum brokerd_conn_state state;
 	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */
+	bool audited;	      /* its decision entry is written (brokerd/audit.h) */
+	const char *why;      /* the rule a refusal before the body broke (static), for a precheck's log */
 	bool holds_slot;      /* this connection's call is the turn's call in flight */
 	char *target;	      /* raw request target */
 	const struct brokerd_route *route;

@@ -23,7 +23,9 @@ bool brokerd_key_valid(const char *key, size_t len);
  *   credential: $CREDENTIALS_DIRECTORY/NAME (no symlinks), one trailing newline stripped;
  *   file:       the file, one trailing newline stripped (DESIGN.md "Pinned details");
  *   env:        the variable's value;
- *   command:    argv run in a fresh process group with PATH=/usr/bin:/bin only, stdin
+ *   command:    argv run by brokerd's launcher in the key commands' sandbox
+ *               (brokerd/toolbox.h; src must be a key source of the config the launcher
+ *               was started with) with PATH=/usr/bin:/bin only, stdin
  *               {"channel","speaker":{"id","name","principalId"}} from b, stdout (at most
  *               BROKERD_KEY_MAX bytes, one trailing newline stripped) within
  *               BROKERD_KEY_COMMAND_TIMEOUT_MS and cancel; empty output or a non-zero exit
@@ -33,6 +35,12 @@ bool brokerd_key_valid(const char *key, size_t len);
  * caller logs; the key is never logged. */
 int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_binding *b,
 		     const struct brokerd_cancel *cancel, char **key, size_t *len);
+
+/* brokerd_key_read() with who (when not NULL) as the command form's stdin instead of the
+ * binding's {"channel","speaker"}: a precheck's token command gets {"channel","precheck":
+ * {"target","tier"}} (brokerd/precheck.c), since a precheck has no speaker. */
+int brokerd_key_read_for(const struct rts_key_source *src, const struct brokerd_binding *b, json_object *who,
+			 const struct brokerd_cancel *cancel, char **key, size_t *len);
 
 /* Wipe and free a key from brokerd_key_read. NULL is fine. */
 void brokerd_key_free(char *key, size_t len);

@@ -19,7 +19,12 @@
 
 #include "brokerd/brokerd.h"
 #include "brokerd/rich.h"
+#include "brokerd/exec.h"
+#include "brokerd/launcher.h"
+#include "brokerd/toolbox.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
+#include "brokerd/audit.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
 #include "common/link.h"
@@ -27,6 +32,9 @@
 #include "common/proto.h"
 #include "common/sock.h"
 #include "common/util.h"
+#ifdef RTS_FETCH_TEST_SEAMS
+#include "tests/testbuild/fetch_seams.h"
+#endif
 
 #define LINKS_MAX 4u	     /* runnerd connections at once (a restarting runnerd overlaps) */
 #define SWEEP_EVERY_US 250000 /* connection deadline sweep */
@@ -45,6 +53,8 @@ struct brokerd_link {
 
 struct brokerd {
 	const struct rts_config *cfg;
+	struct rts_daemon *daemon;
+	int exit_status; /* 1 once the launcher is gone */
 	sd_event *ev;
 	sd_event_source *sweep;
 	struct rts_link_server *server;
@@ -147,14 +157,15 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			pthread_join(t->closer, NULL);
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
-			     "turn closed after %u calls", calls);
+			     "%s closed after %u calls", t->precheck ? "precheck" : "turn", calls);
+		brokerd_audit_summary(&t->b, calls);
 		if (t->answer_close && t->owner)
 			send_closed(t->owner, t->b.turn_id, calls);
 		brokerd_turn_free(t);
 		d->n_turns--;
 	}
 	if (d->stopping && d->n_turns == 0 && brokerd_rich_idle(d->rich))
-		sd_event_exit(d->ev, 0);
+		sd_event_exit(d->ev, d->exit_status);
 	return 0;
 }
 
@@ -163,7 +174,7 @@ static void on_rich_idle(void *arg)
 {
 	struct brokerd *d = arg;
 	if (d->stopping && d->n_turns == 0)
-		sd_event_exit(d->ev, 0);
+		sd_event_exit(d->ev, d->exit_status);
 }
 
 static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata)
@@ -192,6 +203,22 @@ static struct brokerd_turn *find_turn(struct brokerd *d, const char *turn_id)
 static int answer_bound(struct brokerd_link *l, const char *turn_id, int result)
 {
 	return rts_link_send_broker_bound(l->link, &(struct rts_msg_broker_bound){.turn_id = turn_id, .result = result});
+}
+
+/* Put a new turn in service: listed, swept, logged, answered. */
+static int turn_serve(struct brokerd_link *l, struct brokerd_turn *t, const char *what)
+{
+	struct brokerd *d = l->d;
+	t->owner = l;
+	t->next = d->turns;
+	d->turns = t;
+	d->n_turns++;
+	if (!d->turns->next) {
+		sd_event_source_set_time_relative(d->sweep, SWEEP_EVERY_US);
+		sd_event_source_set_enabled(d->sweep, SD_EVENT_ONESHOT);
+	}
+	rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "bound", 0, "%s", what);
+	return answer_bound(l, t->b.turn_id, 0);
 }
 
 static int brokerd_on_bind(struct rts_link *link, void *owner, struct rts_msg_broker_bind *m)
@@ -224,16 +251,51 @@ static int brokerd_on_bind(struct rts_link *link, void *owner, struct rts_msg_br
 		log_warning_errno(r, "turn %s refused: %m", rts_turn_id_valid(m->turn_id) ? m->turn_id : "(invalid id)");
 		return answer_bound(l, m->turn_id, r);
 	}
-	t->owner = l;
-	t->next = d->turns;
-	d->turns = t;
-	d->n_turns++;
-	if (!d->turns->next) {
-		sd_event_source_set_time_relative(d->sweep, SWEEP_EVERY_US);
-		sd_event_source_set_enabled(d->sweep, SD_EVENT_ONESHOT);
+	return turn_serve(l, t, "turn bound");
+}
+
+/* A precheck run (DESIGN.md 8.3): answered with BROKER_BOUND and closed with BROKER_CLOSE
+ * like a turn. The grant is resolved here, from brokerd's own config: the message carries
+ * only who the run is for and its approvals. */
+static int brokerd_on_precheck_bind(struct rts_link *link, void *owner, struct rts_msg_precheck_bind *m)
+{
+	struct brokerd_link *l = owner;
+	struct brokerd *d = l->d;
+	if (d->stopping)
+		return answer_bound(l, m->precheck_id, -ESHUTDOWN);
+	if (d->n_turns >= BROKERD_MAX_TURNS) {
+		log_warning("precheck %s refused: %u turns are bound already", m->precheck_id, BROKERD_MAX_TURNS);
+		return answer_bound(l, m->precheck_id, -EBUSY);
 	}
-	rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "bound", 0, "turn bound");
-	return answer_bound(l, t->b.turn_id, 0);
+	if (find_turn(d, m->precheck_id))
+		return answer_bound(l, m->precheck_id, -EEXIST);
+	const char *id = rts_turn_id_valid(m->precheck_id) ? m->precheck_id : "(invalid id)";
+	struct brokerd_precheck *pc = NULL;
+	int r = brokerd_precheck_new(d->cfg, m->channel, m->target, m->tier, m->approved, &pc);
+	if (r < 0) {
+		log_warning_errno(r, "precheck %s refused: %m", id);
+		return answer_bound(l, m->precheck_id, r == -ENOENT ? -EINVAL : r);
+	}
+	unsigned tools = brokerd_precheck_tools(pc);
+	struct brokerd_binding b = {
+		.channel = (char *)m->channel,
+		.speaker_id = (char *)"",
+		.speaker_name = (char *)"",
+		.principal_id = (char *)"",
+		.deadline_ms = m->deadline_ms,
+	};
+	snprintf(b.turn_id, sizeof(b.turn_id), "%s", m->precheck_id);
+	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", m->channel_hash);
+	struct brokerd_turn *t = NULL;
+	r = brokerd_turn_new_precheck(d->cfg, &b, pc, steal_fd(&m->fd), d->ev, &t);
+	if (r < 0) {
+		log_warning_errno(r, "precheck %s refused: %m", id);
+		return answer_bound(l, m->precheck_id, r);
+	}
+	char what[96];
+	snprintf(what, sizeof(what), "precheck bound: %u tools granted and approved, %u calls", tools,
+		 brokerd_precheck_max_calls(t->precheck));
+	return turn_serve(l, t, what);
 }
 
 static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_broker_close *m)
@@ -260,6 +322,19 @@ RICH_HANDLER(unbind, rich_unbind)
 RICH_HANDLER(turn, broker_rich_turn)
 RICH_HANDLER(cancel, broker_rich_cancel)
 RICH_HANDLER(attach_fetch, broker_attach_fetch)
+/* brokerd's metrics text (brokerd/audit.h), for `roundtable-sandbox metrics`. */
+static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg_broker_metrics *m)
+{
+	struct brokerd_link *l = owner;
+	cleanup_free char *text = brokerd_metrics_render(l->d->n_turns);
+	if (strlen(text) > RTS_METRICS_TEXT_MAX) {
+		/* Fixed families and label lists keep it far below; never cut a text short. */
+		log_error("metrics text of %zu bytes is over %u (bug); sending none", strlen(text), RTS_METRICS_TEXT_MAX);
+		text[0] = '\0';
+	}
+	return rts_link_send_broker_metrics_text(l->link,
+						 &(struct rts_msg_broker_metrics_text){.seq = m->seq, .text = text});
+}
 
 /* What runnerd may send once HELLO is done; anything else drops the peer. */
 static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
@@ -271,6 +346,8 @@ static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
 	RTS_LINK_ON(BROKER_RICH_TURN, brokerd_on_rich_turn),
 	RTS_LINK_ON(BROKER_RICH_CANCEL, brokerd_on_rich_cancel),
 	RTS_LINK_ON(BROKER_ATTACH_FETCH, brokerd_on_rich_attach_fetch),
+	RTS_LINK_ON(BROKER_METRICS, brokerd_on_metrics),
+	RTS_LINK_ON(PRECHECK_BIND, brokerd_on_precheck_bind),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -343,7 +420,74 @@ static void on_stop(struct rts_daemon *daemon)
 	}
 	brokerd_rich_stop(d->rich);
 	if (d->n_turns == 0 && brokerd_rich_idle(d->rich))
-		sd_event_exit(d->ev, 0);
+		sd_event_exit(d->ev, d->exit_status);
+}
+
+/* The launcher never writes to its socket: readable means it is gone, and no host tool
+ * or key command can run any more. Stop like at SIGTERM, and exit with a failure so that
+ * systemd (Restart=on-failure) starts a whole brokerd again. */
+static int on_launcher_gone(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct brokerd *d = userdata;
+	sd_event_source_set_enabled(s, SD_EVENT_OFF);
+	if (d->stopping)
+		return 0;
+	log_error("the host tool launcher has ended; stopping");
+	d->exit_status = 1;
+	d->daemon->stopping = true;
+	on_stop(d->daemon);
+	return 0;
+}
+
+/* Host tools and key commands: their sandbox's rules checked, the launcher forked (before
+ * any key is read, any thread exists and the seccomp filter), and each sandbox profile
+ * started once, so that a host where bubblewrap cannot make its namespaces (or a unit
+ * that forbids them) stops brokerd at start, with bwrap's own words, instead of failing
+ * every call. NULL when the config runs no command. */
+static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, const char *runtime_dir,
+					       struct brokerd_toolbox **tb)
+{
+	*tb = NULL;
+	if (!brokerd_toolbox_needed(cfg))
+		return NULL;
+	char err[1024];
+	int r = brokerd_toolbox_new(cfg, runtime_dir, getenv("CREDENTIALS_DIRECTORY"), RTS_BWRAP, RTS_TINI, tb, err,
+				    sizeof(err));
+	if (r < 0)
+		fatal_f("%s", err);
+	struct brokerd_launcher *l = NULL;
+	r = brokerd_launcher_start(*tb, &l);
+	if (r < 0)
+		fatal_f("cannot start the host tool launcher: %s", strerror(-r));
+	brokerd_exec_init(l);
+	bool key_command = false;
+	for (size_t i = 0; i < rts_config_key_sources(cfg) && !key_command; i++) {
+		const struct rts_key_source *k = rts_config_key_source(cfg, i, NULL, 0);
+		key_command = k && k->kind == RTS_KEY_COMMAND;
+	}
+	for (size_t i = 0; i <= cfg->n_tools; i++) {
+		struct brokerd_exec e = {
+			.tool = i < cfg->n_tools ? &cfg->tools[i] : NULL,
+			.key = i < cfg->n_tools ? NULL : &cfg->api_key,
+			.probe = true,
+			.max_output = 4096,
+			.cancel = {.wake_fd = -1, .deadline_ms = rts_now_ms() + BROKERD_KEY_COMMAND_TIMEOUT_MS},
+			.stderr_label = i < cfg->n_tools ? cfg->tools[i].name : "key command",
+			.turn_id = "start-up",
+		};
+		if (i == cfg->n_tools && !key_command)
+			break;
+		struct brokerd_exec_result res;
+		r = brokerd_exec_run(&e, &res);
+		free(res.output);
+		if (r < 0 || res.exit_status != 0)
+			fatal_f("cannot run %s%s in its sandbox (%s; bwrap's message, if any, is logged just "
+				"before): see roundtable-sandbox-brokerd(8), \"Host tools\"",
+				i < cfg->n_tools ? "host tool " : "key commands",
+				i < cfg->n_tools ? cfg->tools[i].name : "",
+				r < 0 ? strerror(-r) : "the sandbox did not start");
+	}
+	return l;
 }
 
 int main(int argc, char **argv)
@@ -353,13 +497,20 @@ int main(int argc, char **argv)
 	const struct rts_config *cfg = daemon.cfg;
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
+	struct brokerd_toolbox *toolbox = NULL;
+	struct brokerd_launcher *launcher = start_launcher(cfg, daemon.opts.runtime_dir, &toolbox);
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and
 	 * its upstream traffic carries the real credentials. Done before any thread exists. */
 	unsetenv("SSLKEYLOGFILE");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		fatal_f("cannot initialise libcurl");
+#ifdef RTS_FETCH_TEST_SEAMS
+	/* Only tests/testbuild's fetch build: host_fetch resolves and dials through test
+	 * seams; the installed brokerd links common/libfetch.a, which has none. */
+	brokerd_testbuild_fetch_seams();
+#endif
 
-	struct brokerd d = {.cfg = cfg, .done_fd = -1};
+	struct brokerd d = {.cfg = cfg, .daemon = &daemon, .done_fd = -1};
 	pthread_mutex_init(&d.done_lock, NULL);
 	rts_daemon_listen(&daemon, RTS_SOCK_BROKERD, SOCK_SEQPACKET, 0600, false, on_stop, &d);
 	d.ev = daemon.event;
@@ -367,7 +518,7 @@ int main(int argc, char **argv)
 	if (d.done_fd < 0)
 		fatal_f("eventfd: %s", strerror(errno));
 
-	sd_event_source *done_src = NULL;
+	sd_event_source *done_src = NULL, *launcher_src = NULL;
 	int r;
 	if ((r = rts_link_server_new(d.ev, daemon.listen_fd, &brokerd_runnerd_spec, LINKS_MAX, brokerd_runnerd_new, &d,
 				     &d.server)) < 0 ||
@@ -377,10 +528,13 @@ int main(int argc, char **argv)
 		    0)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
 	sd_event_source_set_enabled(d.sweep, SD_EVENT_OFF);
+	if (launcher &&
+	    (r = sd_event_add_io(d.ev, &launcher_src, brokerd_launcher_fd(launcher), EPOLLIN, on_launcher_gone, &d)) < 0)
+		fatal_f("cannot set up the event loop: %s", strerror(-r));
 	d.rich = brokerd_rich_new(cfg, d.ev, on_rich_idle, &d);
 
-	/* Start-up is over and no thread exists yet. Host tools and key commands inherit the
-	 * filter: like brokerd, they cannot open a file for writing (common/sandbox.c). */
+	/* Start-up is over and no thread exists yet. Host tools and key commands do not
+	 * inherit the filter: the launcher was forked before it. */
 	rts_daemon_sandbox(&daemon, RTS_SANDBOX_BROKERD);
 #ifdef BROKERD_TEST_UPSTREAM_TIMEOUT_MS
 	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
@@ -404,6 +558,10 @@ int main(int argc, char **argv)
 	rts_link_server_free(d.server);
 	brokerd_rich_free(d.rich);
 	sd_event_source_disable_unref(done_src);
+	sd_event_source_disable_unref(launcher_src);
+	brokerd_exec_init(NULL);
+	brokerd_launcher_stop(launcher);
+	brokerd_toolbox_free(toolbox);
 	sd_event_source_disable_unref(d.sweep);
 	close(d.done_fd);
 	pthread_mutex_destroy(&d.done_lock);

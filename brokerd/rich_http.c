@@ -307,7 +307,8 @@ static unsigned gate_count(struct brokerd_gate *g)
 /* Before libmicrohttpd reads a byte: the body's size for its route, and a reply packet
  * only for a turn the worker holds, with no other packet on its way (seed: reply packets
  * are refused before body reading outside that turn). */
-static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **why)
+static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					   const char **why)
 {
 	struct rich_channel *ch = gate_channel(g);
 	char target[TARGET_MAX + 1];
@@ -320,6 +321,7 @@ static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct 
 	}
 	size_t max = routed ? brokerd_rich_route_body_max(ch->cfg, r.kind) : RTS_RICH_BODY_MAX;
 	if (h->content_length > max) {
+		*rule = "body_too_large";
 		*why = "body larger than the route's limit";
 		return BROKERD_TOO_LARGE;
 	}
@@ -336,6 +338,7 @@ static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct 
 		}
 		pthread_mutex_unlock(&ch->lock);
 		if (!open) {
+			*rule = "reply_outside_turn";
 			*why = "reply packet outside its turn";
 			return BROKERD_CONFLICT;
 		}

@@ -89,7 +89,7 @@ static char *run_hook(struct rich_turn *t, char *const *argv, json_object *input
 {
 	cleanup_free char *text = rts_json_dump(input);
 	struct brokerd_exec e = {
-		.argv = argv,
+		.hook = argv,
 		.input = text,
 		.input_len = strlen(text),
 		.max_output = BROKERD_RICH_HOOK_OUTPUT_MAX,

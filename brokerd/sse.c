@@ -1,130 +1,104 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "brokerd/sse.h"
+#include "brokerd/upstream.h"
 #include "common/util.h"
 
-void brokerd_sse_init(struct brokerd_sse *s, size_t max_event)
+bool brokerd_content_type_is_sse(const char *ct)
 {
-	*s = (struct brokerd_sse){.max_event = max_event};
+	return brokerd_content_type_is(ct, "text/event-stream");
 }
 
-void brokerd_sse_release(struct brokerd_sse *s)
+/* The field name of a line (up to its first ':', or the whole line) equals name. */
+static bool field_is(const char *line, size_t n, const char *name)
 {
-	free(s->line);
-	free(s->data);
-	*s = (struct brokerd_sse){.max_event = s->max_event};
+	size_t k = strlen(name);
+	return n == k && memcmp(line, name, k) == 0;
 }
 
-bool brokerd_sse_idle(const struct brokerd_sse *s)
+static int refuse(const char *why_text, const char **why, char *buf)
 {
-	return s->line_len == 0 && !s->has_data && !s->has_name;
+	free(buf);
+	*why = why_text;
+	return -EINVAL;
 }
 
-static void grow(char **buf, size_t *cap, size_t need)
+int brokerd_sse_one_event(const char *body, size_t len, char **data, size_t *data_len, const char **why)
 {
-	if (need <= *cap)
-		return;
-	size_t c = *cap ? *cap : 256;
-	while (c < need)
-		c *= 2;
-	*buf = rts_xrealloc(*buf, c);
-	*cap = c;
-}
-
-static void reset_event(struct brokerd_sse *s)
-{
-	s->name_len = 0;
-	s->has_name = false;
-	s->data_len = 0;
-	s->has_data = false;
-}
-
-/* One whole line (without its end). */
-static int line_done(struct brokerd_sse *s, brokerd_sse_event_fn cb, void *arg)
-{
-	const char *l = s->line ? s->line : "";
-	size_t n = s->line_len;
-	s->line_len = 0;
-	if (n == 0) {
-		if (!s->has_data) {
-			reset_event(s);
-			return 0;
+	*data = NULL;
+	*data_len = 0;
+	*why = NULL;
+	if (memchr(body, '\0', len))
+		return refuse("a NUL byte", why, NULL);
+	/* The data buffer never holds more than the body. */
+	char *buf = rts_xmalloc(len + 1);
+	size_t n = 0;
+	bool pending = false;	     /* a data line arrived since the last dispatch */
+	bool typed_other = false;    /* an "event" field other than "message" since then */
+	unsigned dispatched = 0;
+	size_t i = 0;
+	if (len >= 3 && memcmp(body, "\xef\xbb\xbf", 3) == 0)
+		i = 3;
+	while (i < len) {
+		/* One line: up to CR, LF or CRLF. A line cut off by the end of the body still
+		 * counts as a line; its event is not dispatched without the empty line after it. */
+		size_t start = i;
+		while (i < len && body[i] != '\r' && body[i] != '\n')
+			i++;
+		size_t ln = i - start;
+		const char *line = body + start;
+		if (i < len) {
+			if (body[i] == '\r' && i + 1 < len && body[i + 1] == '\n')
+				i++;
+			i++;
 		}
-		grow(&s->data, &s->data_cap, s->data_len + 1);
-		s->data[s->data_len] = '\0';
-		s->name[s->name_len] = '\0';
-		int r = cb(s->has_name ? s->name : "message", s->data, s->data_len, arg);
-		reset_event(s);
-		return r;
-	}
-	if (l[0] == ':')
-		return 0;
-	const char *colon = memchr(l, ':', n);
-	size_t field_len = colon ? (size_t)(colon - l) : n;
-	const char *value = colon ? colon + 1 : l + n;
-	size_t value_len = (size_t)(l + n - value);
-	if (value_len > 0 && value[0] == ' ') {
-		value++;
-		value_len--;
-	}
-	if (field_len == 5 && memcmp(l, "event", 5) == 0) {
-		if (value_len > BROKERD_SSE_NAME_MAX)
-			return -EFBIG;
-		memcpy(s->name, value, value_len);
-		s->name_len = value_len;
-		s->has_name = true;
-	} else if (field_len == 4 && memcmp(l, "data", 4) == 0) {
-		size_t need = s->data_len + (s->has_data ? 1 : 0) + value_len;
-		if (need > s->max_event)
-			return -EFBIG;
-		grow(&s->data, &s->data_cap, need + 1);
-		if (s->has_data)
-			s->data[s->data_len++] = '\n';
-		memcpy(s->data + s->data_len, value, value_len);
-		s->data_len += value_len;
-		s->has_data = true;
-	}
-	/* "id", "retry" and unknown fields: nothing we forward. */
-	return 0;
-}
-
-int brokerd_sse_feed(struct brokerd_sse *s, const char *buf, size_t len, brokerd_sse_event_fn cb, void *arg)
-{
-	if (s->failed)
-		return -EBADMSG;
-	size_t line_max = s->max_event + 64;
-	for (size_t i = 0; i < len; i++) {
-		char c = buf[i];
-		int r = 0;
-		if (c == '\0') {
-			r = -EBADMSG;
-		} else if (c == '\n' && s->after_cr) {
-			s->after_cr = false; /* the LF of a CRLF */
-			continue;
-		} else if (c == '\r' || c == '\n') {
-			s->after_cr = c == '\r';
-			r = line_done(s, cb, arg);
-		} else {
-			s->after_cr = false;
-			/* Runs of ordinary bytes are copied at once. */
-			size_t j = i;
-			while (j < len && buf[j] != '\r' && buf[j] != '\n' && buf[j] != '\0')
-				j++;
-			size_t run = j - i;
-			if (s->line_len + run > line_max) {
-				r = -EFBIG;
-			} else {
-				grow(&s->line, &s->line_cap, s->line_len + run);
-				memcpy(s->line + s->line_len, buf + i, run);
-				s->line_len += run;
-				i = j - 1;
+		if (ln == 0) {
+			if (pending) {
+				if (typed_other)
+					return refuse("an event of a type other than message", why, buf);
+				if (++dispatched > 1)
+					return refuse("more than one event", why, buf);
 			}
+			/* An empty line also resets the type; an event without data is nothing. */
+			pending = false;
+			typed_other = false;
+			continue;
 		}
-		if (r < 0) {
-			s->failed = true;
-			return r;
+		if (line[0] == ':')
+			continue; /* a comment */
+		const char *colon = memchr(line, ':', ln);
+		size_t name_len = colon ? (size_t)(colon - line) : ln;
+		const char *value = colon ? colon + 1 : line + ln;
+		size_t value_len = colon ? ln - name_len - 1 : 0;
+		if (value_len > 0 && value[0] == ' ') {
+			value++;
+			value_len--;
+		}
+		if (field_is(line, name_len, "data")) {
+			if (dispatched)
+				return refuse("more than one event", why, buf);
+			if (pending)
+				buf[n++] = '\n';
+			memcpy(buf + n, value, value_len);
+			n += value_len;
+			pending = true;
+		} else if (field_is(line, name_len, "event")) {
+			typed_other = !(value_len == 0 || (value_len == 7 && memcmp(value, "message", 7) == 0));
+		} else if (!field_is(line, name_len, "id") && !field_is(line, name_len, "retry")) {
+			return refuse("a field other than data, event, id and retry", why, buf);
 		}
 	}
+	if (pending)
+		return refuse("data at the end not ended by an empty line", why, buf);
+	if (dispatched != 1)
+		return refuse("no event with data", why, buf);
+	buf[n] = '\0';
+	*data = buf;
+	*data_len = n;
 	return 0;
 }

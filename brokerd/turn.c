@@ -6,10 +6,12 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/head.h"
 #include "brokerd/http.h"
 #include "brokerd/keys.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -29,7 +31,7 @@ static bool field_ok(const char *s, size_t min, size_t max)
 	return n >= min && n <= max && rts_utf8_valid(s, n);
 }
 
-static int check_binding(const struct rts_config *cfg, const struct brokerd_binding *b)
+static int check_binding(const struct rts_config *cfg, const struct brokerd_binding *b, bool precheck)
 {
 	if (!rts_turn_id_valid(b->turn_id))
 		return -EINVAL;
@@ -40,14 +42,16 @@ static int check_binding(const struct rts_config *cfg, const struct brokerd_bind
 	rts_channel_hash(b->channel, hash);
 	if (strcmp(hash, b->channel_hash) != 0)
 		return -EINVAL;
-	if (!field_ok(b->speaker_id, 1, RTS_SPEAKER_FIELD_MAX) ||
-	    !field_ok(b->speaker_name, 0, RTS_SPEAKER_FIELD_MAX) ||
-	    !field_ok(b->principal_id, 0, RTS_SPEAKER_FIELD_MAX))
+	/* A precheck has no speaker: nothing a key command or tool is told may pose as one. */
+	if (precheck ? b->speaker_id[0] || b->speaker_name[0] || b->principal_id[0]
+		     : !field_ok(b->speaker_id, 1, RTS_SPEAKER_FIELD_MAX) ||
+			       !field_ok(b->speaker_name, 0, RTS_SPEAKER_FIELD_MAX) ||
+			       !field_ok(b->principal_id, 0, RTS_SPEAKER_FIELD_MAX))
 		return -EINVAL;
 	uint64_t now = rts_now_ms();
 	if (b->deadline_ms <= now)
 		return -ETIME;
-	if (b->deadline_ms - now > cfg->turn_timeout_ms)
+	if (b->deadline_ms - now > (precheck ? cfg->precheck.timeout_ms : cfg->turn_timeout_ms))
 		return -EINVAL;
 	return 0;
 }
@@ -93,9 +97,11 @@ static unsigned gate_open_beyond(struct brokerd_gate *g)
 }
 
 /* libmicrohttpd never meets a length it would refuse itself. */
-static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **why)
+static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					   const char **why)
 {
 	if (h->content_length > RTS_BROKER_BODY_MAX) {
+		*rule = "body_too_large";
 		*why = "body larger than the limit";
 		return BROKERD_TOO_LARGE;
 	}
@@ -134,14 +140,23 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 		pthread_mutex_lock(&t->lock);
 		struct brokerd_conn *mine = brokerd_turn_claim_locked(t, fd);
 		pthread_mutex_unlock(&t->lock);
+		if (mine)
+			brokerd_audit_call(&t->b, mine->call_no, "none", "server_error", BROKERD_RESULT_MAX_, false,
+					   rts_now_ms() - mine->accepted_ms);
 		free(mine);
 	}
+}
+
+static void gate_audit(struct brokerd_gate *g, unsigned call_no, const char *rule, enum brokerd_result r, uint64_t ms)
+{
+	brokerd_audit_call(&gate_turn(g)->b, call_no, "none", rule, r, false, ms);
 }
 
 static const struct brokerd_gate_ops turn_gate_ops = {
 	.open_beyond = gate_open_beyond,
 	.count = gate_count,
 	.admit_head = gate_admit_head,
+	.audit = gate_audit,
 	.handoff = gate_handoff,
 };
 
@@ -176,6 +191,7 @@ void brokerd_turn_free(struct brokerd_turn *t)
 	brokerd_gate_stop(&t->gate);
 	free_handoffs(t);
 	binding_release(&t->b);
+	brokerd_precheck_free(t->precheck);
 	brokerd_keyring_free(t->keys);
 	if (t->wake_fd >= 0)
 		close(t->wake_fd);
@@ -183,17 +199,21 @@ void brokerd_turn_free(struct brokerd_turn *t)
 	free(t);
 }
 
-int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
-		     struct brokerd_turn **out)
+static int turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, struct brokerd_precheck *precheck,
+		    int listen_fd, sd_event *ev, struct brokerd_turn **out)
 {
 	cleanup_close int fd = listen_fd;
 	*out = NULL;
-	int r = check_binding(cfg, b);
-	if (r < 0)
+	int r = check_binding(cfg, b, precheck != NULL);
+	if (r < 0) {
+		brokerd_precheck_free(precheck);
 		return r;
+	}
 	r = brokerd_gate_check_listener(fd);
-	if (r < 0)
+	if (r < 0) {
+		brokerd_precheck_free(precheck);
 		return r;
+	}
 
 	struct brokerd_turn *t = rts_xcalloc(1, sizeof(*t));
 	t->bound_ms = rts_now_ms();
@@ -203,6 +223,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	t->b.speaker_name = rts_xstrdup(b->speaker_name);
 	t->b.principal_id = rts_xstrdup(b->principal_id);
 	t->cfg = cfg;
+	t->precheck = precheck;
 	t->keys = brokerd_keyring_new();
 	t->gate = (struct brokerd_gate){.ops = &turn_gate_ops,
 					.owner = t,
@@ -252,6 +273,18 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	}
 	*out = t;
 	return 0;
+}
+
+int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
+		     struct brokerd_turn **out)
+{
+	return turn_new(cfg, b, NULL, listen_fd, ev, out);
+}
+
+int brokerd_turn_new_precheck(const struct rts_config *cfg, const struct brokerd_binding *b,
+			      struct brokerd_precheck *precheck, int listen_fd, sd_event *ev, struct brokerd_turn **out)
+{
+	return turn_new(cfg, b, precheck, listen_fd, ev, out);
 }
 
 void brokerd_turn_begin_close(struct brokerd_turn *t)

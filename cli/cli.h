@@ -94,6 +94,11 @@ void cli_print_json(json_object *answer);
 /* A new request object {"op": op} (caller owns it). */
 json_object *cli_new_request(const char *op);
 
+/* Open a connection and send req: CLI_EXIT_OK with *conn (caller frees) and the request's
+ * *id, or the exit status after one line on stderr (statd unreachable, a request too
+ * long). */
+int cli_control_start(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id);
+
 /* Open a connection, send req and wait for its answer. On CLI_EXIT_OK *answer is the
  * answer (caller owns it), which is not an error answer; *conn (when conn is not NULL)
  * keeps the connection for events, and *id is the request's id. Otherwise the exit status,
@@ -141,8 +146,15 @@ int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv);	/* on, off */
 int cli_cmd_status(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv); /* fresh, cancel */
 int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_metrics(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_say(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_precheck(const struct rts_opts *o, int argc, char **argv); /* cli/precheck.c */
+
+/* precheck_image.c: image build --precheck: DIR/make-context.sh into a fresh temporary
+ * context, docker build -t tag, the context removed. Returns an exit status (after one
+ * line on stderr when it failed). */
+int cli_image_build_precheck(const char *tag, const char *dir);
 int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv);
 
 #endif

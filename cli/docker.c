@@ -49,6 +49,7 @@ void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned time
 
 struct image_args {
 	const char *tag, *dir;
+	bool precheck;
 };
 
 static int image_option(int opt, const char *arg, void *ctx)
@@ -56,27 +57,32 @@ static int image_option(int opt, const char *arg, void *ctx)
 	struct image_args *a = ctx;
 	if (opt == 't')
 		a->tag = arg;
+	else if (opt == 'p')
+		a->precheck = true;
 	else
 		a->dir = arg;
 	return 0;
 }
 
-/* image build [--tag TAG] [--dir DIR] */
+/* image build [--precheck] [--tag TAG] [--dir DIR] */
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option image_options[] = {
 		{"tag", required_argument, NULL, 't'},
 		{"dir", required_argument, NULL, 'd'},
+		{"precheck", no_argument, NULL, 'p'},
 		{0},
 	};
 	if (argc < 2 || strcmp(argv[1], "build") != 0)
 		return cli_usage_error("the only image command is \"image build\"");
-	struct image_args a = {.dir = RTS_PKGLIBDIR "/image"};
+	struct image_args a = {0};
 	int i = cli_parse_sub_options(argc - 1, argv + 1, image_options, image_option, &a);
 	if (i < 0)
 		return CLI_EXIT_USAGE;
 	if (i != argc - 1)
-		return cli_usage_error("image build takes no arguments besides --tag and --dir");
+		return cli_usage_error("image build takes no arguments besides --precheck, --tag and --dir");
+	if (!a.dir)
+		a.dir = a.precheck ? RTS_PKGLIBDIR "/precheck" : RTS_PKGLIBDIR "/image";
 	if (a.dir[0] == '\0')
 		return cli_usage_error("--dir must not be empty");
 
@@ -87,10 +93,18 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 			log_error("the default tag comes from the config's \"image\"; fix the config or pass --tag");
 			return CLI_EXIT_FAILED;
 		}
-		a.tag = cfg->image;
+		if (a.precheck && !cfg->has_precheck) {
+			log_error("the default tag comes from the config's \"precheck\" \"image\", and there is none; "
+				  "pass --tag");
+			return CLI_EXIT_FAILED;
+		}
+		a.tag = a.precheck ? cfg->precheck.image : cfg->image;
 	}
 	if (!rts_image_ref_ok(a.tag))
 		return cli_usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);
+	/* The precheck image (DESIGN.md 8.3) is assembled from the host's node first. */
+	if (a.precheck)
+		return cli_image_build_precheck(a.tag, a.dir);
 
 	/* Check here so a missing build reads as such, not as a docker error about context. */
 	cleanup_free char *dockerfile = rts_xasprintf("%s/Dockerfile", a.dir);
@@ -139,6 +153,14 @@ static int gc_check_idle(const struct rts_opts *o)
 	if (json_object_get_int64(running) > 0) {
 		log_error("statd reports %" PRId64 " running turn(s); wait, stop the daemons, or pass --force",
 			  json_object_get_int64(running));
+		return CLI_EXIT_FAILED;
+	}
+	/* Precheck containers are this installation's too (a statd without the runner does
+	 * not report them, and runs none). */
+	json_object *prechecks = rts_json_get(answer, "prechecks");
+	if (prechecks && json_object_is_type(prechecks, json_type_int) && json_object_get_int64(prechecks) > 0) {
+		log_error("statd reports %" PRId64 " running precheck(s); wait, stop the daemons, or pass --force",
+			  json_object_get_int64(prechecks));
 		return CLI_EXIT_FAILED;
 	}
 	return CLI_EXIT_OK;

@@ -112,10 +112,10 @@ void doctor_check_rich_inputs(struct doctor *d);
 /* True when the Docker daemon answers (the checks below need it). */
 bool doctor_check_docker(struct doctor *d);
 void doctor_check_docker_root(struct doctor *d);
+/* The images that run with --pull never are in the local store: image, precheck.image
+ * (with precheck) and rich.image (with rich). */
 void doctor_check_image(struct doctor *d);
-/* Rich mode: the rich image exists, and a journald log driver has a journal to write to
- * (dockerd under systemd). */
-void doctor_check_rich_image(struct doctor *d);
+/* Rich mode: a journald log driver has a journal to write to (dockerd under systemd). */
 void doctor_check_rich_log(struct doctor *d);
 
 /* ---- doctor_sockets.c ---- */

@@ -5,6 +5,7 @@
 #include "common/conf_int.h"
 #include "common/json.h"
 #include "common/jspec.h"
+#include "common/precheck.h"
 #include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
@@ -222,6 +223,34 @@ static bool tool_defaults(struct rts_jctx *ctx, json_object *o, void *base)
 	struct rts_tool *t = base;
 	if (t && t->timeout_ms == 0) /* absent: 0 is out of range */
 		t->timeout_ms = RTS_TOOL_TIMEOUT_MS_DEFAULT;
+	if (t && !t->write_paths) /* absent: the tool writes nowhere */
+		t->write_paths = rts_xcalloc(1, sizeof(char *));
+	return true;
+}
+
+/* One of a tool's writePaths. The file system checks (an existing directory, no symbolic
+ * link, writable, apart from the suite's own directories) are brokerd's at start
+ * (brokerd/toolbox.h): they depend on the host, not on the file. */
+static bool write_path_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	if (!path_check(ctx, v, base))
+		return false;
+	if (strcmp(json_object_get_string(v), "/") == 0)
+		return rts_jfail(ctx, "must not be / (name the directories the tool writes)");
+	return true;
+}
+
+static bool write_paths_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	size_t n = json_object_array_length(v);
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(json_object_get_string(json_object_array_get_idx(v, i)),
+				   json_object_get_string(json_object_array_get_idx(v, j))) == 0) {
+				char at[32];
+				snprintf(at, sizeof(at), "[%zu]", i);
+				return rts_jfail_at(ctx, at, "repeats writePaths[%zu]", j);
+			}
 	return true;
 }
 
@@ -233,6 +262,12 @@ static const struct rts_jspec tool_spec = {
 		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN,
 		 .max = RTS_TOOL_TIMEOUT_MS_MAX,
 		 .store = RTS_JS_UINT32, .at = offsetof(struct rts_tool, timeout_ms)},
+		{.key = "writePaths", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_TOOL_WRITE_PATHS_MAX,
+		 .items = "directories",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_WRITE_PATH_MAX,
+						    .check = write_path_check, .store = RTS_JS_STRDUP},
+		 .check = write_paths_check, .store = RTS_JS_ARRAY, .at = offsetof(struct rts_tool, write_paths),
+		 .count_at = offsetof(struct rts_tool, n_write_paths), .elem_size = sizeof(char *)},
 		{0},
 	},
 	.check = tool_defaults,
@@ -314,6 +349,126 @@ static const struct rts_jspec limits_spec = {
 	},
 };
 
+_Static_assert(sizeof(RTS_FETCH_TOOL_DESCRIPTION) - 1 <= RTS_DESCRIPTION_MAX,
+	       "host_fetch's description must be one a configured tool could have");
+#define FETCH(m) offsetof(struct rts_fetch_conf, m)
+/* "enabled" is required: an operator who writes the other keys but not it would
+ * otherwise get no tool without a word. */
+static const struct rts_jspec fetch_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "enabled", .types = RTS_JT_BOOL, .flags = RTS_JF_REQUIRED, .store = RTS_JS_BOOL,
+		 .at = FETCH(enabled), .missing = "is required (true offers the guest tool " RTS_FETCH_TOOL_NAME ")"},
+		UINT_FIELD("maxBytes", RTS_FETCH_BYTES_MIN, RTS_FETCH_BYTES_MAX, FETCH(max_bytes)),
+		UINT_FIELD("timeoutMs", RTS_FETCH_TIMEOUT_MIN_MS, RTS_FETCH_TIMEOUT_MAX_MS, FETCH(timeout_ms)),
+		UINT_FIELD("maxRedirects", RTS_FETCH_REDIRECTS_MIN, RTS_FETCH_REDIRECTS_MAX, FETCH(max_redirects)),
+		{0},
+	},
+};
+
+/* ---- the precheck runner (DESIGN.md 8.3) ---- */
+
+/* An MCP tool name as a precheck script names it: the MCP specification's tool names,
+ * which the harness checks too (worker/precheck/harness.mjs). */
+static bool precheck_tool_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	return rts_precheck_tool_name_valid(json_object_get_string(v)) ||
+	       rts_jfail(ctx, "must match [A-Za-z0-9_.-]{1,128}");
+}
+
+/* A list of strings with no repeats (jspec's .unique looks at members of objects). */
+static bool strings_unique_check(struct rts_jctx *ctx, json_object *a, void *base)
+{
+	size_t n = json_object_array_length(a);
+	for (size_t j = 1; j < n; j++)
+		for (size_t i = 0; i < j; i++)
+			if (strcmp(json_object_get_string(json_object_array_get_idx(a, i)),
+				   json_object_get_string(json_object_array_get_idx(a, j))) == 0) {
+				char rel[32];
+				snprintf(rel, sizeof(rel), "[%zu]", j);
+				return rts_jfail_at(ctx, rel, "repeats an earlier entry");
+			}
+	return true;
+}
+
+#define PSRV(m) offsetof(struct rts_precheck_server, m)
+static const struct rts_jspec precheck_server_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,
+		 .check = rts_conf_name_check, .store = RTS_JS_STRDUP, .at = PSRV(name)},
+		/* Fixed by the operator; never from a script (seed: "url is a fixed HTTPS Streamable
+		 * HTTP endpoint"; no cleartext). */
+		{.key = "url", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
+		 .check = rts_conf_https_url_check, .store = RTS_JS_STRDUP, .at = PSRV(url)},
+		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT, .min = 1,
+		 .max = RTS_MAX_MCP_TOOLS, .items = "tool names",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_PRECHECK_TOOL_NAME_MAX,
+						    .check = precheck_tool_check, .store = RTS_JS_STRDUP},
+		 .check = strings_unique_check, .store = RTS_JS_ARRAY, .at = PSRV(tools), .count_at = PSRV(n_tools),
+		 .elem_size = sizeof(char *)},
+		{.key = "token", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &rts_conf_key_source_spec,
+		 .store = RTS_JS_OBJECT, .at = PSRV(token), .present_at = PSRV(has_token), .what = KEY_SOURCE_WHAT},
+		{0},
+	},
+};
+
+#define PGRANT(m) offsetof(struct rts_precheck_grant, m)
+static const struct rts_jspec precheck_grant_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "channel", .types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX, .store = RTS_JS_STRDUP,
+		 .at = PGRANT(channel)},
+		{.key = "target", .types = RTS_JT_STRING, .min = 1, .max = RTS_PRECHECK_TARGET_MAX,
+		 .store = RTS_JS_STRDUP, .at = PGRANT(target)},
+		{.key = "tiers", .types = RTS_JT_ARRAY, .flags = RTS_JF_PRESENT, .min = 1, .max = RTS_PRECHECK_TIERS_MAX,
+		 .items = "tiers",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_SPEAKER_FIELD_MAX,
+						    .store = RTS_JS_STRDUP},
+		 .check = strings_unique_check, .store = RTS_JS_ARRAY, .at = PGRANT(tiers),
+		 .present_at = PGRANT(has_tiers), .elem_size = sizeof(char *)},
+		/* May be empty: a grant that shadows later ones and leaves matching scripts no way
+		 * out. */
+		{.key = "servers", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT,
+		 .max = RTS_MAX_MCP_SERVERS, .unique = "name", .items = "servers",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &precheck_server_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = PGRANT(servers), .count_at = PGRANT(n_servers),
+		 .elem_size = sizeof(struct rts_precheck_server)},
+		{0},
+	},
+};
+
+static const char *const tool_names_names[] = {[RTS_TOOL_NAMES_TOOL] = "tool",
+					       [RTS_TOOL_NAMES_SERVER_TOOL] = "server_tool", NULL};
+
+#define PRE(m) offsetof(struct rts_precheck, m)
+static const struct rts_jspec precheck_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "image", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_IMAGE_MAX,
+		 .check = rts_conf_image_check, .store = RTS_JS_STRDUP, .at = PRE(image),
+		 .missing = "is required (the precheck image: roundtable-sandbox image build --precheck)"},
+		{.key = "runRoot", .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check,
+		 .store = RTS_JS_STRDUP, .at = PRE(run_root)},
+		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_PRECHECK_TIMEOUT_MS_MIN,
+		 .max = RTS_PRECHECK_TIMEOUT_MS_MAX, .store = RTS_JS_UINT32, .at = PRE(timeout_ms)},
+		{.key = "maxCalls", .types = RTS_JT_INT, .min = 0, .max = RTS_PRECHECK_MAX_CALLS_MAX,
+		 .store = RTS_JS_UINT32, .at = PRE(max_calls)},
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		 .at = PRE(limits)},
+		{.key = "toolNames", .types = RTS_JT_STRING, .one_of = tool_names_names, .store = RTS_JS_INDEX,
+		 .at = PRE(tool_names), .what = "\"tool\" or \"server_tool\" (how the host's hold rules name a tool)"},
+		{.key = "grants", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_PRECHECK_GRANTS_MAX,
+		 .items = "grants",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &precheck_grant_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = PRE(grants), .count_at = PRE(n_grants),
+		 .elem_size = sizeof(struct rts_precheck_grant)},
+		{0},
+	},
+};
+
 _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "uid and gid store as uint32");
 
 static const struct rts_jspec config_spec = {
@@ -366,11 +521,15 @@ static const struct rts_jspec config_spec = {
 		/* After tools and mcp: profiles name them. */
 		{.key = "rich", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &rts_conf_rich_spec,
 		 .store = RTS_JS_OBJECT, .at = CONF(rich), .present_at = CONF(rich.enabled)},
+		{.key = "fetch", .types = RTS_JT_OBJECT, .object = &fetch_spec, .store = RTS_JS_OBJECT,
+		 .at = CONF(fetch)},
 		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX,
 		 .items = "channel keys",
 		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX,
 						    .store = RTS_JS_STRDUP},
 		 .store = RTS_JS_ARRAY, .at = CONF(initial_channels), .elem_size = sizeof(char *)},
+		{.key = "precheck", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &precheck_spec,
+		 .store = RTS_JS_OBJECT, .at = CONF(precheck), .present_at = CONF(has_precheck)},
 		{0},
 	},
 	.check = config_check,
@@ -383,12 +542,14 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 	struct rts_config *c = base;
 	if (strcmp(c->state_file, "/") == 0)
 		return rts_jfail_at(ctx, "stateFile", "must name a file");
+	/* Precheck runs live beside the turns' run dirs unless told otherwise. */
+	if (c->has_precheck && !c->precheck.run_root)
+		c->precheck.run_root = rts_xstrdup(c->run_root);
 	/* The worker offers the model the tools in rts_config_public_tools() order while they
 	 * fit RTS_TOOLS_BUDGET (seed: "bounded tool descriptions ... cannot grow a later turn
 	 * past the broker's body limit"). Rather than have it leave a tool out at every turn,
 	 * the first tool that would not fit is refused here, counted the way the worker
 	 * counts. */
-	size_t used = 0;
 	char at[64];
 	for (size_t i = 0; i < c->n_mcp; i++)
 		if (strncmp(c->mcp[i].url, "http://", 7) == 0 && !(c->rich.enabled && c->rich.allow_http_mcp)) {
@@ -399,11 +560,28 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 		}
 	if (c->rich.enabled && !rts_conf_rich_check(ctx, c))
 		return false;
+	/* host_fetch's public name and route are the ones a host tool named "fetch" gets:
+	 * while the built-in tool is on, such a tool is refused rather than shadowed. */
+	for (size_t i = 0; c->fetch.enabled && i < c->n_tools; i++)
+		if (strcmp(c->tools[i].name, RTS_FETCH_TOOL) == 0) {
+			snprintf(at, sizeof(at), "tools[%zu].name", i);
+			return rts_jfail_at(ctx, at,
+					    "\"%s\" is taken by the built-in tool %s while fetch.enabled is true; "
+					    "rename this tool or turn fetch off",
+					    RTS_FETCH_TOOL, RTS_FETCH_TOOL_NAME);
+		}
+	size_t used = 0;
 	for (size_t i = 0; i < c->n_tools; i++) {
 		const struct rts_tool *t = &c->tools[i];
 		cleanup_free char *pub = rts_xasprintf("host_%s", t->name);
 		snprintf(at, sizeof(at), "tools[%zu]", i);
 		if (!tool_fits(ctx, &used, at, pub, t->name, t->description, t->parameters))
+			return false;
+	}
+	if (c->fetch.enabled) {
+		cleanup_json json_object *params = rts_fetch_tool_parameters();
+		if (!tool_fits(ctx, &used, "fetch", RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_DESCRIPTION,
+			       params))
 			return false;
 	}
 	for (size_t i = 0; i < c->n_mcp; i++)
@@ -434,6 +612,16 @@ static void set_defaults(struct rts_config *c)
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");
 	rts_conf_rich_defaults(&c->rich);
+	c->fetch = (struct rts_fetch_conf){.enabled = false, .max_bytes = RTS_FETCH_BYTES_DEFAULT,
+					   .timeout_ms = RTS_FETCH_TIMEOUT_DEFAULT_MS,
+					   .max_redirects = RTS_FETCH_REDIRECTS_DEFAULT};
+	c->precheck = (struct rts_precheck){
+		.timeout_ms = RTS_PRECHECK_TIMEOUT_MS_DEFAULT,
+		.max_calls = RTS_PRECHECK_MAX_CALLS_DEFAULT,
+		.limits = {.memory_mb = RTS_PRECHECK_MEMORY_MB_DEFAULT, .cpus = RTS_PRECHECK_CPUS_DEFAULT,
+			   .pids = RTS_PRECHECK_PIDS_DEFAULT},
+		.tool_names = RTS_TOOL_NAMES_TOOL,
+	};
 }
 
 struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen)
@@ -461,6 +649,68 @@ struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 	return rts_config_from_json(root, path, err, errlen);
 }
 
+static void precheck_free(struct rts_precheck *p)
+{
+	free(p->image);
+	free(p->run_root);
+	for (size_t i = 0; i < p->n_grants; i++) {
+		struct rts_precheck_grant *g = &p->grants[i];
+		free(g->channel);
+		free(g->target);
+		rts_strv_free(g->tiers);
+		for (size_t j = 0; j < g->n_servers; j++) {
+			struct rts_precheck_server *srv = &g->servers[j];
+			free(srv->name);
+			free(srv->url);
+			rts_strv_free(srv->tools);
+			rts_conf_key_source_free(&srv->token);
+		}
+		free(g->servers);
+	}
+	free(p->grants);
+}
+
+size_t rts_config_key_sources(const struct rts_config *cfg)
+{
+	size_t n = 1 + cfg->n_mcp;
+	for (size_t g = 0; g < cfg->precheck.n_grants; g++)
+		n += cfg->precheck.grants[g].n_servers;
+	return n + (cfg->rich.enabled ? 1u : 0u);
+}
+
+const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg, size_t i, char *label, size_t len)
+{
+	if (label && len)
+		label[0] = '\0';
+	if (i == 0) {
+		if (label)
+			snprintf(label, len, "apiKey");
+		return &cfg->api_key;
+	}
+	i--;
+	if (i < cfg->n_mcp) {
+		if (label)
+			snprintf(label, len, "mcp[%zu].apiKey", i);
+		return cfg->mcp[i].has_api_key ? &cfg->mcp[i].api_key : NULL;
+	}
+	i -= cfg->n_mcp;
+	for (size_t g = 0; g < cfg->precheck.n_grants; g++) {
+		const struct rts_precheck_grant *gr = &cfg->precheck.grants[g];
+		if (i < gr->n_servers) {
+			if (label)
+				snprintf(label, len, "precheck.grants[%zu].servers[%zu].token", g, i);
+			return gr->servers[i].has_token ? &gr->servers[i].token : NULL;
+		}
+		i -= gr->n_servers;
+	}
+	if (i == 0 && cfg->rich.enabled) {
+		if (label)
+			snprintf(label, len, "rich.oauthToken");
+		return &cfg->rich.oauth_token;
+	}
+	return NULL;
+}
+
 void rts_config_free(struct rts_config *c)
 {
 	if (!c)
@@ -482,6 +732,7 @@ void rts_config_free(struct rts_config *c)
 		if (c->tools[i].parameters)
 			json_object_put(c->tools[i].parameters);
 		rts_strv_free(c->tools[i].command);
+		rts_strv_free(c->tools[i].write_paths);
 	}
 	free(c->tools);
 	for (size_t i = 0; i < c->n_mcp; i++) {
@@ -501,6 +752,7 @@ void rts_config_free(struct rts_config *c)
 	rts_strv_free(c->initial_channels);
 	free(c->ca_file);
 	rts_conf_rich_free(&c->rich);
+	precheck_free(&c->precheck);
 	free(c);
 }
 
@@ -521,6 +773,11 @@ json_object *rts_config_public_tools(const struct rts_config *c)
 		cleanup_free char *name = rts_xasprintf("host_%s", c->tools[i].name);
 		cleanup_free char *route = rts_xasprintf("/tools/%s", c->tools[i].name);
 		json_object_array_add(a, tool_entry(name, c->tools[i].description, c->tools[i].parameters, route));
+	}
+	if (c->fetch.enabled) {
+		cleanup_json json_object *params = rts_fetch_tool_parameters();
+		json_object_array_add(a, tool_entry(RTS_FETCH_TOOL_NAME, RTS_FETCH_TOOL_DESCRIPTION, params,
+						    RTS_FETCH_TOOL_ROUTE));
 	}
 	for (size_t i = 0; i < c->n_mcp; i++) {
 		for (size_t j = 0; j < c->mcp[i].n_tools; j++) {

@@ -44,6 +44,9 @@ struct rts_tool {
 	json_object *parameters; /* a JSON object (schema); owned reference */
 	char **command;		 /* NULL-terminated argv, command[0] an absolute path */
 	uint32_t timeout_ms;	 /* 1..600000, default 30000 */
+	char **write_paths;	 /* NULL-terminated, possibly empty: the directories the tool's
+				  * sandbox may write (absolute, normalised, not "/", distinct) */
+	size_t n_write_paths;	 /* at most RTS_TOOL_WRITE_PATHS_MAX */
 };
 
 struct rts_mcp_tool {
@@ -59,6 +62,15 @@ struct rts_mcp_server {
 	struct rts_key_source api_key;
 	struct rts_mcp_tool *tools;
 	size_t n_tools;
+};
+
+/* The opt-in host_fetch guest tool ("fetch" key; DESIGN.md section 8.2): brokerd fetches a
+ * URL the model names with rts_fetch() (common/fetch.h) within these limits. */
+struct rts_fetch_conf {
+	bool enabled;		/* false (the key absent, or "enabled": false): no such tool */
+	uint32_t max_bytes;	/* RTS_FETCH_BYTES_*: body on the wire and decoded, each */
+	uint32_t timeout_ms;	/* RTS_FETCH_TIMEOUT_*: the whole fetch; the call's deadline may cut it */
+	uint32_t max_redirects; /* RTS_FETCH_REDIRECTS_* */
 };
 
 struct rts_limits {
@@ -133,6 +145,44 @@ const struct rts_rich_profile *rts_rich_profile_find(const struct rts_rich_conf 
 const char *rts_effort_name(enum rts_effort e);
 /* The level named s, or -1. */
 int rts_effort_parse(const char *s, size_t len);
+/* The precheck runner (DESIGN.md 8.3, seed: "Precheck scripts"). A grant names the MCP
+ * servers a precheck script of a matching schedule may call; the first grant whose
+ * channel, target and tiers match wins, and none matching leaves the script no way out. */
+struct rts_precheck_server {
+	char *name;  /* [a-z][a-z0-9_]{0,47}; route /mcp/<name> on the run's broker socket */
+	char *url;   /* https:// Streamable HTTP endpoint, fixed */
+	char **tools; /* NULL-terminated, [A-Za-z0-9_.-]{1,128}, unique */
+	size_t n_tools;
+	bool has_token;
+	struct rts_key_source token; /* read by brokerd per call, sent as the bearer */
+};
+
+struct rts_precheck_grant {
+	char *channel; /* NULL: any channel */
+	char *target;  /* NULL: any target */
+	bool has_tiers;
+	char **tiers;  /* NULL-terminated; matched when has_tiers (a run without tier never) */
+	struct rts_precheck_server *servers;
+	size_t n_servers;
+};
+
+/* How the host's hold rules name an MCP tool, so approvals can be matched (seed:
+ * toolName(server, tool), "the default is the tool's own name"). */
+enum rts_tool_names {
+	RTS_TOOL_NAMES_TOOL = 0,	/* "tool": the tool's own name */
+	RTS_TOOL_NAMES_SERVER_TOOL = 1, /* "server_tool": <server>_<tool> */
+};
+
+struct rts_precheck {
+	char *image;
+	char *run_root;		/* runs live in <run_root>/precheck-<id>/; default: runRoot */
+	uint32_t timeout_ms;	/* RTS_PRECHECK_TIMEOUT_MS_* */
+	uint32_t max_calls;	/* 0..RTS_PRECHECK_MAX_CALLS_MAX */
+	struct rts_limits limits;
+	int tool_names;		/* enum rts_tool_names */
+	struct rts_precheck_grant *grants;
+	size_t n_grants;
+};
 
 struct rts_config {
 	char *path; /* the file it came from */
@@ -156,9 +206,12 @@ struct rts_config {
 	size_t n_tools;
 	struct rts_mcp_server *mcp;
 	size_t n_mcp;
+	struct rts_fetch_conf fetch;
 	char **initial_channels; /* NULL-terminated */
 	char *ca_file;		 /* NULL: the system trust store */
 	struct rts_rich_conf rich; /* rich.enabled false: no rich mode */
+	bool has_precheck;	 /* "precheck" is present: the precheck runner is on */
+	struct rts_precheck precheck;
 	char installation_id[RTS_INSTALLATION_ID_LEN + 1];
 };
 
@@ -176,6 +229,15 @@ static inline int rts_config_read_json(const char *path, json_object **out, char
 	return rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, out, err, errlen);
 }
 
+/* Every key source of a config, numbered in a fixed order so that another process with the
+ * same config (brokerd's launcher) names the same source by the same number: 0 apiKey,
+ * 1..n_mcp mcp[i].apiKey, then precheck.grants[g].servers[s].token in order, then
+ * rich.oauthToken when rich mode is configured. A slot whose
+ * key is not configured gives NULL. label (len bytes, may be NULL) receives the key path
+ * for messages. */
+size_t rts_config_key_sources(const struct rts_config *cfg);
+const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg, size_t i, char *label, size_t len);
+
 /* Validate an already parsed document (used by rts_config_load and the unit tests). The
  * file name is only used in messages. Same result convention as rts_config_load. */
 struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen);
@@ -183,8 +245,9 @@ struct rts_config *rts_config_from_json(json_object *root, const char *path, cha
 void rts_config_free(struct rts_config *c);
 
 /* The public tool list the worker sees: an array of {name, description, parameters,
- * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>) and MCP tools as
- * mcp_<index>_<tool> (route /mcp/<server>). A loaded config's list fits
+ * route[, mcpTool]} with host tools as host_<name> (route /tools/<name>), then host_fetch
+ * (route /tools/fetch) when fetch.enabled, then MCP tools as mcp_<index>_<tool> (route
+ * /mcp/<server>). A loaded config's list fits
  * RTS_PUBLIC_TOOLS_BUDGET as the worker counts it (rts_tool_spec_cost()), so the worker
  * offers every tool. Caller owns the returned reference. */
 json_object *rts_config_public_tools(const struct rts_config *c);

@@ -22,18 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/limits.h"
 #include "common/puburl.h"
 
-/* Ranges and defaults (seed: 60 seconds, five redirects, 5 MiB for both wire and decoded
- * body; allowed 1 millisecond to 120 seconds, 0 to 10 redirects, 1 byte to 32 MiB). */
-#define RTS_FETCH_TIMEOUT_MIN_MS 1u
-#define RTS_FETCH_TIMEOUT_MAX_MS 120000u
-#define RTS_FETCH_TIMEOUT_DEFAULT_MS 60000u
-#define RTS_FETCH_REDIRECTS_MAX 10u
-#define RTS_FETCH_REDIRECTS_DEFAULT 5u
-#define RTS_FETCH_BYTES_MIN 1u
-#define RTS_FETCH_BYTES_MAX (32u * 1024u * 1024u)
-#define RTS_FETCH_BYTES_DEFAULT (5u * 1024u * 1024u)
+/* The ranges and defaults of timeout_ms, max_redirects and max_bytes (RTS_FETCH_TIMEOUT_*,
+ * RTS_FETCH_REDIRECTS_*, RTS_FETCH_BYTES_*) are in common/limits.h: the config's "fetch"
+ * key is held to the same ones. */
 /* TCP plus TLS set-up per address (seed: a three-second connection deadline per address). */
 #define RTS_FETCH_CONNECT_MS 3000u
 /* All header lines of one response, interim (1xx) ones included. */

@@ -49,8 +49,11 @@
 #define RTS_MAX_TOOLS 32u	/* host tools */
 #define RTS_MAX_MCP_SERVERS 8u
 #define RTS_MAX_MCP_TOOLS 32u /* tools of one MCP server */
-/* Public tools the worker can be offered: every host tool and every MCP server's tools. */
-#define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
+/* Built-in host tools the config can turn on: host_fetch ("fetch"). */
+#define RTS_BUILTIN_TOOLS 1u
+/* Public tools the worker can be offered: every host tool, the built-in ones and every MCP
+ * server's tools. */
+#define RTS_PUBLIC_TOOLS_MAX (RTS_MAX_TOOLS + RTS_BUILTIN_TOOLS + RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
 
 /* The operator's text the model sees, counted encoded: the config refuses more rather than
  * have the worker cut it (seed: "bounded tool descriptions and tool results cannot grow a
@@ -77,6 +80,25 @@
 #define RTS_TOOL_TIMEOUT_MS_MIN 1u
 #define RTS_TOOL_TIMEOUT_MS_MAX RTS_BROKER_REQUEST_DEADLINE_MS
 #define RTS_TOOL_TIMEOUT_MS_DEFAULT 30000u
+/* A host tool's writePaths (DESIGN.md section 8.1): at most this many directories its
+ * sandbox may write (brokerd/toolbox.h), each at most RTS_WRITE_PATH_MAX bytes like every
+ * path of the config. */
+#define RTS_TOOL_WRITE_PATHS_MAX 16u
+#define RTS_WRITE_PATH_MAX 1024u
+
+/* The controlled fetch (common/fetch.h) and the config's "fetch" key, which sets the
+ * host_fetch guest tool's limits within the same ranges (seed: "Defaults are 60 seconds,
+ * five redirects, and 5 MiB for both wire and decoded body"; "Allowed ranges are 1
+ * millisecond-120 seconds, 0-10 redirects and 1 byte-32 MiB bodies"). */
+#define RTS_FETCH_TIMEOUT_MIN_MS 1u
+#define RTS_FETCH_TIMEOUT_MAX_MS 120000u
+#define RTS_FETCH_TIMEOUT_DEFAULT_MS 60000u
+#define RTS_FETCH_REDIRECTS_MIN 0u
+#define RTS_FETCH_REDIRECTS_MAX 10u
+#define RTS_FETCH_REDIRECTS_DEFAULT 5u
+#define RTS_FETCH_BYTES_MIN 1u
+#define RTS_FETCH_BYTES_MAX (32u * 1024u * 1024u)
+#define RTS_FETCH_BYTES_DEFAULT (5u * 1024u * 1024u)
 
 #define RTS_TIME_ZONE_MAX 64u /* an IANA name; the worker gets it in its input */
 #define RTS_IMAGE_MAX 255u    /* the image reference: the config, runnerd, the CLI's image build */
@@ -216,6 +238,46 @@
  * RTS_CONTROL_LINE_MAX share a budget in statd (statd/statd.h). */
 #define RTS_CONTROL_RICH_LINE_MAX (96u * 1024u * 1024u)
 #define RTS_CONTROL_EVENT_MAX (RTS_RICH_REPLY_MAX + 64u * 1024u)
+/* ---- The precheck runner (DESIGN.md 8.3; seed: "Precheck scripts"; HACKING.md "Precheck
+ * runtime") ---- */
+
+/* Config "precheck": a run's deadline, its broker call budget (refused calls count) and
+ * its container (seed: "256 MiB, one CPU, and 32 processes by default", "a 64 MiB /tmp",
+ * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The ranges of memory, cpus
+ * and pids are the turn container's (RTS_MEMORY_MB_*, RTS_CPUS_*, RTS_PIDS_*). */
+#define RTS_PRECHECK_TIMEOUT_MS_MIN 1000u
+#define RTS_PRECHECK_TIMEOUT_MS_MAX 600000u
+#define RTS_PRECHECK_TIMEOUT_MS_DEFAULT 60000u
+#define RTS_PRECHECK_MAX_CALLS_MAX 1000u /* the harness's own bound on maxCalls */
+#define RTS_PRECHECK_MAX_CALLS_DEFAULT 16u
+#define RTS_PRECHECK_MEMORY_MB_DEFAULT 256u
+#define RTS_PRECHECK_CPUS_DEFAULT 1.0
+#define RTS_PRECHECK_PIDS_DEFAULT 32u
+#define RTS_PRECHECK_TMPFS_MB 64u
+/* Grants: first match wins. Per grant at most RTS_MAX_MCP_SERVERS servers of at most
+ * RTS_MAX_MCP_TOOLS tools each, so a run may call at most RTS_PRECHECK_PAIRS_MAX (server,
+ * tool) pairs: the harness's bound on its "tools". */
+#define RTS_PRECHECK_GRANTS_MAX 64u
+#define RTS_PRECHECK_TIERS_MAX 32u
+#define RTS_PRECHECK_TOOL_NAME_MAX 128u /* [A-Za-z0-9_.-]{1,128}: the MCP specification's tool names */
+#define RTS_PRECHECK_PAIRS_MAX (RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
+/* The control op "precheck" (statd validates; the harness checks the same again). */
+#define RTS_PRECHECK_TARGET_MAX 512u	       /* the schedule's target, opaque */
+#define RTS_PRECHECK_SCRIPT_MAX (64u * 1024u)    /* the script's bytes */
+#define RTS_PRECHECK_SCHEDULE_MAX (16u * 1024u)  /* "schedule" serialised as JSON */
+#define RTS_PRECHECK_APPROVED_MAX RTS_PRECHECK_PAIRS_MAX /* entries of "approved" */
+/* One approval: SERVER/TOOL, SERVER_TOOL or TOOL (common/precheck.h). */
+#define RTS_PRECHECK_APPROVAL_MAX (RTS_NAME_MAX + 1u + RTS_PRECHECK_TOOL_NAME_MAX)
+/* "approved" as it travels between the daemons: the entries joined by newlines. */
+#define RTS_PRECHECK_APPROVED_TEXT_MAX (RTS_PRECHECK_APPROVED_MAX * (RTS_PRECHECK_APPROVAL_MAX + 1u))
+#define RTS_PRECHECK_FIRED_AT_MAX 64u /* ISO 8601 with a zone */
+#define RTS_PRECHECK_TODAY_LEN 10u    /* YYYY-MM-DD */
+/* The harness's stdin and its one result line (HACKING.md "Precheck runtime"). */
+#define RTS_PRECHECK_INPUT_MAX (512u * 1024u)
+#define RTS_PRECHECK_OUTPUT_MAX (128u * 1024u)
+#define RTS_PRECHECK_NOTE_MAX 1024u	       /* {wake:false, note} */
+#define RTS_PRECHECK_CONTEXT_MAX (16u * 1024u) /* {wake:true, context} */
+#define RTS_PRECHECK_ERROR_MAX 2048u	       /* {wake:true, error}: the harness cuts longer texts */
 
 /* ---- Relations ---- */
 
@@ -275,6 +337,23 @@ _Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + RTS_RICH_IMAGES_MAX) + 6u 
 			       RTS_RICH_ATTACHMENTS_MAX * (6u * (RTS_RICH_FILE_NAME_MAX + 4096u) + 256u) + 64u * 1024u <=
 		       RTS_RICH_TURN_INPUT_MAX,
 	       "every turn input statd builds must fit what brokerd reads");
+_Static_assert(RTS_FETCH_TIMEOUT_MIN_MS <= RTS_FETCH_TIMEOUT_DEFAULT_MS &&
+		       RTS_FETCH_TIMEOUT_DEFAULT_MS <= RTS_FETCH_TIMEOUT_MAX_MS &&
+		       RTS_FETCH_REDIRECTS_DEFAULT <= RTS_FETCH_REDIRECTS_MAX &&
+		       RTS_FETCH_BYTES_MIN <= RTS_FETCH_BYTES_DEFAULT && RTS_FETCH_BYTES_DEFAULT <= RTS_FETCH_BYTES_MAX,
+	       "the fetch defaults must be valid");
+/* The worst harness input: the script with every byte escaped to six, the schedule as
+ * given, every pair of the grant with its member names, and the short fields. */
+_Static_assert(1024u + 6u * RTS_PRECHECK_SCRIPT_MAX + RTS_PRECHECK_SCHEDULE_MAX +
+			       RTS_PRECHECK_PAIRS_MAX * (32u + RTS_NAME_MAX + RTS_PRECHECK_TOOL_NAME_MAX) +
+			       RTS_PRECHECK_FIRED_AT_MAX + RTS_TIME_ZONE_MAX <=
+		       RTS_PRECHECK_INPUT_MAX,
+	       "every precheck input runnerd can build must fit what the harness reads");
+_Static_assert(RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_ERROR_MAX && RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_NOTE_MAX,
+	       "a precheck answer's text is at most its context's bound");
+_Static_assert(RTS_PRECHECK_TIMEOUT_MS_MIN <= RTS_PRECHECK_TIMEOUT_MS_DEFAULT &&
+		       RTS_PRECHECK_TIMEOUT_MS_DEFAULT <= RTS_PRECHECK_TIMEOUT_MS_MAX,
+	       "the default precheck deadline must be valid");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 

@@ -13,12 +13,13 @@
  * it belongs to, with its reason.
  *
  * Children inherit the filter. runnerd's child is the docker CLI, a Go program: the
- * "Go runtime" group is there for it. brokerd's children are the operator's host tools
- * and key commands: they get a generic set for ordinary programs (a shell, coreutils,
- * python3) and, like brokerd, cannot open a file for writing or change the file system.
- * That is intended: DESIGN.md gives brokerd (which holds the credentials) no write access
- * anywhere, and a tool that needs to change host state should do it through a service it
- * talks to, not by writing files from inside the broker's process tree. */
+ * "Go runtime" group is there for it. brokerd has no children once its filter is in: the
+ * operator's host tools and key commands are started by its launcher, forked before the
+ * filter, each in a sandbox of its own (brokerd/toolbox.h), so brokerd may execute
+ * nothing, open no file for writing, change nothing in the file system, and map no memory
+ * that is writable and executable at once (what systemd's MemoryDenyWriteExecute= did for
+ * it, which its unit can no longer set: the tools' JavaScript engines need such memory,
+ * and a unit's filter reaches every process of the unit). */
 #include "config.h"
 
 #include <cap-ng.h>
@@ -27,6 +28,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <termios.h>
@@ -121,12 +123,15 @@ static const char *const sys_go_runtime[] = {"setrlimit", "mincore", "rt_sigtime
 					     "timer_settime", "timer_delete", "setitimer", "getitimer", NULL};
 /* brokerd: upstream HTTPS (libcurl, its resolver thread, glibc's DNS client). */
 static const char *const sys_network[] = {"sendmmsg", "recvmmsg", "select", "pselect6", NULL};
-/* brokerd's children: what ordinary host tools and key commands (sh, coreutils, python3)
- * use beyond the above; read-only extended attributes for ls and friends. */
-static const char *const sys_programs[] = {"umask",	 "getxattr",	 "lgetxattr",  "fgetxattr",
-					   "listxattr",	 "llistxattr",	 "flistxattr", "fadvise64",
-					   "getrusage",	 "times",	 "getpriority", "alarm",
-					   "pause",	 "sched_getparam", "sched_getscheduler", NULL};
+/* brokerd's memory: sys_memory without mmap and mprotect, which have rules of their own
+ * (add_wx_rules()). */
+static const char *const sys_brokerd_memory[] = {"brk", "munmap", "mremap", "madvise", NULL};
+/* brokerd and its launcher (brokerd/launcher.h): the pipes of a host command's stdin,
+ * stdout and stderr, signals to the sandbox's PID 1 through the pidfd the launcher
+ * passes, reaping the launcher at exit, and abort()'s raise(). Nothing that starts a
+ * program. */
+static const char *const sys_brokerd_launch[] = {"pipe2", "pidfd_send_signal", "wait4", "waitid", "tgkill", "tkill",
+						 NULL};
 
 static const char *const *const statd_groups[] = {sys_memory,  sys_fd,	    sys_events, sys_signals,
 						  sys_time,    sys_ids,	    sys_process, sys_sockets,
@@ -137,9 +142,8 @@ static const char *const *const runnerd_groups[] = {
 	sys_process, sys_sockets, sys_fs_read,	     sys_misc,	     sys_journal,    sys_runnerd_files,
 	sys_spawn,  sys_exec_start, sys_go_runtime, NULL};
 static const char *const *const brokerd_groups[] = {
-	sys_memory, sys_fd,	 sys_events,	     sys_signals,    sys_time,	   sys_ids,
-	sys_process, sys_sockets, sys_fs_read,	     sys_misc,	     sys_journal,  sys_spawn,
-	sys_exec_start, sys_go_runtime, sys_network, sys_programs, NULL};
+	sys_brokerd_memory, sys_fd,	 sys_events,  sys_signals, sys_time,	sys_ids,	    sys_process,
+	sys_sockets,	    sys_fs_read, sys_misc,    sys_journal, sys_network, sys_brokerd_launch, NULL};
 
 /* RTS_SANITIZER_BUILD (common/sandbox.h): what LeakSanitizer's check at exit needs. */
 #ifdef RTS_SANITIZER_BUILD
@@ -264,6 +268,24 @@ static int add_read_only_open(scmp_filter_ctx ctx, int nr, unsigned arg)
 	return r;
 }
 
+/* mmap() and mprotect() for brokerd: never writable and executable at once, and no
+ * mapping made executable later (the rules of systemd's MemoryDenyWriteExecute=). The
+ * loader maps libraries executable from the start. Refused with EPERM, as systemd does. */
+static int add_wx_rules(scmp_filter_ctx ctx)
+{
+	const uint64_t wx = PROT_WRITE | PROT_EXEC;
+	int r;
+	if ((r = RULE(ctx, SCMP_ACT_ALLOW, mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, wx, 0))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ALLOW, mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, wx, PROT_WRITE))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ALLOW, mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, wx, PROT_EXEC))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ERRNO(EPERM), mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, wx, wx))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ALLOW, mprotect, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ERRNO(EPERM), mprotect, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ERRNO(EPERM), pkey_mprotect, 0)) < 0)
+		return r;
+	return 0;
+}
+
 static int build(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 {
 	int r;
@@ -281,7 +303,7 @@ static int build(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 	if (p == RTS_SANDBOX_BROKERD) {
 		if ((r = add_names(ctx, SCMP_ACT_ERRNO(EACCES), sys_brokerd_no_write)) < 0 ||
 		    (r = add_read_only_open(ctx, SCMP_SYS(openat), 2)) < 0 ||
-		    (r = add_read_only_open(ctx, SCMP_SYS(open), 1)) < 0)
+		    (r = add_read_only_open(ctx, SCMP_SYS(open), 1)) < 0 || (r = add_wx_rules(ctx)) < 0)
 			return r;
 	}
 
@@ -309,9 +331,12 @@ static int build(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 		return r;
 #endif
 	if (p != RTS_SANDBOX_STATD) {
-		/* Threads and children, but no new namespaces (fork() is clone() on x86-64). */
+		/* Threads (and runnerd's children), but no new namespaces (fork() is clone() on
+		 * x86-64). */
 		if ((r = RULE(ctx, SCMP_ACT_ALLOW, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_BITS, 0))) < 0)
 			return r;
+	}
+	if (p == RTS_SANDBOX_RUNNERD) {
 		if (seccomp_syscall_resolve_name("fork") != __NR_SCMP_ERROR &&
 		    (r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("fork"), 0)) < 0)
 			return r;

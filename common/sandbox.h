@@ -8,7 +8,8 @@
 enum rts_sandbox_profile {
 	RTS_SANDBOX_STATD,   /* state file and workspaces; no children, no network */
 	RTS_SANDBOX_RUNNERD, /* run dirs and broker sockets; runs the docker CLI; no network */
-	RTS_SANDBOX_BROKERD, /* network, host tools and key commands; never opens a file for writing */
+	RTS_SANDBOX_BROKERD, /* network; never opens a file for writing, executes nothing (its
+			      * launcher, forked before the filter, starts host commands) */
 };
 
 /* Defined in a --enable-sanitizers build (tests only, never installed), where the filters
@@ -36,9 +37,9 @@ int rts_sandbox_init(void);
  * A system call outside the list kills the whole process (SCMP_ACT_KILL_PROCESS; the
  * kernel logs it), except the few that are refused with an errno because libraries probe
  * them and cope (see sandbox.c). Children inherit the filter: the docker CLI that runnerd
- * runs, and brokerd's host tools and key commands, which therefore cannot open a file for
- * writing either. Requires rts_sandbox_init() first (no_new_privs). Returns 0 or -errno;
- * the caller treats a failure as a start-up failure. */
+ * runs. brokerd starts no program under it (its launcher was forked before). Requires
+ * rts_sandbox_init() first (no_new_privs). Returns 0 or -errno; the caller treats a
+ * failure as a start-up failure. */
 int rts_sandbox_apply(enum rts_sandbox_profile profile);
 
 #endif

@@ -137,11 +137,62 @@ static void stdio_action(posix_spawn_file_actions_t *fa, int target, enum rts_sp
 						 0);
 		break;
 	case RTS_STDIO_PIPE:
+	case RTS_STDIO_FD:
 		posix_spawn_file_actions_adddup2(fa, child_end, target);
 		break;
 	case RTS_STDIO_INHERIT:
 		break;
 	}
+}
+
+/* Only our ends are non-blocking: each end of a pipe is an open file description of its
+ * own, so the child's stay blocking. An empty input closes stdin at once. */
+static int our_ends_ready(struct rts_child *c)
+{
+	const int ours[3] = {c->in_fd, c->out_fd, c->err_fd};
+	for (int i = 0; i < 3; i++)
+		if (ours[i] >= 0) {
+			int r = rts_fd_set_nonblock(ours[i], true);
+			if (r < 0)
+				return r;
+		}
+	if (c->in_fd >= 0 && c->input_len == 0)
+		close_fd(&c->in_fd);
+	return 0;
+}
+
+/* Once the child (or its starter) has its ends of the pipes p, only ours stay open here:
+ * then EOF and EPIPE work as they should. stdin's child end is its read end [0], stdout's
+ * and stderr's their write end [1]. */
+static void keep_our_ends(struct rts_child *c, int p[3][2])
+{
+	close_fd(&p[0][0]);
+	close_fd(&p[1][1]);
+	close_fd(&p[2][1]);
+	c->in_fd = p[0][1];
+	c->out_fd = p[1][0];
+	c->err_fd = p[2][0];
+}
+
+/* rts_child_start() for s->start: the pipes p are made; the hook gets the child's ends. */
+static int child_start_elsewhere(const struct rts_spawn *s, struct rts_child *c, int p[3][2])
+{
+	const int ends[3] = {p[0][0], p[1][1], p[2][1]};
+	int pidfd = -1;
+	int r = s->start(s->hook_arg, ends, &pidfd);
+	keep_our_ends(c, p);
+	c->pidfd = pidfd;
+	if (r == 0 && pidfd < 0)
+		r = -EBADF;
+	if (r == 0)
+		r = our_ends_ready(c);
+	if (r < 0) {
+		/* The starter's business to stop what it started: the pidfd is not ours to
+		 * kill through, and reap() is not called. */
+		rts_child_release(c);
+		return r;
+	}
+	return 0;
 }
 
 int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
@@ -158,10 +209,26 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 		.out = {.max = s->out_max},
 		.err = {.max = s->err_max < RTS_SPAWN_ERR_MAX ? s->err_max : RTS_SPAWN_ERR_MAX, .keep_head = true},
 	};
-	/* Without a session of its own, its group id would not be its pid. */
-	if (!s->argv || !s->argv[0] || s->argv[0][0] != '/' || !s->envp || (s->kill_group && !s->new_session))
-		return -EINVAL;
 	const enum rts_spawn_stdio mode[3] = {s->in, s->out, s->err};
+	if (s->start) {
+		/* Started elsewhere: only pipes can be handed over, and only the process the
+		 * pidfd names is signalled. */
+		if (s->kill_group || !s->reap || s->in != RTS_STDIO_PIPE || s->out != RTS_STDIO_PIPE ||
+		    s->err != RTS_STDIO_PIPE)
+			return -EINVAL;
+		c->reap = s->reap;
+		c->hook_arg = s->hook_arg;
+	} else if (!s->argv || !s->argv[0] || s->argv[0][0] != '/' || !s->envp ||
+		   /* Without a session of its own, its group id would not be its pid. */
+		   (s->kill_group && !s->new_session)) {
+		return -EINVAL;
+	}
+	/* Above 3, so that no dup2() below lands on a source still to be read. */
+	for (int i = 0; i < 3; i++)
+		if (mode[i] == RTS_STDIO_FD && s->fds[i] <= 3)
+			return -EINVAL;
+	if (s->with_fd3 && s->fd3 <= 3)
+		return -EINVAL;
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 	int r = 0;
 	for (int i = 0; i < 3 && r == 0; i++)
@@ -173,14 +240,19 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 		return r;
 	}
 
+	if (s->start)
+		return child_start_elsewhere(s, c, p);
+
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&at);
 	/* stdin's child end is its read end [0]; stdout's and stderr's their write end [1]. */
 	for (int i = 0; i < 3; i++)
-		stdio_action(&fa, i, mode[i], p[i][i == STDIN_FILENO ? 0 : 1]);
-	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
+		stdio_action(&fa, i, mode[i], mode[i] == RTS_STDIO_FD ? s->fds[i] : p[i][i == STDIN_FILENO ? 0 : 1]);
+	if (s->with_fd3)
+		posix_spawn_file_actions_adddup2(&fa, s->fd3, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, s->with_fd3 ? 4 : STDERR_FILENO + 1);
 	if (s->cwd)
 		posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
 	/* Undo what we set for ourselves: blocked SIGTERM/SIGINT/SIGCHLD (sd-event), an
@@ -196,13 +268,7 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 	r = -posix_spawn(&c->pid, s->argv[0], &fa, &at, s->argv, s->envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
-	/* Only the child keeps its ends: then EOF and EPIPE work as they should. */
-	close_fd(&p[0][0]);
-	close_fd(&p[1][1]);
-	close_fd(&p[2][1]);
-	c->in_fd = p[0][1];
-	c->out_fd = p[1][0];
-	c->err_fd = p[2][0];
+	keep_our_ends(c, p);
 	if (r < 0) {
 		c->pid = -1;
 		rts_child_release(c);
@@ -212,19 +278,13 @@ int rts_child_start(const struct rts_spawn *s, struct rts_child *c)
 	c->pidfd = pidfd_open(c->pid, 0);
 	if (c->pidfd < 0)
 		r = -errno;
-	/* Only our ends are non-blocking: each end of a pipe is an open file description of
-	 * its own, so the child's stay blocking. */
-	const int ours[3] = {c->in_fd, c->out_fd, c->err_fd};
-	for (int i = 0; i < 3 && r == 0; i++)
-		if (ours[i] >= 0)
-			r = rts_fd_set_nonblock(ours[i], true);
+	if (r == 0)
+		r = our_ends_ready(c);
 	if (r < 0) {
 		child_abandon(c);
 		rts_child_release(c);
 		return r;
 	}
-	if (c->in_fd >= 0 && c->input_len == 0)
-		close_fd(&c->in_fd);
 	return 0;
 }
 
@@ -332,11 +392,17 @@ int rts_spawn_run(const struct rts_spawn *s, const struct rts_cancel *cancel, un
 	if (ret < 0)
 		stop(&c, kill_grace_ms);
 	int st = 0;
-	while (waitpid(c.pid, &st, 0) < 0) {
-		if (errno != EINTR) {
-			if (ret == 0)
-				ret = -errno;
-			break;
+	if (c.reap) {
+		int r2 = c.reap(c.hook_arg, &st);
+		if (r2 < 0 && ret == 0)
+			ret = r2;
+	} else {
+		while (waitpid(c.pid, &st, 0) < 0) {
+			if (errno != EINTR) {
+				if (ret == 0)
+					ret = -errno;
+				break;
+			}
 		}
 	}
 	r->exited = WIFEXITED(st);

@@ -40,6 +40,7 @@ enum rts_spawn_stdio {
 			    * their stdout and stderr are pipes) */
 	RTS_STDIO_INHERIT, /* the same descriptor as ours */
 	RTS_STDIO_PIPE,	   /* stdin: input is written, then closed; stdout, stderr: captured */
+	RTS_STDIO_FD,	   /* the descriptor in struct rts_spawn.fds (borrowed; above 3) */
 };
 
 /* How to start a child. Everything is borrowed until the child is started (and input
@@ -57,6 +58,21 @@ struct rts_spawn {
 	size_t out_max;		/* out == RTS_STDIO_PIPE: stdout bytes kept; one more overflows */
 	size_t err_max;		/* err == RTS_STDIO_PIPE: the first err_max bytes of stderr are kept
 				 * (at most RTS_SPAWN_ERR_MAX), the rest is read and dropped */
+	int fds[3];		/* RTS_STDIO_FD: stdin's, stdout's, stderr's descriptor */
+	bool with_fd3;		/* the child also gets fd3 (borrowed; above 3) as its descriptor 3 */
+	int fd3;
+	/* A child started elsewhere (brokerd's host commands, by its launcher): instead of
+	 * posix_spawn, start(hook_arg, fds, &pidfd) is handed the child's ends of its stdin,
+	 * stdout and stderr pipes (all three must be RTS_STDIO_PIPE; it dups what it passes
+	 * on: they are closed when it returns) and answers 0 with a pidfd of the process to
+	 * watch and signal, or -errno. argv, envp and cwd are then the starter's business
+	 * and may be NULL; kill_group must be false (the process signalled is expected to
+	 * pass signals on). reap(hook_arg, &status) is called once instead of waitpid(), after
+	 * the pidfd showed the process's end or it was killed, and answers 0 with a
+	 * waitpid()-style status, or -errno. */
+	int (*start)(void *hook_arg, const int fds[3], int *pidfd);
+	int (*reap)(void *hook_arg, int *status);
+	void *hook_arg;
 };
 
 /* A bounded output buffer. */
@@ -84,13 +100,17 @@ struct rts_child {
 	const char *input;	   /* what is left to write is input + input_pos .. input_len */
 	size_t input_len, input_pos;
 	struct rts_capture out, err;
+	int (*reap)(void *hook_arg, int *status); /* started elsewhere (struct rts_spawn.start); pid is -1 */
+	void *hook_arg;
 };
 
 /* Start s's child. Returns 0 with *c filled in (release it with rts_child_release() after
  * reaping it), or -errno with nothing left behind: -EINVAL for a relative argv[0], a
- * missing envp or kill_group without new_session, posix_spawn's error (-ENOENT, -EACCES, -ENOEXEC, ...) when the program
- * could not be executed, or the error of pipe2()/pidfd_open(). An empty input closes
- * stdin at once. */
+ * missing envp, kill_group without new_session, an RTS_STDIO_FD or fd3 descriptor not
+ * above 3, or a start hook with a stdio that is not a pipe or with kill_group;
+ * posix_spawn's error (-ENOENT, -EACCES, -ENOEXEC, ...) when the program could not be
+ * executed, the start hook's error, or the error of pipe2()/pidfd_open(). An empty input
+ * closes stdin at once. */
 int rts_child_start(const struct rts_spawn *s, struct rts_child *c);
 
 /* Write what is left of the input to c->in_fd without blocking. RTS_IO_DONE once all of

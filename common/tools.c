@@ -32,3 +32,21 @@ size_t rts_tool_spec_cost(json_object *spec, const char *name)
 {
 	return rts_json_dump_len(spec) + 1 + 2 + strlen(name);
 }
+
+json_object *rts_fetch_tool_parameters(void)
+{
+	json_object *url = json_object_new_object();
+	json_object_object_add(url, "type", json_object_new_string("string"));
+	json_object_object_add(url, "description",
+			       json_object_new_string("the absolute http:// or https:// URL to fetch"));
+	json_object *props = json_object_new_object();
+	json_object_object_add(props, "url", url);
+	json_object *required = json_object_new_array();
+	json_object_array_add(required, json_object_new_string("url"));
+	json_object *p = json_object_new_object();
+	json_object_object_add(p, "type", json_object_new_string("object"));
+	json_object_object_add(p, "properties", props);
+	json_object_object_add(p, "required", required);
+	json_object_object_add(p, "additionalProperties", json_object_new_boolean(false));
+	return p;
+}

@@ -26,4 +26,22 @@ json_object *rts_tool_spec_new(const char *name, const char *description, json_o
  * list of tools. */
 size_t rts_tool_spec_cost(json_object *spec, const char *name);
 
+/* The built-in host_fetch tool (DESIGN.md section 8.2), offered when the config's
+ * "fetch" key enables it: its public name, its route at brokerd, what the model is told
+ * and its parameters. Its route is the one a host tool named RTS_FETCH_TOOL would get,
+ * and so is its public name: the config refuses such a host tool while fetch is enabled
+ * (common/conf.c). */
+#define RTS_FETCH_TOOL "fetch"
+#define RTS_FETCH_TOOL_NAME "host_fetch"
+#define RTS_FETCH_TOOL_ROUTE "/tools/fetch"
+#define RTS_FETCH_TOOL_DESCRIPTION                                                                           \
+	"Fetch a public web page (http or https URL) from the host and read it as text. The answer starts " \
+	"with the HTTP status, the final URL after redirects and the content type, then the page's text. "  \
+	"Binary content, private or local addresses and URLs with credentials are refused; long pages "     \
+	"are cut."
+
+/* host_fetch's parameters: {"type":"object","properties":{"url":{"type":"string",...}},
+ * "required":["url"],"additionalProperties":false}. Caller owns the returned reference. */
+json_object *rts_fetch_tool_parameters(void);
+
 #endif

@@ -77,6 +77,11 @@ static int runnerd_on_broker_attach_data(struct rts_link *l, void *owner, struct
 	return 0;
 }
 
+static int runnerd_on_broker_metrics_text(struct rts_link *l, void *owner, struct rts_msg_broker_metrics_text *m)
+{
+	return runnerd_metrics_brokerd_text(owner, m->seq, m->text);
+}
+
 /* What brokerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 	RTS_LINK_ON(BROKER_BOUND, runnerd_on_broker_bound),
@@ -86,6 +91,7 @@ static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 	RTS_LINK_ON(RICH_UNBOUND, runnerd_on_rich_unbound),
 	RTS_LINK_ON(BROKER_RICH_DONE, runnerd_on_broker_rich_done),
 	RTS_LINK_ON(BROKER_ATTACH_DATA, runnerd_on_broker_attach_data),
+	RTS_LINK_ON(BROKER_METRICS_TEXT, runnerd_on_broker_metrics_text),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -99,7 +105,9 @@ static void broker_up_all(struct runnerd *rd)
 
 static void runnerd_brokerd_up(struct rts_link *l, void *owner)
 {
-	broker_up_all(owner);
+	struct runnerd *rd = owner;
+	broker_up_all(rd);
+	runnerd_metrics_broker_up(rd);
 }
 
 static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -113,6 +121,7 @@ static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool 
 	runnerd_turns_broker_lost(&rd->turns, rd->broker.gen, !was_up);
 	runnerd_riches_broker_lost(&rd->riches, rd->broker.gen, !was_up);
 	runnerd_attach_broker_lost(rd, rd->broker.gen, !was_up);
+	runnerd_metrics_broker_down(rd);
 }
 
 static const struct rts_link_spec runnerd_brokerd_spec = {
@@ -150,6 +159,7 @@ void runnerd_broker_want(struct runnerd *rd)
 		runnerd_turns_broker_lost(&rd->turns, b->gen, true);
 		runnerd_riches_broker_lost(&rd->riches, b->gen, true);
 		runnerd_attach_broker_lost(rd, b->gen, true);
+		runnerd_metrics_broker_down(rd);
 	}
 }
 

@@ -11,6 +11,8 @@
 #     its key from LoadCredential=, statd and brokerd cannot reach /run/docker.sock, runnerd
 #     can;
 #   - the journal has the turn's structured fields and neither the key nor guest text;
+#   - brokerd's broker decisions are in the journal (journalctl MESSAGE_ID=...), and
+#     `roundtable-sandbox metrics` is answered by all three daemons;
 #   - `systemctl stop` of services and sockets leaves no turn container and no run dir.
 #
 # Preconditions (what scripts/ci-package.sh leaves just before its upgrade step), as root
@@ -199,6 +201,24 @@ for d in statd runnerd brokerd; do
 	} >"$work/units/roundtable-sandbox-ci-probe-$d.service"
 done
 
+# Host tools (brokerd/toolbox.h): brokerd's unit must let bubblewrap build a tool's sandbox
+# (namespaces, mounts, a fresh /proc) and let a JavaScript engine run in it, since every
+# setting of the unit reaches the tools too. A one-shot with brokerd's unit and ExecStart=
+# replaced by the sandbox brokerd's launcher builds for a tool (same options, tini as PID
+# 1), running python3, node and sh; it must print "tool-probe 42 42 ok".
+tool_probe_drop='^(Requires|After|Wants|Also|WantedBy|Documentation|Type|ExecStart|Restart|RestartSec|KillMode|LoadCredential|RuntimeDirectory|RuntimeDirectoryMode|StateDirectory|StateDirectoryMode)='
+{
+	sed -n '1,/^\[Service\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service | grep -vE "$tool_probe_drop"
+	cat <<'UNIT'
+Type=oneshot
+StandardOutput=truncate:/run/roundtable-sandbox-ci-tool-probe.out
+StandardError=journal
+ExecStart=/usr/bin/bwrap --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try --disable-userns --die-with-parent --new-session --as-pid-1 --ro-bind / / --dev /dev --proc /proc --chdir / -- /usr/bin/tini -g -- /bin/sh -c "p=$$(python3 -c 'print(6*7)') && n=$$(node -e 'console.log([...Array(7).keys()].reduce((a, b) => a + b, 0) * 2)') && echo x >/dev/null && echo tool-probe $$p $$n ok"
+UNIT
+	sed -n '/^\[Service\]$/,/^\[Install\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service |
+		grep -vE "$tool_probe_drop|^\[(Service|Install)\]$"
+} >"$work/units/roundtable-sandbox-ci-tool-probe.service"
+
 # No registry: the image is FROM scratch plus mount points and Debian 12's merged-/usr
 # symlinks; the host's /usr and /etc are bind-mounted read-only. /var stays in the
 # container's own writable layer (so /var/run -> ../run exists), /run and /tmp are tmpfs.
@@ -378,6 +398,13 @@ for u in $units; do
 done
 say "brokerd reads model-api-key from \$CREDENTIALS_DIRECTORY (LoadCredential=), same bytes as $keyfile"
 
+# A host tool's sandbox under brokerd's unit (the probe unit made above).
+dx systemctl start roundtable-sandbox-ci-tool-probe.service ||
+	die "a host tool's sandbox does not start under brokerd's unit: $(dx journalctl --no-pager -n 5 -u roundtable-sandbox-ci-tool-probe.service)"
+tool_out=$(dx cat /run/roundtable-sandbox-ci-tool-probe.out)
+[ "$tool_out" = "tool-probe 42 42 ok" ] || die "the host tool probe printed '$tool_out', not 'tool-probe 42 42 ok'"
+say "a host tool's sandbox (bwrap, tini, python3, node, sh) runs under brokerd's unit"
+
 # The journal: structured per-turn fields, and no key or guest text anywhere in the
 # three units' entries.
 jargs=()
@@ -398,6 +425,37 @@ outcomes=$(sed -n 's/^ *RTS_OUTCOME=//p' <<<"$journal" | sort | uniq -c | tr -s 
 ! grep -qF "$key" <<<"$journal" || die "the model key appears in the journal"
 ! grep -qF "$marker" <<<"$journal" || die "guest text appears in the journal"
 say "journal: RTS_TURN_ID of both turns, RTS_CHANNEL_HASH $chan_hash, RTS_OUTCOME:$outcomes; no key, no guest text"
+
+# The audit trail (issue 15): brokerd's broker decisions in the journal under their
+# MESSAGE_ID (brokerd/audit.h), each turn's model call allowed by the model_route rule,
+# no key or guest text in them; and `roundtable-sandbox metrics` answered by all three.
+audit_id=0bf421491732452c8a2331a833fe4e73
+audit=$(dx journalctl --no-pager -o json "MESSAGE_ID=$audit_id")
+[ -n "$audit" ] || die "the journal has no broker decision entries (MESSAGE_ID=$audit_id)"
+while read -r name; do
+	t=${name##*-}
+	python3 -c '
+import json, sys
+turn, chan = sys.argv[1], sys.argv[2]
+entries = [json.loads(line) for line in sys.stdin if line.strip()]
+mine = [e for e in entries if e.get("RTS_TURN_ID") == turn]
+assert mine, "no broker decision entry"
+for e in mine:
+    assert e.get("RTS_CHANNEL_HASH") == chan, e
+    for f in ("RTS_CALL", "RTS_ROUTE", "RTS_DECISION", "RTS_RULE", "RTS_RESULT", "RTS_FORWARDED"):
+        assert f in e, (f, e)
+assert any(e["RTS_ROUTE"] == "model" and e["RTS_DECISION"] == "allowed" and e["RTS_RULE"] == "model_route"
+           for e in mine), mine
+' "$t" "$chan_hash" <<<"$audit" || die "turn $t ($name): its broker decisions are not in the journal as expected"
+done <<<"$started_ctrs"
+! grep -qF "$key" <<<"$audit" || die "the model key appears in a broker decision entry"
+! grep -qF "$marker" <<<"$audit" || die "guest text appears in a broker decision entry"
+metrics=$(dx roundtable-sandbox metrics) || die "roundtable-sandbox metrics failed"
+for d in statd runnerd brokerd; do
+	grep -qx "roundtable_sandbox_daemon_up{daemon=\"$d\"} 1" <<<"$metrics" ||
+		die "roundtable-sandbox metrics: $d did not answer"
+done
+say "audit: broker decisions of both turns in the journal (MESSAGE_ID=$audit_id), no key, no guest text; metrics from all three daemons"
 
 for u in $units; do
 	[ "$(dx systemctl show -p NRestarts --value "$u.service")" = 0 ] || die "$u.service was restarted"

@@ -268,6 +268,31 @@ void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev)
 		conn_update_events(c);
 }
 
+void statd_conn_forget(struct statd_conn *c, uint64_t seq)
+{
+	if (c->dead)
+		return;
+	for (struct statd_slot **q = &c->slots; *q; q = &(*q)->next) {
+		struct statd_slot *s = *q;
+		if (s->seq != seq || s->data)
+			continue;
+		*q = s->next;
+		if (c->slots_tail == s) {
+			/* The new tail is the slot before s, if any. */
+			struct statd_slot *t = c->slots;
+			while (t && t->next)
+				t = t->next;
+			c->slots_tail = t;
+		}
+		c->slots_held -= SLOT_OVERHEAD;
+		free(s);
+		break;
+	}
+	/* Answers held back behind it may go now. */
+	slots_flush(c);
+	conn_update_events(c);
+}
+
 /* Close the socket and stop answering. The struct lives on while queue items or turns hold
  * references; whatever they answer later is discarded. */
 static void conn_drop(struct statd_conn *c, const char *why)
@@ -338,23 +363,28 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 	if (m.channel)
 		(void)statd_state_get(c->d->state, m.channel, &mode); /* never switched: off */
 	enum statd_route route = statd_message_route(&m, valid, mode);
-	if (!valid)
-		return statd_message_answer(m.id, route, code, detail);
-	if (route != STATD_ROUTE_SANDBOX)
-		return statd_message_answer(m.id, route, NULL, NULL);
+	if (!valid || route != STATD_ROUTE_SANDBOX) {
+		statd_metrics_message(c->d, route);
+		return statd_message_answer(m.id, route, valid ? NULL : code, valid ? NULL : detail);
+	}
 	/* From here the channel is sandboxed: every refusal drops. */
+	json_object *a = NULL;
 	if (statd_message_check_mode(&m, mode, &code, &detail) < 0)
-		return statd_message_answer(m.id, STATD_ROUTE_DROP, code, detail);
-	if (mode == STATD_MODE_RICH) {
+		a = statd_message_answer(m.id, STATD_ROUTE_DROP, code, detail);
+	else if (mode == STATD_MODE_RICH) {
 		const struct rts_rich_conf *rich = &c->d->cfg->rich;
 		const char *profile = statd_state_profile(c->d->state, m.channel);
 		if (!rich->enabled)
-			return statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_RICH_UNAVAILABLE, NULL);
+			a = statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_RICH_UNAVAILABLE, NULL);
 		/* The config lost the profile since the channel was switched: fail closed. */
-		if (!profile || !rts_rich_profile_find(rich, profile))
-			return statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_UNKNOWN_PROFILE, NULL);
+		else if (!profile || !rts_rich_profile_find(rich, profile))
+			a = statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_UNKNOWN_PROFILE, NULL);
 	}
-	return statd_control_message(c->d, c, seq, &m, mode == STATD_MODE_RICH);
+	/* NULL: queued (sandbox); an answer: refused (drop). */
+	if (!a)
+		a = statd_control_message(c->d, c, seq, &m, mode == STATD_MODE_RICH);
+	statd_metrics_message(c->d, a ? STATD_ROUTE_DROP : STATD_ROUTE_SANDBOX);
+	return a;
 }
 
 /* The answer to a line that may have been a message but cannot be read as one (not JSON,
@@ -380,6 +410,11 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return refuse_unread(h.id, STATD_E_INVALID_REQUEST, detail);
 	if (strcmp(h.op, "message") == 0)
 		return op_message(c, seq, req);
+	/* The precheck runner's ops (statd/precheck.c): never a message, so never a route. */
+	if (strcmp(h.op, "precheck") == 0)
+		return statd_precheck_op(c->d, c, seq, req);
+	if (strcmp(h.op, "precheck_describe") == 0)
+		return statd_precheck_describe(c->d, req);
 	enum statd_op op;
 	if (statd_op_lookup(h.op, &op) < 0)
 		return refuse_unread(h.id, STATD_E_UNKNOWN_OP, NULL);
@@ -397,6 +432,8 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return statd_control_channels(c->d, r.id);
 	case STATD_OP_CANCEL:
 		return statd_control_cancel(c->d, r.id, r.channel);
+	case STATD_OP_METRICS:
+		return statd_control_metrics(c->d, c, seq, r.id);
 	}
 	abort();
 }

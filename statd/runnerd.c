@@ -80,6 +80,16 @@ static int statd_on_rich_synced(struct rts_link *l, void *owner, struct rts_msg_
 	return 0;
 }
 
+static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg_metrics_text *m)
+{
+	return statd_metrics_text(owner, m);
+}
+
+static int statd_on_precheck_done(struct rts_link *l, void *owner, struct rts_msg_precheck_done *m)
+{
+	return statd_precheck_done(owner, m);
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(TURN_DONE, statd_on_turn_done),
@@ -87,14 +97,18 @@ static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(ATTACH_DATA, statd_on_attach_data),
 	RTS_LINK_ON(RICH_STATE, statd_on_rich_state),
 	RTS_LINK_ON(RICH_SYNCED, statd_on_rich_synced),
+	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
+	RTS_LINK_ON(PRECHECK_DONE, statd_on_precheck_done),
 	RTS_LINK_DISPATCH_END,
 };
 
-/* Drained after congestion: waiting turns go. */
+/* Up, or drained after congestion: waiting turns and prechecks go. */
 static void statd_runnerd_ready(struct rts_link *l, void *owner)
 {
 	struct statd *d = owner;
 	statd_queue_link_ready(d->queue);
+	statd_metrics_link_ready(d);
+	statd_prechecks_link_ready(d);
 }
 
 /* The rich channels whose profile is configured, for the sync after HELLO. A channel whose
@@ -119,11 +133,11 @@ static void statd_rich_sync(struct statd *d)
 	statd_queue_rich_sync(d->queue, channels, profiles, k);
 }
 
+/* Up: the rich channels are synced before anything waiting goes. */
 static void statd_runnerd_up(struct rts_link *l, void *owner)
 {
-	struct statd *d = owner;
-	statd_rich_sync(d);
-	statd_queue_link_ready(d->queue);
+	statd_rich_sync(owner);
+	statd_runnerd_ready(l, owner);
 }
 
 static void statd_reconnect(void *arg)
@@ -147,6 +161,8 @@ static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool wa
 		if (r < 0)
 			log_warning_errno(r, "cannot arm the reconnect timer for runnerd: %m");
 	}
+	statd_metrics_link_down(d);
+	statd_prechecks_link_down(d);
 }
 
 static const struct rts_link_spec statd_runnerd_spec = {
@@ -298,4 +314,19 @@ bool statd_link_send_rich_turn(void *owner, const struct statd_rich_turn_start *
 					      },
 					      s->tag);
 	return true;
+}
+
+bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag)
+{
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	/* A failure fails the link, whose teardown ends the precheck. */
+	(void)rts_link_send_precheck_run_tagged(d->link.link, m, tag);
+	return true;
+}
+
+void statd_link_send_precheck_cancel(struct statd *d, const char *id)
+{
+	if (rts_link_up(d->link.link))
+		(void)rts_link_send_precheck_cancel(d->link.link, &(struct rts_msg_precheck_cancel){.precheck_id = id});
 }

@@ -4,12 +4,14 @@
 
     "command": ["/usr/bin/python3", "/path/fake_tool.py", OUTDIR]
 
-brokerd writes {"tool", "input", "channel", "speaker"} to its stdin. Host tools inherit
-brokerd's seccomp filter and cannot open any file for writing (common/sandbox.c), so this
-tool writes nothing itself: it sends each record to OUTDIR/recorder.sock, where the test rig
+brokerd writes {"tool", "input", "channel", "speaker"} to its stdin. Host tools run in a
+sandbox where they may write only their writePaths (brokerd/toolbox.h), and this one has
+none: it sends each record to OUTDIR/recorder.sock, where the test rig
 (broker_rig.ToolRecorder) writes it down. Every run appends one JSON line to
-OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "ppid",
-"cwd", "env" (as exec'd), "fds"} (fds: the descriptors open in the tool). input.mode picks what it does:
+OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "ppid", "pidns",
+"cwd", "env" (as exec'd), "fds"} (pids as the sandbox's PID namespace numbers them;
+pidns: that namespace, "pid:[inode]"; fds: the descriptors open in the tool). input.mode
+picks what it does:
 
   echo (default)  print {"tool", "input", "channel", "speaker"} as JSON
   say             print input.text exactly (input.hex: bytes given as hex instead)
@@ -18,8 +20,9 @@ OUTDIR/calls.jsonl: {"stdin": what arrived, "pid", "pgid", "sid", "ppid",
   big             print input.n bytes of "y"
   sleep           sleep input.ms milliseconds, then print "slept"
   trap            ignore SIGTERM (record it in OUTDIR/<input.tag>.term), start a child in
-                  the same process group, write both pids to OUTDIR/<input.tag>.pids, and
-                  sleep; only SIGKILL ends it
+                  the same process group, write both pids and the PID namespace to
+                  OUTDIR/<input.tag>.pids ("PID CHILD pid:[inode]"), and sleep; only
+                  SIGKILL ends it
 """
 import json
 import os
@@ -68,7 +71,8 @@ def main():
     except ValueError:
         stdin = {"unparsed": raw.decode("utf-8", "replace")}
     record(outdir, "calls.jsonl", json.dumps({"stdin": stdin, "pid": os.getpid(), "pgid": os.getpgrp(),
-                                              "sid": os.getsid(0), "ppid": os.getppid(), "cwd": os.getcwd(),
+                                              "sid": os.getsid(0), "ppid": os.getppid(),
+                                              "pidns": os.readlink("/proc/self/ns/pid"), "cwd": os.getcwd(),
                                               "env": exec_environment(), "fds": open_fds()}) + "\n")
     args = stdin.get("input") if isinstance(stdin.get("input"), dict) else {}
     mode = args.get("mode", "echo")
@@ -97,7 +101,7 @@ def main():
 
         signal.signal(signal.SIGTERM, on_term)
         child = subprocess.Popen(["/bin/sleep", "300"])
-        record(outdir, tag + ".pids", f"{os.getpid()} {child.pid}\n", "w")
+        record(outdir, tag + ".pids", f"{os.getpid()} {child.pid} {os.readlink('/proc/self/ns/pid')}\n", "w")
         while True:
             signal.pause()  # SIGTERM runs on_term and is otherwise ignored
     out.flush()

@@ -15,7 +15,11 @@ Listeners (all on loopback; the first stdout line is a JSON object of their port
 
 Every request is appended to --record as one JSON line {"listener", "method", "path",
 "headers": [[name, value], ...]} before it is answered, so a test that got an answer can
-read what was sent, and a test that expected nothing can check that nothing came.
+read what was sent, and a test that expected nothing can check that nothing came. With
+--connections, every accepted connection is also appended there as {"id", "listener",
+"event": "open"|"close", "time"} (id counts connections from 1, time is time.time()),
+even one that never sends a request, so a test can check that nothing connected at all,
+or when a connection was dropped.
 
 Routes (N is a byte count):
   /text                 200 text/plain, a short line
@@ -36,6 +40,10 @@ Routes (N is a byte count):
   /encoding/VALUE       one byte with Content-Encoding VALUE (percent-decoded)
   /corrupt/CODING       Content-Encoding CODING, a body that does not decode
   /interim              a 100 Continue, then 200 /text
+  /static/NAME          the file NAME of --static DIR, its Content-Type from the suffix
+                        (.txt text/plain, .html text/html; charset=utf-8, .json
+                        application/json, .png image/png, .bin application/octet-stream,
+                        .latin1 text/plain; charset=iso-8859-1, anything else none)
 
 python3 stdlib, plus the Debian package python3-brotli for /br only.
 """
@@ -55,17 +63,37 @@ import zlib
 HEAD_MAX = 65536
 
 
+STATIC_TYPES = {".txt": "text/plain", ".html": "text/html; charset=utf-8", ".json": "application/json",
+                ".png": "image/png", ".bin": "application/octet-stream",
+                ".latin1": "text/plain; charset=iso-8859-1"}
+
+
 class Fake:
-    def __init__(self, record_path):
+    def __init__(self, record_path, connections_path=None, static_dir=None):
         self.lock = threading.Lock()
         self.record_file = open(record_path, "a", encoding="utf-8") if record_path else None
+        self.connections_file = open(connections_path, "a", encoding="utf-8") if connections_path else None
+        self.static_dir = static_dir
         self.cache = {}
+        self.next_id = 0
 
     def record(self, entry):
         if self.record_file:
             with self.lock:
                 self.record_file.write(json.dumps(entry) + "\n")
                 self.record_file.flush()
+
+    def connection(self, listener, event, cid=None):
+        """Log an event of connection cid (None: a new one); returns its id."""
+        with self.lock:
+            if cid is None:
+                self.next_id += 1
+                cid = self.next_id
+            if self.connections_file:
+                self.connections_file.write(json.dumps({"id": cid, "listener": listener, "event": event,
+                                                        "time": time.time()}) + "\n")
+                self.connections_file.flush()
+        return cid
 
     def compressed(self, coding, n):
         key = (coding, n)
@@ -204,6 +232,19 @@ def handle(fake, listener, conn):
     elif name == "corrupt":
         body = b"this is not compressed data at all" * 4
         conn.sendall(response(200, text + [("Content-Encoding", arg), ("Content-Length", len(body))], body))
+    elif name == "static" and fake.static_dir and arg and "/" not in arg and not arg.startswith("."):
+        try:
+            with open(os.path.join(fake.static_dir, arg), "rb") as f:
+                body = f.read()
+        except OSError:
+            body = None
+        if body is None:
+            body = b"not found\n"
+            conn.sendall(response(404, text + [("Content-Length", len(body))], body))
+        else:
+            ctype = STATIC_TYPES.get(os.path.splitext(arg)[1])
+            conn.sendall(response(200, ([("Content-Type", ctype)] if ctype else []) + [("Content-Length", len(body))],
+                                  body))
     elif name == "interim":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = b"after interim\n"
@@ -213,7 +254,7 @@ def handle(fake, listener, conn):
         conn.sendall(response(404, text + [("Content-Length", len(body))], body))
 
 
-def serve_conn(fake, listener, conn, ctx):
+def serve_conn(fake, listener, conn, ctx, cid):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.settimeout(120)
     try:
@@ -227,15 +268,23 @@ def serve_conn(fake, listener, conn, ctx):
             conn.close()
         except OSError:
             pass
+        fake.connection(listener, "close", cid)
+
+
+def hang_conn(fake, listener, conn, cid):
+    wait_for_close(conn)
+    conn.close()
+    fake.connection(listener, "close", cid)
 
 
 def accept_loop(fake, listener, sock, ctx):
     while True:
         conn, _ = sock.accept()
+        cid = fake.connection(listener, "open")
         if listener == "tlshang4":
-            threading.Thread(target=wait_for_close, args=(conn,), daemon=True).start()
+            threading.Thread(target=hang_conn, args=(fake, listener, conn, cid), daemon=True).start()
             continue
-        threading.Thread(target=serve_conn, args=(fake, listener, conn, ctx), daemon=True).start()
+        threading.Thread(target=serve_conn, args=(fake, listener, conn, ctx, cid), daemon=True).start()
 
 
 def listen(family, host, backlog=64):
@@ -251,12 +300,14 @@ def main():
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--record")
+    ap.add_argument("--connections")
+    ap.add_argument("--static")
     args = ap.parse_args()
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(args.cert, args.key)
-    fake = Fake(args.record)
+    fake = Fake(args.record, args.connections, args.static)
 
     socks = {
         "http4": (listen(socket.AF_INET, "127.0.0.1"), None),

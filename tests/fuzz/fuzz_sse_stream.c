@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target: an upstream's streamed answer through the SSE splitter (brokerd/sse.h)
+/* libFuzzer target: an upstream's streamed answer through the SSE splitter (brokerd/sse_stream.h)
  * and the stream filter (brokerd/anthropic.h), the way brokerd_rich_anthropic() passes it
  * to the worker. The first two bytes pick where the bytes are split into pieces; the turn's
  * credential is KEY. Seed corpus: tests/fuzz/corpus/sse_stream.
@@ -16,7 +16,7 @@
 #include "brokerd/anthropic.h"
 #include "brokerd/brokerd.h"
 #include "brokerd/keys.h"
-#include "brokerd/sse.h"
+#include "brokerd/sse_stream.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -251,8 +251,8 @@ def serve_json_records(path, uid, on_record):
     """Serve the Unix socket path (owned by uid, so brokerd's children may connect) in a
     thread: each connection sends one JSON document and shuts down its writing side;
     on_record(document, connection) runs in the connection's own thread and may answer on
-    it before the connection is closed. Host tools and key commands cannot write files
-    (brokerd's seccomp filter), so this is how they report to a test. Returns the server
+    it before the connection is closed. Host tools and key commands write nothing outside
+    their writePaths (brokerd/toolbox.h), so this is how they report to a test. Returns the server
     (shutdown() and server_close() to stop it)."""
 
     class Handler(socketserver.BaseRequestHandler):
@@ -272,8 +272,8 @@ def serve_json_records(path, uid, on_record):
 
 
 class ToolRecorder:
-    """Writes files in OUTDIR for tests/fakes/fake_tool.py, which cannot: host tools inherit
-    brokerd's seccomp filter (no file opened for writing). One record per connection:
+    """Writes files in OUTDIR for tests/fakes/fake_tool.py, which cannot: it has no
+    writePaths (brokerd/toolbox.h). One record per connection:
     {"file": NAME, "mode": "a"|"w", "text": ...}; the file is written before the connection
     is closed, so the tool's record is on disk when the tool goes on."""
 

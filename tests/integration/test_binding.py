@@ -4,9 +4,10 @@ host tools and key commands see must come from the control message statd receive
 statd -> runnerd (TURN_RUN) -> brokerd (BROKER_BIND), and never reach the container.
 
 test_broker.py checks brokerd against a hand-made BROKER_BIND; here the real suite makes the
-binding. Two speakers with different principals talk in two channels at once. Every broker
-child inherits brokerd's seccomp filter and cannot write files, so the key command and the
-host tool report what they got on stdin to a Unix socket this test serves (BindingRecorder):
+binding. Two speakers with different principals talk in two channels at once. Host tools
+and key commands run in sandboxes that write nowhere but a tool's writePaths, so the key
+command and the host tool report what they got on stdin to a Unix socket this test serves
+(BindingRecorder):
 
   key command   records its stdin, then prints "sk-bind-<sha256 of that stdin>": the bearer the
                 fake model records names the exact key-command input of that model call.

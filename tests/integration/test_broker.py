@@ -159,9 +159,12 @@ def test_tool_route_runs_the_command_with_the_bound_identity(rig, broker_env):
                           "speaker": {"id": "42", "name": "Bob", "principalId": None}}
         call = rig.tool_calls()[before]
         assert call["stdin"] == result
-        # A fresh session and process group, a minimal environment, cwd /, no inherited fds.
-        assert call["pid"] == call["pgid"] == call["sid"]
-        assert call["env"] == {"PATH": "/usr/bin:/bin"}
+        # A process group of its own under the sandbox's PID 1 (tini, which leads the
+        # sandbox's session), a minimal environment (bwrap always sets PWD), cwd /, no
+        # inherited fds.
+        assert call["pid"] == call["pgid"] != 1
+        assert call["sid"] == call["ppid"] == 1
+        assert call["env"] == {"PATH": "/usr/bin:/bin", "PWD": "/"}
         assert call["cwd"] == "/"
         # Nothing of brokerd's: three pipes.
         fds = call["fds"]
@@ -985,8 +988,31 @@ def wait_file(path, timeout=10):
     wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0, timeout, f"{path} to be written")
 
 
-def wait_gone(pids, what):
-    wait_until(lambda: not any(pid_alive(p) for p in pids), KILLED_GONE_S, what)
+def pidns_members(ns):
+    """Host pids of the processes in PID namespace ns ("pid:[inode]")."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink(f"/proc/{d}/ns/pid") == ns and pid_alive(int(d)):
+                    found.append(int(d))
+            except OSError:
+                pass  # gone meanwhile
+    return found
+
+
+def read_pids(path):
+    """A trap tool's OUTDIR/<tag>.pids: its pid, its child's (as its sandbox numbers
+    them) and its PID namespace."""
+    pid, child, ns = open(path).read().split()
+    return int(pid), int(child), ns
+
+
+def wait_gone(pids_file, what):
+    """Every process of the tool's sandbox (its PID namespace) is gone."""
+    pid, child, ns = read_pids(pids_file)
+    assert pid != child and ns.startswith("pid:["), (pid, child, ns)
+    wait_until(lambda: not pidns_members(ns), KILLED_GONE_S, what)
 
 
 def test_tool_deadline_sigterm_then_sigkill(rig, turn):
@@ -998,8 +1024,7 @@ def test_tool_deadline_sigterm_then_sigkill(rig, turn):
     assert 2.5 < took < 5, took  # 1 s timeout, then 2 s between SIGTERM and SIGKILL
     out = rig.dirs["toolout"]
     assert open(os.path.join(out, tag + ".term")).read() == "TERM\n"
-    pids = [int(p) for p in open(os.path.join(out, tag + ".pids")).read().split()]
-    wait_gone(pids, "the tool's process group to end with the call")
+    wait_gone(os.path.join(out, tag + ".pids"), "the tool's process group to end with the call")
 
 
 def test_turn_close_stops_a_running_tool(rig):
@@ -1017,8 +1042,7 @@ def test_turn_close_stops_a_running_tool(rig):
     a = out["a"]
     assert a.status in (None, 503) and a.closed
     assert open(os.path.join(rig.dirs["toolout"], tag + ".term")).read() == "TERM\n"
-    pids = [int(p) for p in open(os.path.join(rig.dirs["toolout"], tag + ".pids")).read().split()]
-    wait_gone(pids, "the tool's process group to end with the turn")
+    wait_gone(os.path.join(rig.dirs["toolout"], tag + ".pids"), "the tool's process group to end with the turn")
 
 
 def test_worker_hang_up_stops_its_tool_and_frees_the_slot(rig):
@@ -1042,8 +1066,7 @@ def test_worker_hang_up_stops_its_tool_and_frees_the_slot(rig):
     assert a.status == 200, (a.status, a.body)
     assert took < 8, took
     assert open(os.path.join(rig.dirs["toolout"], tag + ".term")).read() == "TERM\n"
-    pids = [int(p) for p in open(os.path.join(rig.dirs["toolout"], tag + ".pids")).read().split()]
-    wait_gone(pids, "the tool to end after the caller's hang-up")
+    wait_gone(os.path.join(rig.dirs["toolout"], tag + ".pids"), "the tool to end after the caller's hang-up")
     t.close()
 
 

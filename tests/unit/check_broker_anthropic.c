@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Anthropic routes' pure parts (brokerd/anthropic.h) and the SSE splitter
- * (brokerd/sse.h): the request rebuild with each refusal naming its rule, the effort and
+ * (brokerd/sse_stream.h): the request rebuild with each refusal naming its rule, the effort and
  * thinking caps, the answers rebuilt for the worker, whole events out of any split of the
  * bytes, and the stream filter, which must never release a piece of a credential that the
  * upstream spells out across events or chunk boundaries. */
@@ -12,7 +12,7 @@
 
 #include "brokerd/anthropic.h"
 #include "brokerd/keys.h"
-#include "brokerd/sse.h"
+#include "brokerd/sse_stream.h"
 #include "common/json.h"
 #include "common/util.h"
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Host commands (tools, key commands) and credential sources: real child processes, real
- * files; the deadline, the turn closing and the output bound stop a command, nothing of
- * brokerd's environment or descriptors leaks into it, and keys fail closed. */
+/* Host commands (tools, key commands) and credential sources: real commands started by a
+ * real launcher in real sandboxes (bubblewrap and tini must be installed), real files;
+ * the deadline, the turn closing and the output bound stop a command, nothing of brokerd's
+ * environment or descriptors leaks into it, nothing it leaves behind survives, and keys
+ * fail closed. */
 #include "config.h"
 
 #include <check.h>
@@ -10,16 +12,65 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "brokerd/exec.h"
 #include "brokerd/keys.h"
+#include "brokerd/launcher.h"
+#include "brokerd/toolbox.h"
 #include "common/json.h"
+#include "common/sandbox.h"
 #include "common/util.h"
 
 static char tmpdir[64];
+
+/* A config that has the command under test as its one tool (or as apiKey's command), with
+ * the suite's directories in tmpdir, and a launcher started for it. */
+struct rig {
+	struct rts_config cfg;
+	struct rts_tool tool;
+	char *write_paths[2];
+	struct brokerd_toolbox *tb;
+	struct brokerd_launcher *l;
+};
+
+static void rig_start(struct rig *g, char *const *tool_argv, char *const *key_argv, const char *writable)
+{
+	*g = (struct rig){0};
+	g->write_paths[0] = (char *)writable;
+	g->tool = (struct rts_tool){.name = "t", .command = (char **)tool_argv, .timeout_ms = 30000,
+				    .write_paths = g->write_paths, .n_write_paths = writable ? 1 : 0};
+	g->cfg = (struct rts_config){
+		.path = "/nonexistent/sandbox.json",
+		.run_root = rts_xasprintf("%s/run", tmpdir),
+		.workspace_root = rts_xasprintf("%s/ws", tmpdir),
+		.state_file = rts_xasprintf("%s/state/channels.json", tmpdir),
+		.tools = tool_argv ? &g->tool : NULL,
+		.n_tools = tool_argv ? 1 : 0,
+		.api_key = key_argv ? (struct rts_key_source){.kind = RTS_KEY_COMMAND, .argv = (char **)key_argv}
+				    : (struct rts_key_source){.kind = RTS_KEY_ENV, .value = "RTS_TEST_MODEL_KEY"},
+	};
+	cleanup_free char *rt = rts_xasprintf("%s/rt", tmpdir);
+	char err[1024] = "";
+	int r = brokerd_toolbox_new(&g->cfg, rt, NULL, RTS_BWRAP, RTS_TINI, &g->tb, err, sizeof(err));
+	ck_assert_msg(r == 0, "toolbox: %s", err);
+	ck_assert_int_eq(brokerd_launcher_start(g->tb, &g->l), 0);
+	brokerd_exec_init(g->l);
+}
+
+static void rig_stop(struct rig *g)
+{
+	brokerd_exec_init(NULL);
+	brokerd_launcher_stop(g->l);
+	brokerd_toolbox_free(g->tb);
+	free(g->cfg.run_root);
+	free(g->cfg.workspace_root);
+	free(g->cfg.state_file);
+}
 
 static void setup(void)
 {
@@ -38,10 +89,14 @@ static struct brokerd_cancel in_ms(uint64_t ms)
 	return (struct brokerd_cancel){.wake_fd = -1, .closing = NULL, .deadline_ms = rts_now_ms() + ms};
 }
 
-static int run(char *const *argv, const char *input, size_t max, struct brokerd_cancel c, struct brokerd_exec_result *r)
+/* Run argv as a host tool (that may write in writable, or nowhere when NULL). */
+static int run_in(char *const *argv, const char *writable, const char *input, size_t max, struct brokerd_cancel c,
+		  struct brokerd_exec_result *r)
 {
+	struct rig g;
+	rig_start(&g, argv, NULL, writable);
 	struct brokerd_exec e = {
-		.argv = argv,
+		.tool = &g.cfg.tools[0],
 		.input = input,
 		.input_len = input ? strlen(input) : 0,
 		.max_output = max,
@@ -49,7 +104,14 @@ static int run(char *const *argv, const char *input, size_t max, struct brokerd_
 		.stderr_label = "test",
 		.turn_id = "0123456789abcdef",
 	};
-	return brokerd_exec_run(&e, r);
+	int ret = brokerd_exec_run(&e, r);
+	rig_stop(&g);
+	return ret;
+}
+
+static int run(char *const *argv, const char *input, size_t max, struct brokerd_cancel c, struct brokerd_exec_result *r)
+{
+	return run_in(argv, NULL, input, max, c, r);
 }
 
 START_TEST(test_cat_large_input)
@@ -83,7 +145,7 @@ START_TEST(test_environment_cwd_fds_session)
 	setenv("RTS_SECRET_FOR_TEST", "do-not-leak", 1);
 	char *const env[] = {"/usr/bin/env", NULL};
 	cleanup_free char *e = run_output(env);
-	ck_assert_str_eq(e, "PATH=/usr/bin:/bin\n");
+	ck_assert_str_eq(e, "PATH=/usr/bin:/bin\nPWD=/\n"); /* bwrap always sets PWD */
 
 	char *const pwd[] = {"/bin/pwd", NULL};
 	cleanup_free char *p = run_output(pwd);
@@ -97,7 +159,9 @@ START_TEST(test_environment_cwd_fds_session)
 	close(leak);
 	ck_assert_str_eq(f, "0\n1\n2\n3\n"); /* 3 is ls's own directory handle */
 
-	char *const sid[] = {"/bin/sh", "-c", "set -- $(cat /proc/$$/stat); [ \"$6\" = \"$$\" ] && echo leader", NULL};
+	/* A process group of its own, under the sandbox's PID 1, which leads the session. */
+	char *const sid[] = {"/bin/sh", "-c", "set -- $(cat /proc/$$/stat); [ \"$5\" = \"$$\" ] && [ \"$6\" = 1 ] && echo leader",
+			     NULL};
 	cleanup_free char *s = run_output(sid);
 	ck_assert_str_eq(s, "leader\n");
 }
@@ -111,9 +175,10 @@ START_TEST(test_exit_status)
 	ck_assert_int_eq(r.exit_status, 3);
 	ck_assert_str_eq(r.output, "out\n");
 	free(r.output);
+	/* The sandbox's PID 1 reports a signal's end the shell's way: 128 + the signal. */
 	char *const killed[] = {"/bin/sh", "-c", "kill -9 $$", NULL};
 	ck_assert_int_eq(run(killed, NULL, 4096, in_ms(10000), &r), 0);
-	ck_assert_int_eq(r.exit_status, -1);
+	ck_assert_int_eq(r.exit_status, 128 + SIGKILL);
 	free(r.output);
 	char *const missing[] = {"/nonexistent/tool", NULL};
 	ck_assert_int_eq(run(missing, NULL, 4096, in_ms(10000), &r), -ENOENT);
@@ -176,7 +241,9 @@ static void *close_when_started(void *arg)
 START_TEST(test_turn_closing_cancels)
 {
 	atomic_store(&closing, false);
-	started_path = rts_xasprintf("%s/started", tmpdir);
+	cleanup_free char *out = rts_xasprintf("%s/out", tmpdir);
+	ck_assert_int_eq(mkdir(out, 0755), 0);
+	started_path = rts_xasprintf("%s/started", out);
 	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ck_assert_int_ge(wake_fd, 0);
 	pthread_t th;
@@ -185,8 +252,8 @@ START_TEST(test_turn_closing_cancels)
 	struct brokerd_exec_result r;
 	struct brokerd_cancel c = {.wake_fd = wake_fd, .closing = &closing, .deadline_ms = rts_now_ms() + 30000};
 	uint64_t t0 = rts_now_ms();
-	ck_assert_int_eq(run(argv, NULL, 4096, c, &r), -ECANCELED);
-	ck_assert_uint_lt(rts_now_ms() - t0, 1500);
+	ck_assert_int_eq(run_in(argv, out, NULL, 4096, c, &r), -ECANCELED);
+	ck_assert_uint_lt(rts_now_ms() - t0, 2500); /* the launcher's start and stop included */
 	pthread_join(th, NULL);
 	ck_assert_int_eq(access(started_path, F_OK), 0);
 	close(wake_fd);
@@ -194,29 +261,106 @@ START_TEST(test_turn_closing_cancels)
 }
 END_TEST
 
-/* A process the command leaves behind in its group does not outlive the call. */
+/* Host processes in the PID namespace ns ("pid:[inode]"). */
+static int pidns_members(const char *ns)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *de; (de = readdir(d));) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		char path[64], link[64] = "";
+		snprintf(path, sizeof(path), "/proc/%s/ns/pid", de->d_name);
+		ssize_t k = readlink(path, link, sizeof(link) - 1);
+		if (k > 0 && (link[k] = '\0', strcmp(link, ns) == 0))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A process the command leaves behind does not outlive the call: its sandbox is gone. */
 START_TEST(test_stragglers_killed)
 {
-	char *const argv[] = {"/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!", NULL};
+	char *const argv[] = {"/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & readlink /proc/self/ns/pid", NULL};
 	struct brokerd_exec_result r;
 	ck_assert_int_eq(run(argv, NULL, 4096, in_ms(10000), &r), 0);
-	pid_t pid = (pid_t)atoi(r.output);
+	char ns[64];
+	ck_assert_int_eq(sscanf(r.output, "%63s", ns), 1);
 	free(r.output);
-	ck_assert_int_gt(pid, 1);
-	bool gone = false;
-	for (int i = 0; i < 50 && !gone; i++) {
-		char path[64], state = 0;
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		FILE *f = fopen(path, "re");
-		/* absent, or a zombie waiting for its new parent to reap it */
-		if (!f || fscanf(f, "%*d %*s %c", &state) != 1 || state == 'Z')
-			gone = true;
-		if (f)
-			fclose(f);
+	ck_assert(strncmp(ns, "pid:[", 5) == 0);
+	int left = -1;
+	for (int i = 0; i < 100 && left != 0; i++) {
+		left = pidns_members(ns);
 		struct timespec ts = {.tv_nsec = 20 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
-	ck_assert_msg(gone, "background process %d still running", (int)pid);
+	ck_assert_msg(left == 0, "%d processes of the sandbox %s still run", left, ns);
+}
+END_TEST
+
+/* A tool writes its writePaths, and nothing else: a file elsewhere is not created. */
+START_TEST(test_writes_only_its_write_paths)
+{
+	cleanup_free char *mine = rts_xasprintf("%s/mine", tmpdir);
+	cleanup_free char *other = rts_xasprintf("%s/other", tmpdir);
+	ck_assert_int_eq(mkdir(mine, 0755), 0);
+	ck_assert_int_eq(mkdir(other, 0755), 0);
+	cleanup_free char *script = rts_xasprintf("echo ok > '%s/f' && echo written; echo no > '%s/f' || echo refused; "
+						  "echo no > '%s/f' || echo refused; echo x > /dev/null && echo null",
+						  mine, other, tmpdir);
+	char *const argv[] = {"/bin/sh", "-c", script, NULL};
+	struct brokerd_exec_result r;
+	ck_assert_int_eq(run_in(argv, mine, NULL, 4096, in_ms(10000), &r), 0);
+	ck_assert_str_eq(r.output, "written\nrefused\nrefused\nnull\n");
+	free(r.output);
+	cleanup_free char *f1 = rts_xasprintf("%s/f", mine);
+	cleanup_free char *f2 = rts_xasprintf("%s/f", other);
+	cleanup_free char *f3 = rts_xasprintf("%s/f", tmpdir);
+	ck_assert_int_eq(access(f1, F_OK), 0);
+	ck_assert_int_ne(access(f2, F_OK), 0);
+	ck_assert_int_ne(access(f3, F_OK), 0);
+}
+END_TEST
+
+/* The whole path under brokerd's own seccomp filter, in a forked child (a filter cannot
+ * be removed again): the launcher forked first, as brokerd does, then the filter; a run
+ * answers, and one that ignores SIGTERM is stopped at its deadline with SIGKILL. Exit 0
+ * when both did. */
+static int run_under_brokerd_filter(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "read -r l; echo \"$l\"; if [ \"$l\" = wait ]; then trap '' TERM; sleep 30; fi",
+			      NULL};
+	struct rig g;
+	rig_start(&g, argv, NULL, NULL);
+	if (rts_sandbox_init() < 0 || rts_sandbox_apply(RTS_SANDBOX_BROKERD) < 0)
+		return 10;
+	struct brokerd_exec e = {.tool = &g.cfg.tools[0], .input = "in\n", .input_len = 3, .max_output = 64,
+				 .cancel = in_ms(10000), .stderr_label = "test", .turn_id = "0123456789abcdef"};
+	struct brokerd_exec_result r;
+	if (brokerd_exec_run(&e, &r) != 0 || r.exit_status != 0 || strcmp(r.output, "in\n") != 0)
+		return 11;
+	free(r.output);
+	e.input = "wait\n";
+	e.input_len = 5;
+	e.cancel = in_ms(300);
+	uint64_t t0 = rts_now_ms();
+	if (brokerd_exec_run(&e, &r) != -ETIMEDOUT || rts_now_ms() - t0 < 300 + BROKERD_KILL_GRACE_MS)
+		return 12;
+	rig_stop(&g);
+	return 0;
+}
+
+START_TEST(test_under_brokerd_filter)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(run_under_brokerd_filter());
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the confined run ended with status 0x%x", st);
 }
 END_TEST
 
@@ -322,35 +466,47 @@ START_TEST(test_key_env_and_credential)
 }
 END_TEST
 
+/* A key command's key, read through a launcher started for a config whose apiKey it is. */
+static int read_command_key(char *const *argv, char **key, size_t *len)
+{
+	struct rig g;
+	rig_start(&g, NULL, argv, NULL);
+	int r = read_key(&g.cfg.api_key, key, len);
+	rig_stop(&g);
+	return r;
+}
+
 START_TEST(test_key_command)
 {
 	char *key = NULL;
 	size_t len = 0;
-	cleanup_free char *seen = rts_xasprintf("%s/stdin", tmpdir);
-	cleanup_free char *script = rts_xasprintf("cat > '%s'; echo sk-from-command", seen);
-	char *argv[] = {"/bin/sh", "-c", script, NULL};
-	struct rts_key_source src = {.kind = RTS_KEY_COMMAND, .argv = argv};
-	ck_assert_int_eq(read_key(&src, &key, &len), 0);
-	ck_assert_str_eq(key, "sk-from-command");
+	/* The key names what the command got on stdin (as hex: a key has no spaces). Key
+	 * commands see the key files but write nothing. */
+	char *argv[] = {"/bin/sh", "-c", "printf sk-; od -An -v -tx1 | tr -d ' \\n'", NULL};
+	ck_assert_int_eq(read_command_key(argv, &key, &len), 0);
+	const char *want = "{\"channel\":\"guild:1/chan:2\",\"speaker\":{\"id\":\"42\",\"name\":\"Alice \\\"A\\\"\","
+			   "\"principalId\":null}}";
+	ck_assert_uint_eq(len, 3 + 2 * strlen(want));
+	ck_assert(strncmp(key, "sk-", 3) == 0);
+	for (size_t i = 0; i < strlen(want); i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(key + 3 + 2 * i, "%2x", &v), 1);
+		ck_assert_msg((char)v == want[i], "stdin byte %zu is %c, not %c", i, (char)v, want[i]);
+	}
 	brokerd_key_free(key, len);
-	/* it got the binding, principalId null when there is none */
-	json_object *in = NULL;
-	char err[256];
-	ck_assert_int_eq(rts_json_read_file(seen, 4096, 8, &in, err, sizeof(err)), 0);
-	cleanup_free char *text = rts_json_dump(in);
-	json_object_put(in);
-	ck_assert_str_eq(text, "{\"channel\":\"guild:1/chan:2\",\"speaker\":{\"id\":\"42\",\"name\":\"Alice \\\"A\\\"\","
-			       "\"principalId\":null}}");
 
 	char *fail[] = {"/bin/sh", "-c", "echo sk-x; exit 1", NULL};
-	src.argv = fail;
-	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	ck_assert_int_eq(read_command_key(fail, &key, &len), -ENOKEY);
 	char *empty[] = {"/bin/true", NULL};
-	src.argv = empty;
-	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	ck_assert_int_eq(read_command_key(empty, &key, &len), -ENOKEY);
 	char *huge[] = {"/usr/bin/yes", NULL};
-	src.argv = huge;
-	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	ck_assert_int_eq(read_command_key(huge, &key, &len), -ENOKEY);
+	/* A key source that is not of the launcher's config runs nothing. */
+	struct rts_key_source stray = {.kind = RTS_KEY_COMMAND, .argv = empty};
+	struct rig g;
+	rig_start(&g, NULL, argv, NULL);
+	ck_assert_int_eq(read_key(&stray, &key, &len), -ENOKEY);
+	rig_stop(&g);
 }
 END_TEST
 
@@ -370,6 +526,8 @@ int main(void)
 	tcase_add_test(tc, test_output_bound);
 	tcase_add_test(tc, test_turn_closing_cancels);
 	tcase_add_test(tc, test_stragglers_killed);
+	tcase_add_test(tc, test_writes_only_its_write_paths);
+	tcase_add_test(tc, test_under_brokerd_filter);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("keys");
 	tcase_add_checked_fixture(tc, setup, teardown);

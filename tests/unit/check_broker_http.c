@@ -91,6 +91,7 @@ static const char *const not_routes[] = {
 	"/mcp/clock",
 	"/mcp/docs?x",
 	"/anthropic/v1/messages",
+	"/tools/fetch", /* fetch is not enabled and no host tool has that name */
 };
 
 START_TEST(test_routes_refused)
@@ -99,6 +100,53 @@ START_TEST(test_routes_refused)
 	ck_assert_msg(brokerd_route_match(cfg, not_routes[_i], &name) == NULL, "matched: '%s'", not_routes[_i]);
 	ck_assert_ptr_null(name);
 	ck_assert_ptr_null(brokerd_route_match(cfg, NULL, &name));
+}
+END_TEST
+
+static struct rts_config *config_of(const char *text)
+{
+	json_object *root = NULL;
+	const char *why = NULL;
+	char err[512];
+	ck_assert_int_eq(rts_json_parse(text, strlen(text), 64, &root, &why), 0);
+	struct rts_config *c = rts_config_from_json(root, "test.json", err, sizeof(err));
+	json_object_put(root);
+	ck_assert_msg(c != NULL, "%s", err);
+	return c;
+}
+
+/* host_fetch's route exists exactly while fetch.enabled, as one exact target; with fetch
+ * off, /tools/fetch is an ordinary host tool's route when one has that name. */
+START_TEST(test_fetch_route)
+{
+	struct rts_config *on = config_of(
+		"{\"model\":\"m\",\"modelUrl\":\"https://api.example/v1/chat/completions\",\"fetch\":{\"enabled\":true},"
+		"\"tools\":[{\"name\":\"clock\",\"description\":\"d\",\"parameters\":{},\"command\":[\"/bin/date\"]}]}");
+	const char *name = "x";
+	const struct brokerd_route *r = brokerd_route_match(on, "/tools/fetch", &name);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->kind, "fetch");
+	ck_assert(r->handle == brokerd_fetch_handle);
+	ck_assert_ptr_null(name);
+	r = brokerd_route_match(on, "/tools/clock", &name);
+	ck_assert(r && r->handle == brokerd_tool_handle);
+	static const char *const not_fetch[] = {"/tools/fetch/", "/tools/fetch?url=x", "/tools/fetch#x", "/tools/fetchx",
+						"/tools/Fetch", "/tools/%66etch", "/fetch", "/tools//fetch"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(not_fetch); i++) {
+		name = "x";
+		ck_assert_msg(brokerd_route_match(on, not_fetch[i], &name) == NULL, "matched: '%s'", not_fetch[i]);
+	}
+	rts_config_free(on);
+
+	struct rts_config *tool = config_of(
+		"{\"model\":\"m\",\"modelUrl\":\"https://api.example/v1/chat/completions\",\"fetch\":{\"enabled\":false},"
+		"\"tools\":[{\"name\":\"fetch\",\"description\":\"d\",\"parameters\":{},\"command\":[\"/bin/date\"]}]}");
+	r = brokerd_route_match(tool, "/tools/fetch", &name);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->kind, "tool");
+	ck_assert(r->handle == brokerd_tool_handle);
+	ck_assert_str_eq(name, "fetch");
+	rts_config_free(tool);
 }
 END_TEST
 
@@ -252,6 +300,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_routes_match);
 	tcase_add_loop_test(tc, test_routes_refused, 0, (int)RTS_ARRAY_SIZE(not_routes));
+	tcase_add_test(tc, test_fetch_route);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("headers");
 	tcase_add_test(tc, test_headers_good);

@@ -10,6 +10,7 @@
 #include "common/conf.h"
 #include "common/json.h"
 #include "common/limits.h"
+#include "common/tools.h"
 #include "common/util.h"
 
 static const char *MINIMAL = "{\"model\":\"m\",\"modelUrl\":\"https://api.example/v1/chat/completions\"}";
@@ -65,6 +66,14 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c->n_tools, 0);
 	ck_assert_ptr_null(c->initial_channels[0]);
 	ck_assert_uint_eq(strlen(c->installation_id), 12);
+	/* No "fetch" key: no host_fetch, and the seed's fetch defaults ready for when it is on. */
+	ck_assert(!c->fetch.enabled);
+	ck_assert_uint_eq(c->fetch.max_bytes, 5u * 1024u * 1024u);
+	ck_assert_uint_eq(c->fetch.timeout_ms, 60000);
+	ck_assert_uint_eq(c->fetch.max_redirects, 5);
+	json_object *pub = rts_config_public_tools(c);
+	ck_assert_uint_eq(json_object_array_length(pub), 0);
+	json_object_put(pub);
 	rts_config_free(c);
 }
 END_TEST
@@ -193,6 +202,10 @@ START_TEST(test_range_ends)
 		{"tools[0].timeoutMs",
 		 "\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"],\"timeoutMs\":%s}]", "1",
 		 "60000", "0", "60001"},
+		/* Seed: 1 millisecond to 120 seconds, 0 to 10 redirects, 1 byte to 32 MiB. */
+		{"fetch.timeoutMs", "\"fetch\":{\"enabled\":true,\"timeoutMs\":%s}", "1", "120000", "0", "120001"},
+		{"fetch.maxRedirects", "\"fetch\":{\"enabled\":true,\"maxRedirects\":%s}", "0", "10", "-1", "11"},
+		{"fetch.maxBytes", "\"fetch\":{\"enabled\":true,\"maxBytes\":%s}", "1", "33554432", "0", "33554433"},
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(ranges); i++) {
 		const char *ok[] = {ranges[i].lo, ranges[i].hi};
@@ -207,6 +220,8 @@ START_TEST(test_range_ends)
 	/* The constants are what the man page and the loader say. */
 	ck_assert_uint_eq(RTS_MAX_OUTPUT_TOKENS_MAX, 1048576);
 	ck_assert_uint_eq(RTS_TOOL_TIMEOUT_MS_MAX, 60000);
+	ck_assert_uint_eq(RTS_FETCH_TIMEOUT_MAX_MS, 120000);
+	ck_assert_uint_eq(RTS_FETCH_BYTES_MAX, 33554432);
 }
 END_TEST
 
@@ -338,6 +353,9 @@ START_TEST(test_tool_budget)
 	cleanup_free char *full = rts_xasprintf("%s]", all);
 	free(all);
 	assert_loads(full);
+	/* host_fetch too: RTS_PUBLIC_TOOLS_MAX tools, which the worker's input admits. */
+	cleanup_free char *full_fetch = rts_xasprintf("%s,\"fetch\":{\"enabled\":true}", full);
+	assert_loads(full_fetch);
 
 	/* Host tools with the longest descriptions: count how many fit, then one more. */
 	size_t fit = 0;
@@ -498,6 +516,70 @@ START_TEST(test_bad_values)
 }
 END_TEST
 
+/* tools[].writePaths (DESIGN.md 8.1): absolute, normalised directories, not /, none twice,
+ * at most RTS_TOOL_WRITE_PATHS_MAX; absent means none. What they name on disk is brokerd's
+ * to check at start (check_broker_toolbox). */
+static char *tool_with(const char *write_paths)
+{
+	return rts_xasprintf("\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"]%s%s}]",
+			     write_paths ? ",\"writePaths\":" : "", write_paths ? write_paths : "");
+}
+
+START_TEST(test_write_paths)
+{
+	char err[512];
+	cleanup_free char *none = tool_with(NULL);
+	cleanup_free char *t1 = with(none);
+	struct rts_config *c = load_text(t1, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, 0);
+	ck_assert_ptr_null(c->tools[0].write_paths[0]);
+	rts_config_free(c);
+	cleanup_free char *two = tool_with("[\"/srv/tickets\",\"/var/lib/tool-db\"]");
+	cleanup_free char *t2 = with(two);
+	c = load_text(t2, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, 2);
+	ck_assert_str_eq(c->tools[0].write_paths[1], "/var/lib/tool-db");
+	ck_assert_ptr_null(c->tools[0].write_paths[2]);
+	rts_config_free(c);
+
+	const struct {
+		const char *value, *at;
+	} bad[] = {
+		{"\"/srv\"", "tools[0].writePaths"},
+		{"[\"srv/tickets\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/../etc\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/./x\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv//x\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/x/\"]", "tools[0].writePaths[0]"},
+		{"[\"/\"]", "tools[0].writePaths[0]"},
+		{"[\"\"]", "tools[0].writePaths[0]"},
+		{"[\"/srv/a b\"]", "tools[0].writePaths[0]"},
+		{"[1]", "tools[0].writePaths[0]"},
+		{"[\"/srv/a\",\"/srv/b\",\"/srv/a\"]", "tools[0].writePaths[2]"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cleanup_free char *t = tool_with(bad[i].value);
+		assert_refused(t, bad[i].at);
+	}
+	/* The count: RTS_TOOL_WRITE_PATHS_MAX pass, one more does not. */
+	char list[4096] = "[";
+	for (unsigned i = 0; i < RTS_TOOL_WRITE_PATHS_MAX; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"/srv/d%u\"", i ? "," : "", i);
+	cleanup_free char *full = rts_xasprintf("%s]", list);
+	cleanup_free char *ok = tool_with(full);
+	cleanup_free char *tok = with(ok);
+	c = load_text(tok, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->tools[0].n_write_paths, RTS_TOOL_WRITE_PATHS_MAX);
+	rts_config_free(c);
+	snprintf(list + strlen(list), sizeof(list) - strlen(list), ",\"/srv/one-more\"]");
+	cleanup_free char *over = tool_with(list);
+	assert_refused(over, "tools[0].writePaths");
+}
+END_TEST
+
 START_TEST(test_required)
 {
 	char err[512];
@@ -564,6 +646,165 @@ START_TEST(test_installation_id_follows_state_file)
 }
 END_TEST
 
+/* The public tool list's names, in order, joined by spaces. */
+static char *public_names(const struct rts_config *c)
+{
+	json_object *pub = rts_config_public_tools(c);
+	char *out = rts_xstrdup("");
+	for (size_t i = 0; i < json_object_array_length(pub); i++) {
+		json_object *t = json_object_array_get_idx(pub, i);
+		char *next = rts_xasprintf("%s%s%s", out, i ? " " : "", rts_json_get_string(t, "name"));
+		free(out);
+		out = next;
+	}
+	json_object_put(pub);
+	return out;
+}
+
+#define HOST_TOOL(name) "{\"name\":\"" name "\",\"description\":\"d\",\"parameters\":{},\"command\":[\"/b\"]}"
+#define MCP_DOCS "\"mcp\":[{\"name\":\"docs\",\"url\":\"https://mcp/x\",\"tools\":[{\"name\":\"search\"," \
+		 "\"description\":\"d\",\"parameters\":{}}]}]"
+
+/* "fetch": {"enabled": true, ...} offers host_fetch (route /tools/fetch) after the host
+ * tools and before the MCP tools, with the limits stored; enabled false offers nothing. */
+START_TEST(test_fetch_key)
+{
+	char err[1024];
+	cleanup_free char *on = with("\"fetch\":{\"enabled\":true,\"maxBytes\":1000,\"timeoutMs\":1500,"
+				     "\"maxRedirects\":0},\"tools\":[" HOST_TOOL("clock") "]," MCP_DOCS);
+	struct rts_config *c = load_text(on, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert(c->fetch.enabled);
+	ck_assert_uint_eq(c->fetch.max_bytes, 1000);
+	ck_assert_uint_eq(c->fetch.timeout_ms, 1500);
+	ck_assert_uint_eq(c->fetch.max_redirects, 0);
+	cleanup_free char *names = public_names(c);
+	ck_assert_str_eq(names, "host_clock host_fetch mcp_0_search");
+	json_object *pub = rts_config_public_tools(c);
+	json_object *fetch = json_object_array_get_idx(pub, 1);
+	ck_assert_str_eq(rts_json_get_string(fetch, "route"), "/tools/fetch");
+	ck_assert_str_eq(rts_json_get_string(fetch, "description"), RTS_FETCH_TOOL_DESCRIPTION);
+	cleanup_free char *params = rts_json_dump(rts_json_get(fetch, "parameters"));
+	ck_assert_str_eq(params, "{\"type\":\"object\",\"properties\":{\"url\":{\"type\":\"string\",\"description\":"
+				 "\"the absolute http:// or https:// URL to fetch\"}},\"required\":[\"url\"],"
+				 "\"additionalProperties\":false}");
+	ck_assert_ptr_null(rts_json_get(fetch, "mcpTool"));
+	json_object_put(pub);
+	rts_config_free(c);
+
+	/* Defaults for the limits not given. */
+	cleanup_free char *bare = with("\"fetch\":{\"enabled\":true}");
+	c = load_text(bare, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_uint_eq(c->fetch.max_bytes, RTS_FETCH_BYTES_DEFAULT);
+	ck_assert_uint_eq(c->fetch.timeout_ms, RTS_FETCH_TIMEOUT_DEFAULT_MS);
+	ck_assert_uint_eq(c->fetch.max_redirects, RTS_FETCH_REDIRECTS_DEFAULT);
+	rts_config_free(c);
+
+	cleanup_free char *off = with("\"fetch\":{\"enabled\":false,\"maxBytes\":1000},\"tools\":[" HOST_TOOL(
+		"clock") "]," MCP_DOCS);
+	c = load_text(off, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert(!c->fetch.enabled);
+	cleanup_free char *names_off = public_names(c);
+	ck_assert_str_eq(names_off, "host_clock mcp_0_search");
+	rts_config_free(c);
+}
+END_TEST
+
+/* The key's own refusals, each naming its path. */
+START_TEST(test_fetch_refused)
+{
+	char err[1024];
+	cleanup_free char *missing = with("\"fetch\":{\"maxBytes\":1000}");
+	ck_assert_ptr_null(load_text(missing, err, sizeof(err)));
+	ck_assert_str_eq(err, "test.json: fetch.enabled: is required (true offers the guest tool host_fetch)");
+	assert_refused("\"fetch\":true", "fetch");
+	assert_refused("\"fetch\":{\"enabled\":\"yes\"}", "fetch.enabled");
+	assert_refused("\"fetch\":{\"enabled\":true,\"maxBytes\":\"5MiB\"}", "fetch.maxBytes");
+	assert_refused("\"fetch\":{\"enabled\":true,\"timeoutMs\":1.5}", "fetch.timeoutMs");
+	/* Request headers and proxies are not the operator's to add here. */
+	assert_refused("\"fetch\":{\"enabled\":true,\"headers\":[]}", "fetch.headers");
+	assert_refused("\"fetch\":{\"enabled\":true,\"proxy\":\"http://p\"}", "fetch.proxy");
+}
+END_TEST
+
+/* A host tool named "fetch" would be host_fetch on /tools/fetch too: refused while the
+ * built-in tool is on, naming the tool's key; with fetch off it is an ordinary host tool. */
+START_TEST(test_fetch_name_taken)
+{
+	char err[1024];
+	cleanup_free char *clash =
+		with("\"tools\":[" HOST_TOOL("clock") "," HOST_TOOL("fetch") "],\"fetch\":{\"enabled\":true}");
+	ck_assert_ptr_null(load_text(clash, err, sizeof(err)));
+	ck_assert_str_eq(err, "test.json: tools[1].name: \"fetch\" is taken by the built-in tool host_fetch while "
+			      "fetch.enabled is true; rename this tool or turn fetch off");
+
+	cleanup_free char *off =
+		with("\"tools\":[" HOST_TOOL("clock") "," HOST_TOOL("fetch") "],\"fetch\":{\"enabled\":false}");
+	struct rts_config *c = load_text(off, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	cleanup_free char *names = public_names(c);
+	ck_assert_str_eq(names, "host_clock host_fetch");
+	json_object *pub = rts_config_public_tools(c);
+	ck_assert_str_eq(rts_json_get_string(json_object_array_get_idx(pub, 1), "description"), "d");
+	json_object_put(pub);
+	rts_config_free(c);
+
+	/* Other names close to it are not taken. */
+	assert_loads("\"tools\":[" HOST_TOOL("fetch2") "," HOST_TOOL("fetchx") "],\"fetch\":{\"enabled\":true}");
+}
+END_TEST
+
+/* host_fetch counts against the tools' budget like a configured tool, after the host
+ * tools: a list that fills the budget exactly without it is refused with it, naming
+ * "fetch". */
+START_TEST(test_fetch_budget)
+{
+	char err[1024];
+	/* As many host tools with the longest description as fit, then one whose description
+	 * is as long as still fits (found by trying). */
+	size_t fit = 0;
+	for (size_t n = 1; n <= RTS_MAX_TOOLS; n++) {
+		cleanup_free char *list = tools_json(n, RTS_DESCRIPTION_MAX, false);
+		cleanup_free char *extra = rts_xasprintf("\"tools\":[%s]", list);
+		cleanup_free char *text = with(extra);
+		struct rts_config *c = load_text(text, err, sizeof(err));
+		if (!c)
+			break;
+		rts_config_free(c);
+		fit = n;
+	}
+	ck_assert_uint_lt(fit, RTS_MAX_TOOLS);
+	cleanup_free char *list = tools_json(fit, RTS_DESCRIPTION_MAX, false);
+	size_t lo = 0, hi = RTS_DESCRIPTION_MAX; /* lo fits, hi does not */
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		cleanup_free char *last = tool_json("last", mid, false);
+		cleanup_free char *extra = rts_xasprintf("\"tools\":[%s,%s]", list, last);
+		cleanup_free char *text = with(extra);
+		struct rts_config *c = load_text(text, err, sizeof(err));
+		if (c)
+			lo = mid;
+		else
+			hi = mid;
+		rts_config_free(c);
+	}
+	cleanup_free char *last = tool_json("last", lo, false);
+	cleanup_free char *full = rts_xasprintf("\"tools\":[%s,%s]", list, last);
+	assert_loads(full);
+	cleanup_free char *with_fetch = rts_xasprintf("%s,\"fetch\":{\"enabled\":true}", full);
+	cleanup_free char *text = with(with_fetch);
+	ck_assert_ptr_null(load_text(text, err, sizeof(err)));
+	static const char want[] = "test.json: fetch: tool \"host_fetch\" does not fit: ";
+	ck_assert_msg(strncmp(err, want, sizeof(want) - 1) == 0, "%s", err);
+	/* With one long tool fewer, host_fetch fits. */
+	cleanup_free char *shorter = tools_json(fit - 1, RTS_DESCRIPTION_MAX, false);
+	cleanup_free char *fewer = rts_xasprintf("\"tools\":[%s,%s],\"fetch\":{\"enabled\":true}", shorter, last);
+	assert_loads(fewer);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -581,9 +822,14 @@ int main(void)
 	tcase_add_test(tc, test_parameters_schema_rule);
 	tcase_add_test(tc, test_list_lengths);
 	tcase_add_test(tc, test_bad_values);
+	tcase_add_test(tc, test_write_paths);
 	tcase_add_test(tc, test_required);
 	tcase_add_test(tc, test_file_errors);
 	tcase_add_test(tc, test_installation_id_follows_state_file);
+	tcase_add_test(tc, test_fetch_key);
+	tcase_add_test(tc, test_fetch_refused);
+	tcase_add_test(tc, test_fetch_name_taken);
+	tcase_add_test(tc, test_fetch_budget);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

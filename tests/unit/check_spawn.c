@@ -2,8 +2,8 @@
 /* common/spawn.c: real child processes (sh, cat, env, ls), no Docker, no privileges.
  * Output stays within its bounds, a deadline or a cancellation stops the child and its
  * process group, the child sees exactly the environment and descriptors it was given, and
- * how it ended is reported as the kernel saw it; also under the daemons' seccomp filters,
- * which the spawner must fit. */
+ * how it ended is reported as the kernel saw it; also under runnerd's seccomp filter,
+ * which the spawner must fit, and for children started elsewhere (brokerd's launcher). */
 #include "config.h"
 
 #include <check.h>
@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -592,9 +594,135 @@ static void check_confined(enum rts_sandbox_profile profile)
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "confined run ended with status 0x%x", st);
 }
 
-START_TEST(test_under_brokerd_filter)
+/* brokerd's filter allows no program to start (check_sandbox): brokerd's runs go through
+ * the start and reap hooks to its launcher, tried under that filter in check_broker_exec. */
+
+/* ---- given descriptors, and children started elsewhere ---- */
+
+/* stdin, stdout and stderr the caller opened, and a descriptor 3; nothing else. */
+START_TEST(test_given_descriptors)
 {
-	check_confined(RTS_SANDBOX_BROKERD);
+	int in[2], out[2], extra[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(extra, O_CLOEXEC), 0);
+	/* Above 3, as the spawner wants them. */
+	int fin = fcntl(in[0], F_DUPFD_CLOEXEC, 10), fout = fcntl(out[1], F_DUPFD_CLOEXEC, 10),
+	    f3 = fcntl(extra[1], F_DUPFD_CLOEXEC, 10);
+	close(in[0]);
+	close(out[1]);
+	close(extra[1]);
+	ck_assert_int_eq(write(in[1], "hello\n", 6), 6);
+	close(in[1]);
+	char *const argv[] = {"/bin/sh", "-c", "read -r l; echo \"$l\"; ls /proc/self/fd >&2; echo three >&3", NULL};
+	static char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+	struct rts_spawn s = {.argv = argv, .envp = env, .in = RTS_STDIO_FD, .out = RTS_STDIO_FD, .err = RTS_STDIO_FD,
+			      .fds = {fin, fout, fout}, .with_fd3 = true, .fd3 = f3};
+	struct rts_cancel c = within(10000);
+	struct rts_spawn_result r;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), 0);
+	ck_assert(r.exited && r.status == 0);
+	rts_spawn_result_release(&r);
+	close(fin);
+	close(fout);
+	close(f3);
+	char buf[256] = "";
+	ck_assert_int_gt(read(out[0], buf, sizeof(buf) - 1), 0);
+	/* ls's own directory handle is the 4th entry: 0-3 and nothing of ours. */
+	ck_assert_str_eq(buf, "hello\n0\n1\n2\n3\n4\n");
+	char three[16] = "";
+	ck_assert_int_eq(read(extra[0], three, sizeof(three) - 1), 6);
+	ck_assert_str_eq(three, "three\n");
+	close(out[0]);
+	close(extra[0]);
+	/* Not above 3: refused before anything starts. */
+	s.fds[0] = 3;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EINVAL);
+	s.fds[0] = 10;
+	s.fd3 = 2;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EINVAL);
+}
+END_TEST
+
+/* A starter that runs argv itself (as brokerd's launcher does in another process) and a
+ * reaper that waits for it; both count their calls. */
+struct elsewhere {
+	char *const *argv;
+	int start_result; /* < 0: fail with it, start nothing */
+	pid_t pid;
+	int starts, reaps;
+};
+
+static int start_elsewhere(void *arg, const int fds[3], int *pidfd)
+{
+	struct elsewhere *e = arg;
+	e->starts++;
+	if (e->start_result < 0)
+		return e->start_result;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	for (int i = 0; i < 3; i++)
+		posix_spawn_file_actions_adddup2(&fa, fds[i], i);
+	static char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+	int r = posix_spawn(&e->pid, e->argv[0], &fa, NULL, e->argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return -r;
+	*pidfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
+	return *pidfd >= 0 ? 0 : -errno;
+}
+
+static int reap_elsewhere(void *arg, int *status)
+{
+	struct elsewhere *e = arg;
+	e->reaps++;
+	return waitpid(e->pid, status, 0) == e->pid ? 0 : -errno;
+}
+
+START_TEST(test_started_elsewhere)
+{
+	char *const argv[] = {"/bin/sh", "-c", "read -r l; echo \"out $l\"; echo err >&2; exit 4", NULL};
+	struct elsewhere e = {.argv = argv};
+	struct rts_spawn s = {.start = start_elsewhere, .reap = reap_elsewhere, .hook_arg = &e, .in = RTS_STDIO_PIPE,
+			      .input = "x\n", .input_len = 2, .out = RTS_STDIO_PIPE, .out_max = 4096,
+			      .err = RTS_STDIO_PIPE, .err_max = 64};
+	struct rts_cancel c = within(10000);
+	struct rts_spawn_result r;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), 0);
+	ck_assert(r.exited);
+	ck_assert_int_eq(r.status, 4);
+	ck_assert_str_eq(r.out, "out x\n");
+	ck_assert_str_eq(r.err, "err\n");
+	ck_assert_int_eq(e.starts, 1);
+	ck_assert_int_eq(e.reaps, 1);
+	rts_spawn_result_release(&r);
+
+	/* Stopped at the deadline through the pidfd, SIGTERM first; reaped by the hook. */
+	char *const sleeper[] = {"/bin/sleep", "30", NULL};
+	e = (struct elsewhere){.argv = sleeper};
+	s.input_len = 0;
+	c = within(200);
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 1000, &r), -ETIMEDOUT);
+	ck_assert(!r.exited);
+	ck_assert_int_eq(r.status, SIGTERM);
+	ck_assert_int_eq(e.reaps, 1);
+	rts_spawn_result_release(&r);
+
+	/* The starter's failure is the run's; nothing to reap. */
+	e = (struct elsewhere){.argv = argv, .start_result = -ENOENT};
+	c = within(10000);
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -ENOENT);
+	ck_assert_int_eq(e.starts, 1);
+	ck_assert_int_eq(e.reaps, 0);
+
+	/* Only pipes can be handed over, and no process group is signalled. */
+	e = (struct elsewhere){.argv = argv};
+	s.err = RTS_STDIO_NULL;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EINVAL);
+	s.err = RTS_STDIO_PIPE;
+	s.new_session = s.kill_group = true;
+	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EINVAL);
+	ck_assert_int_eq(e.starts, 0);
 }
 END_TEST
 
@@ -631,10 +759,11 @@ int main(void)
 	tcase_add_test(tc, test_cwd_session_and_signals);
 	tcase_add_test(tc, test_exit_status_and_signal);
 	tcase_add_test(tc, test_first_line);
+	tcase_add_test(tc, test_given_descriptors);
+	tcase_add_test(tc, test_started_elsewhere);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("seccomp");
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_under_brokerd_filter);
 	tcase_add_test(tc, test_under_runnerd_filter);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -73,7 +73,7 @@ unsigned rig_lookups(const char *name)
 	return 0;
 }
 
-static bool parse_addr(const char *text, struct rts_netaddr *a)
+bool rig_parse_addr(const char *text, struct rts_netaddr *a)
 {
 	*a = (struct rts_netaddr){0};
 	if (inet_pton(AF_INET, text, &a->v4) == 1)
@@ -103,7 +103,7 @@ static int rig_resolve(void *arg, const char *host, struct rts_netaddr *out, siz
 		int n = 0;
 		char *save = NULL;
 		for (char *t = strtok_r(copy, ",", &save); t && (size_t)n < max; t = strtok_r(NULL, ",", &save)) {
-			if (!parse_addr(t, &out[n]))
+			if (!rig_parse_addr(t, &out[n]))
 				die("bad address in a resolver answer");
 			n++;
 		}

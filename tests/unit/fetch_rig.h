@@ -43,6 +43,8 @@ void rig_install(const struct rig_ports *ports, const char *ca_file);
  * "SLOW" a resolver that answers "does not exist" after 10 s. Names never added do not
  * exist. The resolver runs on the fetch's lookup thread. */
 void rig_resolve_add(const char *name, const char *addrs);
+/* An IPv4 or IPv6 address in text form into *a; false when it is neither. */
+bool rig_parse_addr(const char *text, struct rts_netaddr *a);
 void rig_resolve_clear(void);
 /* How often the fetch asked the resolver for name. */
 unsigned rig_lookups(const char *name);

@@ -48,6 +48,8 @@ int main(void)
 	       RTS_RICH_STOP_FRESH, RTS_RICH_STOP_CHANGED);
 #define STATUS_(NAME, value) printf(" \"TURN_" #NAME "\": %d,\n", (value));
 	RTS_PROTO_TURN_STATUSES(STATUS_)
+#define ANSWER_(NAME, value) printf(" \"PRECHECK_" #NAME "\": %d,\n", (value));
+	RTS_PROTO_PRECHECK_ANSWERS(ANSWER_)
 	printf(" \"MESSAGES\": {");
 	for (size_t i = 0; i < rts_msg_n_descs; i++) {
 		const struct rts_msg_desc *d = &rts_msg_descs[i];
