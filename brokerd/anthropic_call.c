@@ -613,14 +613,16 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 		return false;
 	}
 
+	rich_conn_reader_watches(c, true);
 	enum brokerd_result res = pump_until(s, false);
 	if (res == BROKERD_OK && s->sse) {
 		/* The stream now holds the turn's slot and use; the connection forgets them. */
 		pthread_mutex_lock(&ch->lock);
 		c->turn = NULL;
 		c->holds_slot = false;
-		c->stream = s;
+		c->stream = s; /* the sweep's grace now comes from the stream */
 		pthread_mutex_unlock(&ch->lock);
+		rich_conn_reader_watches(c, false);
 		if (!queue_stream(s, mc)) {
 			pthread_mutex_lock(&ch->lock);
 			c->stream = NULL;
@@ -636,6 +638,7 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	}
 	if (res == BROKERD_OK)
 		res = pump_until(s, true);
+	rich_conn_reader_watches(c, false);
 	if (res == BROKERD_OK)
 		finish_whole(s, a);
 	else

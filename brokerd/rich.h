@@ -233,6 +233,8 @@ struct rich_conn {
 	 * rich_conn_quiet() only. */
 	uint64_t last_io_ms;	       /* a body byte read or an answer byte written */
 	bool quiet_ok;		       /* brokerd itself is working (a host command, a long poll) */
+	bool reader_watches;	       /* its upstream reader checks the silence limit itself and
+					  answers the worker (504 or an error event) */
 	int state;		       /* rich_http.c's */
 	char *target;
 	struct rich_route route;
@@ -252,6 +254,13 @@ struct rich_conn {
 static inline void rich_conn_touch(struct rich_conn *c)
 {
 	__atomic_store_n(&c->last_io_ms, rts_now_ms(), __ATOMIC_RELAXED);
+}
+/* The connection's upstream reader checks the silence limit itself (anthropic_call.c):
+ * the sweep then waits SILENCE_GRACE_MS longer, so the worker gets the reader's answer
+ * rather than a bare close. */
+static inline void rich_conn_reader_watches(struct rich_conn *c, bool on)
+{
+	__atomic_store_n(&c->reader_watches, on, __ATOMIC_RELAXED);
 }
 static inline void rich_conn_quiet(struct rich_conn *c, bool quiet)
 {

@@ -811,7 +811,8 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		 * chunk written), not total time; the turn deadline bounds every call. A stream's
 		 * own reader notices a silent upstream first and tells the worker with an error
 		 * event; this cuts one whose worker stopped reading. */
-		uint64_t limit = BROKERD_RICH_SILENCE_MS + (c->stream ? SILENCE_GRACE_MS : 0);
+		bool reader = c->stream || __atomic_load_n(&c->reader_watches, __ATOMIC_RELAXED);
+		uint64_t limit = BROKERD_RICH_SILENCE_MS + (reader ? SILENCE_GRACE_MS : 0);
 		uint64_t last = __atomic_load_n(&c->last_io_ms, __ATOMIC_RELAXED);
 		bool silent = !__atomic_load_n(&c->quiet_ok, __ATOMIC_RELAXED) && now_ms > last && now_ms - last >= limit;
 		bool late = c->turn && now_ms >= c->turn->b.deadline_ms;
