@@ -39,7 +39,7 @@ DELETE = object()
 # (the valid request, the member, its bad value or DELETE, a phrase the detail must hold)
 CASES = [
     ({"op": "mode", "id": "r1", "channel": "guild-7/ops", "mode": "on"}, "mode", "maybe",
-     'mode must be "on" or "off"'),
+     'mode must be "on", "off" or "rich"'),
     ({"op": "mode", "id": "r1", "channel": "guild-7/ops", "mode": "on"}, "mode", DELETE, "mode is required"),
     ({"op": "mode", "id": "r1", "channel": "guild-7/ops", "mode": "on"}, "channel", "", "channel must be a string of 1 to 512 bytes"),
     ({"op": "mode", "id": "r1", "channel": "guild-7/ops", "mode": "on"}, "channel", "c" * 513,
