@@ -30,11 +30,6 @@ struct runnerd_worker_turn {
 	uint64_t time_left_ms; /* until the turn deadline; sent as limits.turnTimeoutMs */
 };
 
-/* Format t as local time in the process's current time zone (TZ, set once at start-up to
- * the config's timeZone) as "YYYY-MM-DDTHH:MM:SS+HH:MM". out must hold at least 32 bytes.
- * Returns 0 or -EINVAL (localtime_r or strftime failed, or outlen is too small). */
-int runnerd_format_now(time_t t, char *out, size_t outlen);
-
 /* Build the worker input JSON for one turn: v, turn, speaker {id, name}, text, attachments,
  * systemPrompt, timeZone, now, tools (the caller's rts_config_public_tools(cfg) array, not
  * consumed), startFresh and limits {modelCalls, toolCallsPerResponse, maxOutputTokens,
