@@ -125,8 +125,19 @@ int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix)
 		return -errno;
 	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
 		return -ENOTDIR;
-	if ((st.st_mode & 07777) != 0700 && fchmodat(rd->run_root_fd, dir, 0700, 0) < 0)
+	/* As a turn's run dir (runnerd_run_dir_create): accounts mode lets the guest account,
+	 * which the channel's container runs as, search the directory and connect to the
+	 * socket by ACL entries; the ACL is set again each time, so whatever the directory's
+	 * mode became is replaced. */
+	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	if (guest != (uid_t)-1) {
+		cleanup_close int dfd = openat(rd->run_root_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int r = dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, RTS_PERM_X);
+		if (r < 0)
+			return r;
+	} else if ((st.st_mode & 07777) != 0700 && fchmodat(rd->run_root_fd, dir, 0700, 0) < 0) {
 		return -errno;
+	}
 	char sock[sizeof(dir) + 1 + sizeof(RUNNERD_BROKER_SOCK)];
 	snprintf(sock, sizeof(sock), "%s/%s", dir, RUNNERD_BROKER_SOCK);
 	/* The previous listener's file (brokerd may still serve it, unreachable once this
@@ -134,7 +145,7 @@ int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix)
 	if (unlinkat(rd->run_root_fd, sock, 0) < 0 && errno != ENOENT)
 		return -errno;
 	cleanup_free char *path = rts_xasprintf("%s/%s", rd->cfg->run_root, sock);
-	return rts_listen_unix(path, SOCK_STREAM, 0600);
+	return rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 }
 
 int runnerd_rich_dir_remove(struct runnerd *rd, const char *prefix)
