@@ -84,9 +84,13 @@ def channel_hash(channel):
 
 class RichHostSuite(Suite):
     """harness.Suite with fake_anthropic and a rich config running the richworker image.
-    rich: keys merged over the defaults; image: the rich image tag (default: richworker)."""
+    rich: keys merged over the defaults; image: the rich image tag (default: richworker).
+    Single-account mode unless accounts=True is given: the rich tests check the rich rules
+    and reach into the workspace and broker directory as the service account;
+    test_rich_host.py::test_a_rich_channel_in_accounts_mode runs the package's default."""
 
     def __init__(self, env, rich=None, image=None, **kw):
+        kw.setdefault("accounts", False)
         self.rich_overrides = rich or {}
         self.oauth_token = "sk-ant-oat01-test-" + secrets.token_hex(24)
         self.anthropic = None
@@ -102,7 +106,9 @@ class RichHostSuite(Suite):
             fd = os.open(self.oauth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(self.oauth_token + "\n")
-            os.chown(self.oauth_file, self.env.uid, self.env.gid)
+            # brokerd's account alone reads it (in single-account mode, the service account).
+            owner = self.env.accounts["broker"] if self.accounts else None
+            os.chown(self.oauth_file, owner.uid if owner else self.env.uid, owner.gid if owner else self.env.gid)
             os.chmod(self.oauth_file, 0o400)
         rich = {"image": self.rich_image, "profiles": {"default": {"model": MODEL},
                                                         "other": {"model": MODEL, "prompt": "Other persona."}},

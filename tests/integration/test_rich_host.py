@@ -118,6 +118,29 @@ def test_rich_turn_end_to_end(shared):
     assert any(s.oauth_token in json.dumps(r) for r in reqs)
 
 
+def test_a_rich_channel_in_accounts_mode(rich_suite):
+    """The package's default (DESIGN.md 8.1): the channel's container runs as the guest
+    account, which reaches its broker socket only by the ACL entries runnerd gives it; the
+    broker directory stays the runner account's; two turns keep the conversation."""
+    s = rich_suite(accounts=True)
+    assert s.rich("chan").returncode == 0
+    s.wait_container("chan")
+    c = s.container("chan")
+    guest, runner = s.env.accounts["guest"], s.env.accounts["runner"]
+    assert c["Config"]["User"] == f"{guest.uid}:{guest.gid}"
+    st = os.lstat(s.broker_dir("chan"))
+    # 0710: the group bits show the ACL mask (search for the named guest entry).
+    assert (st.st_mode & 0o7777, st.st_uid) == (0o710, runner.uid)
+    st = os.lstat(os.path.join(s.broker_dir("chan"), "broker.sock"))
+    assert st.st_uid == runner.uid and st.st_mode & 0o007 == 0
+    for text in ("hello there", "and again"):
+        p, rep = s.say("chan", text, author="1001", name="Alice", principal="p-1001")
+        assert p.returncode == 0, p.stderr + s.logs()
+        assert rep["worker"] == "richworker"
+    assert any(s.oauth_token in json.dumps(r) for r in s.anthropic.requests())
+    assert s.oauth_token not in json.dumps(c)
+
+
 def test_status_and_channels_show_rich(shared):
     s = shared
     p = s.cli("status", "chan")
