@@ -135,6 +135,16 @@ struct rts_spawn cli_docker_spawn(char *const argv[]);
  * result res (its exit status, and the first line of its stderr when captured). */
 void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned timeout_ms, char *buf, size_t len);
 
+/* ---- rich_image.c: image build --rich ---- */
+
+/* Build the rich (Pi) worker image tagged tag: DIR/make-context.sh (dir: the installed
+ * $(pkglibdir)/pi or the source tree's worker/pi) assembles the context in a fresh
+ * directory under /tmp, with the operator content of the directory content (NULL: none),
+ * running npm ci of the pinned packages as the caller (it needs the npm registry, or npm's
+ * offline cache); docker builds it; the directory is removed. Returns a CLI_EXIT_* code
+ * after saying what failed. */
+int cli_image_build_rich(const char *tag, const char *dir, const char *content);
+
 /* ---- the verbs (argv[0] is the verb) ---- */
 
 int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv);	/* on, off */

@@ -48,7 +48,8 @@ void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned time
 }
 
 struct image_args {
-	const char *tag, *dir;
+	const char *tag, *dir, *content;
+	bool rich;
 };
 
 static int image_option(int opt, const char *arg, void *ctx)
@@ -56,29 +57,41 @@ static int image_option(int opt, const char *arg, void *ctx)
 	struct image_args *a = ctx;
 	if (opt == 't')
 		a->tag = arg;
+	else if (opt == 'r')
+		a->rich = true;
+	else if (opt == 'c')
+		a->content = arg;
 	else
 		a->dir = arg;
 	return 0;
 }
 
-/* image build [--tag TAG] [--dir DIR] */
+/* image build [--rich [--content DIR]] [--tag TAG] [--dir DIR] */
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option image_options[] = {
 		{"tag", required_argument, NULL, 't'},
 		{"dir", required_argument, NULL, 'd'},
+		{"rich", no_argument, NULL, 'r'},
+		{"content", required_argument, NULL, 'c'},
 		{0},
 	};
 	if (argc < 2 || strcmp(argv[1], "build") != 0)
 		return cli_usage_error("the only image command is \"image build\"");
-	struct image_args a = {.dir = RTS_PKGLIBDIR "/image"};
+	struct image_args a = {0};
 	int i = cli_parse_sub_options(argc - 1, argv + 1, image_options, image_option, &a);
 	if (i < 0)
 		return CLI_EXIT_USAGE;
 	if (i != argc - 1)
-		return cli_usage_error("image build takes no arguments besides --tag and --dir");
-	if (a.dir[0] == '\0')
-		return cli_usage_error("--dir must not be empty");
+		return cli_usage_error("image build takes no arguments besides --rich, --content, --tag and --dir");
+	if (a.content && !a.rich)
+		return cli_usage_error("--content goes with --rich (the sealed image takes no content)");
+	if (!a.dir)
+		a.dir = a.rich ? RTS_PKGLIBDIR "/pi" : RTS_PKGLIBDIR "/image";
+	if (a.dir[0] == '\0' || (a.content && a.content[0] == '\0'))
+		return cli_usage_error("--dir and --content must not be empty");
+	if (a.rich && !a.tag)
+		return cli_usage_error("image build --rich needs --tag (the rich image's tag)");
 
 	cleanup_config struct rts_config *cfg = NULL;
 	if (!a.tag) {
@@ -91,6 +104,9 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 	}
 	if (!rts_image_ref_ok(a.tag))
 		return cli_usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);
+	/* The rich image's context is assembled first (npm ci of the pinned packages). */
+	if (a.rich)
+		return cli_image_build_rich(a.tag, a.dir, a.content);
 
 	/* Check here so a missing build reads as such, not as a docker error about context. */
 	cleanup_free char *dockerfile = rts_xasprintf("%s/Dockerfile", a.dir);

@@ -30,9 +30,12 @@
  *
  * Commands that read the config (--config, default RTS_DEFAULT_CONFIG):
  *
- *   image build [--tag TAG] [--dir DIR]
+ *   image build [--rich [--content DIR]] [--tag TAG] [--dir DIR]
  *       Runs "docker build -t TAG DIR": DIR defaults to the installed worker image directory
  *       (RTS_PKGLIBDIR/image), TAG to the config's "image" (the config is read only then).
+ *       --rich builds the rich (Pi) worker image instead: DIR (default RTS_PKGLIBDIR/pi)
+ *       holds make-context.sh, which assembles the context from the host's node, npm ci of
+ *       the pinned packages and the operator content of --content DIR.
  *   gc [--force]
  *       Force-removes this installation's leftover containers: those carrying the
  *       installation label and named roundtable-sandbox-<installation id>-...; prints each
@@ -95,8 +98,8 @@ const char cli_usage[] =
 	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)\n"
 	"                      run one guest turn and print the reply\n"
 	"Commands that read the config:\n"
-	"  image build [--tag TAG] [--dir DIR]\n"
-	"                      build the worker image with docker\n"
+	"  image build [--rich [--content DIR]] [--tag TAG] [--dir DIR]\n"
+	"                      build the worker image (or the rich worker image) with docker\n"
 	"  gc [--force]        remove this installation's leftover containers\n"
 	"  doctor [--offline]  check the installation and say how to fix problems\n"
 	"Commands that read neither (the controlled fetch):\n"
