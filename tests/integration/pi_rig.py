@@ -18,10 +18,11 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import SRCDIR, HarnessError, unique_tag
-from rich_rig import StandIn, StandInHandler, WorkerContainer
+from harness import SRCDIR, HarnessError, docker, unique_tag
+from rich_rig import SEALED_RUN, StandIn, StandInHandler, WorkerContainer
 
 PI_DIR = os.path.join(SRCDIR, "worker", "pi")
+SCRIPTS_DIR = os.path.join(SRCDIR, "tests", "integration", "pi")
 MAKE_CONTEXT = os.path.join(PI_DIR, "make-context.sh")
 ALICE = {"id": "1001", "name": "Alice", "principalId": "principal-1001"}
 BOB = {"id": "2002", "name": "Bob", "principalId": "principal-2002"}
@@ -180,6 +181,15 @@ class PiStandIn(StandIn):
     def start_worker(self, image, env_vars=None):
         self.worker = WorkerContainer(self.env, image, self.dirs["broker"], self.dirs["ws"], env_vars)
         return self.worker
+
+    def run_script(self, image, script, *args, timeout=120):
+        """node /test/SCRIPT ARGS... in a sealed container of image on this stand-in's
+        socket and workspace (tests/integration/pi mounted read-only at /test); returns
+        the CompletedProcess."""
+        return docker("run", "--rm", *SEALED_RUN, "--user", f"{self.env.uid}:{self.env.gid}",
+                      "-v", f"{self.dirs['ws']}:/workspace", "-v", f"{self.dirs['broker']}:/run/broker:ro",
+                      "-v", f"{SCRIPTS_DIR}:/test:ro", "--entrypoint", "/usr/bin/node", image,
+                      f"/test/{script}", *args, check=False, timeout=timeout)
 
     def turn_packet(self, text, timeout=90, **fields):
         """Queue a turn and return the reply packet posted for it."""

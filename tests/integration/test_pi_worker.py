@@ -10,14 +10,17 @@ that is what these tests judge (projection, compaction requests, headers, tools)
 own rules (brokerd's checks, statd's fresh start) are tested with the real daemons in
 test_pi_rich.py."""
 import base64
+import io
 import json
 import os
+import re
 import subprocess
+import tarfile
 import time
 
 import pytest
 
-from harness import QUIET_FORWARD_S, assert_quiet, docker, wait_until
+from harness import SRCDIR, docker_bin, wait_until
 from pi_rig import (ALICE, BIG_MODEL, BOB, PLACEHOLDER, SKILL_LONG_CHARS, PiStandIn, content_blocks, host_tool,
                     is_summary, mcp_tool, pi_image, system_text, tool_result_text)
 from rich_rig import RICH_DUMMY_KEY, WORKER_DUMMY_KEY
@@ -358,3 +361,110 @@ def test_outbox_size_bounds(st):
     assert base64.b64decode(packet["files"][1]["data"]) == b"\x00\x01"
     assert packet["files"][1]["mime"] == "application/octet-stream"
     assert "a reply file holds at most 10 MiB" in tool_results_of_last_call(st)
+
+
+# ---- the last check before a model call ------------------------------------------------------
+
+def test_raw_replay_of_private_material_is_refused(st, image):
+    """A bridge-style replay (the raw persisted branch, not projected) holding Bob's private
+    exchange is refused for Alice before it reaches the broker, also after Pi compacted the
+    exchange away; the same history projected goes out."""
+    tools = [host_tool("private_lookup", {"q": {"type": "string"}, "owner": {"type": "string"}})]
+    st.reply('#tool host_private_lookup {"q": "bob-secret", "owner": "principal-2002"} #quiet', speaker=BOB,
+             tools=tools, model="claude-opus-4-6")
+    st.compact = lambda body: (200, {"summary": "COMPACTED", "firstKeptEntryId": body["request"]["firstKeptEntryId"],
+                                     "tokensBefore": body["request"]["tokensBefore"]})
+    st.reply("chatter #big 100000", speaker=BOB, tools=tools, model="claude-opus-4-6")
+    st.reply("#usage 310000", speaker=BOB, tools=tools, model="claude-opus-4-6")
+    entries = st.session_entries()[0]
+    assert any(e["type"] == "compaction" for e in entries), "no compaction"
+    st.worker.stop()
+    st.worker = None
+    before = len(st.requests("/anthropic/v1/messages"))
+    turn_input = {"v": 1, "turnId": "replay000000test", "speaker": ALICE, "text": "x", "model": "claude-opus-4-6",
+                  "maxOutputTokens": 4096, "tools": tools, "timeZone": "UTC", "effort": "low"}
+    p = st.run_script(image.tag, "replay.mjs", "principal-1001", json.dumps(turn_input))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["raw"]["stopReason"] == "error"
+    assert re.fullmatch(r"refused: the request replays a tool (call|result) private to another reader",
+                        out["raw"]["errorMessage"]), out
+    assert out["summary"] == {"stopReason": "error", "errorMessage": "refused: a summary of an unredacted history"}
+    assert out["projected"]["stopReason"] == "stop", out
+    sent = st.requests("/anthropic/v1/messages")[before:]
+    assert len(sent) == 1, "the refused calls reached the broker"
+    body = sent[0]["body"]
+    assert [b["input"] for b in content_blocks(body, "tool_use")] == [{"hidden": PLACEHOLDER}]
+    assert [tool_result_text(b) for b in content_blocks(body, "tool_result")] == [PLACEHOLDER]
+
+
+# ---- budget, deadline, MCP ---------------------------------------------------------------------
+
+def test_mcp_tool_call(st):
+    out = st.reply('#tool mcp_0_search {"q": "moon"}', tools=[mcp_tool("docs", "search")])
+    assert out == "tool results: mcp docs search ok"
+    (call,) = st.requests("/mcp/docs")
+    assert call["body"] == {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "search", "arguments": {"q": "moon"}}}
+
+
+def test_call_budget_stops_asking(st):
+    packet = st.turn_packet('#tool host_lookup {"q": "x"}', tools=[host_tool("lookup")], limits={"maxCalls": 2})
+    assert packet["text"] == "I could not get an answer from the model this time."
+    assert len(st.requests("/anthropic/v1/messages")) == 1 and len(st.requests("/tools/lookup")) == 1
+    assert any(r.get("msg") == "model call failed" and "used up its calls" in r.get("error", "")
+               for r in st.worker_records())
+
+
+def test_turn_deadline_answers_before_the_host_gives_up(st):
+    t0 = time.monotonic()
+    packet = st.turn_packet("#sleep 30000 slow", limits={"maxCalls": 128, "turnTimeoutMs": 9000}, timeout=30)
+    took = time.monotonic() - t0
+    assert packet["text"] == "I ran out of time on this message."
+    assert took < 9, took
+    # The worker goes on serving.
+    assert st.reply("next") == "echo: [Alice]: next"
+
+
+# ---- what the container holds ----------------------------------------------------------------
+
+def test_no_credential_upstream_or_host_path_in_the_container(st, image):
+    tools = [host_tool("lookup")]
+    st.reply('#tool host_lookup {"q": "x"}', tools=tools)
+    st.reply("a second turn", speaker=BOB)
+    needles = {st.token.encode(): "the model token", f"localhost:{st.anthropic.port}".encode(): "the upstream",
+               st.root.encode(): "the stand-in's directory", SRCDIR.encode(): "the source tree",
+               st.env.bindir.encode(): "the programs' directory", st.env.builddir.encode(): "the build tree",
+               }
+    oauth = re.compile(rb"sk-ant-oat01-[A-Za-z0-9_-]{16,}")
+    found = {}
+    export = subprocess.run([docker_bin(), "export", st.worker.name], capture_output=True, timeout=300)
+    assert export.returncode == 0, export.stderr[-2000:]
+    with tarfile.open(fileobj=io.BytesIO(export.stdout)) as tar:
+        names = tar.getnames()
+        for m in tar:
+            if not m.isfile():
+                continue
+            data = tar.extractfile(m).read()
+            for needle, what in needles.items():
+                if needle in data:
+                    found.setdefault(what, []).append(m.name)
+            if oauth.search(data):
+                found.setdefault("an OAuth token", []).append(m.name)
+    assert found == {}, found
+    # No auth file of Pi's, no npm configuration, nothing of the operator's but the content.
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in ("auth.json", ".npmrc", "models.json", "settings.json")
+                and "node_modules" not in n]
+    assert not [n for n in names if n.startswith("app/content/") and not
+                (n.startswith("app/content/skills") or n == "app/content/prompt.md")]
+    top = {n.split("/", 1)[0] for n in names}
+    assert top <= {"usr", "lib", "lib64", "app", "tmp", "workspace", "run", "etc", "dev", "proc", "sys",
+                   ".dockerenv"}, top
+    env = st.worker.inspect()["Config"]["Env"]
+    assert not [e for e in env if st.token in e or "localhost" in e]
+    # The workspace holds the session, the reply, and no credential.
+    for root, _, files in os.walk(st.dirs["ws"]):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                data = fh.read()
+            assert st.token.encode() not in data and f"localhost:{st.anthropic.port}".encode() not in data, f
