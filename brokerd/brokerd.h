@@ -89,16 +89,23 @@ struct brokerd_cancel {
 bool brokerd_cancel_closing(const struct brokerd_cancel *c);
 
 struct brokerd_keyring;
+struct brokerd_precheck;
 
 /* One admitted call, as a route handler sees it. Everything is borrowed for the call. */
 struct brokerd_call {
 	const struct rts_config *cfg;
 	const struct brokerd_binding *binding;
+	const struct brokerd_precheck *precheck; /* a precheck run's grant (brokerd/precheck.h), else NULL */
 	struct brokerd_keyring *keys; /* credentials this turn has used, for the reflection filter */
 	const char *name;	      /* the tool or server name from the route, or NULL */
 	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */
 	size_t body_len;
 	struct brokerd_cancel cancel; /* turn closing, turn deadline and request deadline */
+	/* Set by the handler for the audit entry (brokerd/audit.h): the rule that decided (a
+	 * static name; NULL: the route's default when allowed, else the result code), and
+	 * whether the request reached an upstream or a tool process. */
+	const char *rule;
+	bool forwarded;
 };
 
 /* A route handler: on BROKERD_OK stores the JSON answer text in *answer (caller frees). */

@@ -28,13 +28,13 @@ static int run_of(const struct brokerd_exec *e, enum brokerd_run_kind *kind, uin
 	if (!e->key || e->tool)
 		return -EINVAL;
 	*kind = e->probe ? BROKERD_RUN_PROBE_KEY : BROKERD_RUN_KEY_COMMAND;
-	/* Numbered as brokerd/toolbox.h numbers key sources. */
-	bool found = e->key == &cfg->api_key;
+	/* Numbered as rts_config_key_source() numbers key sources (brokerd/toolbox.h). */
+	bool found = false;
 	*index = 0;
-	for (size_t i = 0; i < cfg->n_mcp && !found; i++)
-		if (e->key == &cfg->mcp[i].api_key) {
+	for (size_t i = 0; i < rts_config_key_sources(cfg) && !found; i++)
+		if (e->key == rts_config_key_source(cfg, i, NULL, 0)) {
 			found = true;
-			*index = 1 + (uint32_t)i;
+			*index = (uint32_t)i;
 		}
 	if (!found)
 		return -EINVAL;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/head.h"
 #include "brokerd/http.h"
@@ -83,11 +84,13 @@ static void pending_free(struct brokerd_pending *p)
 	free(p);
 }
 
-static void log_refusal(struct brokerd_pending *p, unsigned call_no, enum brokerd_result r, const char *what)
+/* The audit entry of a call the gate ended (brokerd/audit.h); what is the detail for the
+ * debug log (static). */
+static void audit(struct brokerd_pending *p, unsigned call_no, enum brokerd_result r, const char *rule,
+		  const char *what)
 {
-	rts_log_turn(LOG_DEBUG, p->t->b.turn_id, p->t->b.channel_hash, brokerd_result_code(r),
-		     rts_now_ms() - p->accepted_ms, "call %u route none status %u (%s)", call_no,
-		     brokerd_result_status(r), what);
+	log_debug("turn %s: call %u: %s", p->t->b.turn_id, call_no, what);
+	brokerd_audit_call(&p->t->b, call_no, "none", rule, r, false, rts_now_ms() - p->accepted_ms);
 }
 
 /* Discard what the peer sent (bounded) and close. Closing an AF_UNIX socket with unread
@@ -108,18 +111,17 @@ static void close_drained(struct brokerd_pending *p)
 
 /* Close a connection that never sent a whole head, unanswered. It counts as a call when
  * it sent anything at all. */
-static void drop(struct brokerd_pending *p, const char *what)
+static void drop(struct brokerd_pending *p, const char *rule, const char *what)
 {
 	if (p->got_bytes)
-		rts_log_turn(LOG_DEBUG, p->t->b.turn_id, p->t->b.channel_hash, "closed", rts_now_ms() - p->accepted_ms,
-			     "call %u route none closed unanswered (%s)", count_call(p->t), what);
+		audit(p, count_call(p->t), BROKERD_RESULT_MAX_, rule, what);
 	close_drained(p);
 }
 
 /* Answer r and close. */
-static void refuse(struct brokerd_pending *p, enum brokerd_result r, const char *why)
+static void refuse(struct brokerd_pending *p, enum brokerd_result r, const char *rule, const char *why)
 {
-	log_refusal(p, count_call(p->t), r, why);
+	audit(p, count_call(p->t), r, rule, why);
 	const char *answer = brokerd_gate_answer(r);
 	/* A fresh connection's send buffer is empty: this short write does not block. */
 	if (send(p->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
@@ -165,6 +167,9 @@ static void handoff(struct brokerd_pending *p)
 		pthread_mutex_lock(&t->lock);
 		struct brokerd_conn *mine = brokerd_gate_claim_locked(t, fd);
 		pthread_mutex_unlock(&t->lock);
+		if (mine)
+			brokerd_audit_call(&t->b, mine->call_no, "none", "server_error", BROKERD_RESULT_MAX_, false,
+					   rts_now_ms() - mine->accepted_ms);
 		free(mine);
 	}
 }
@@ -177,11 +182,11 @@ static void peek(struct brokerd_pending *p, uint32_t revents)
 	ssize_t n = recv(p->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
-			drop(p, "receive error before the head was complete");
+			drop(p, "head_incomplete", "receive error before the head was complete");
 		return;
 	}
 	if (n == 0) {
-		drop(p, "closed before the head was complete");
+		drop(p, "head_incomplete", "closed before the head was complete");
 		return;
 	}
 	p->got_bytes = true;
@@ -189,20 +194,20 @@ static void peek(struct brokerd_pending *p, uint32_t revents)
 	switch (brokerd_head_scan(buf, (size_t)n, &h)) {
 	case BROKERD_HEAD_COMPLETE:
 		if (h.content_length > RTS_BROKER_BODY_MAX)
-			refuse(p, BROKERD_TOO_LARGE, "body larger than the limit");
+			refuse(p, BROKERD_TOO_LARGE, "body_too_large", "body larger than the limit");
 		else
 			handoff(p);
 		return;
 	case BROKERD_HEAD_INVALID:
-		refuse(p, BROKERD_BAD_REQUEST, h.why);
+		refuse(p, BROKERD_BAD_REQUEST, "head_syntax", h.why);
 		return;
 	case BROKERD_HEAD_INCOMPLETE:
 		break;
 	}
 	if (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-		drop(p, "closed before the head was complete");
+		drop(p, "head_incomplete", "closed before the head was complete");
 	else if (++p->peeks >= PEEKS_MAX)
-		refuse(p, BROKERD_BAD_REQUEST, "head sent in too many pieces");
+		refuse(p, BROKERD_BAD_REQUEST, "head_pieces", "head sent in too many pieces");
 }
 
 static int on_pending(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -228,6 +233,7 @@ static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		if (open_connections(t) >= BROKERD_CONNECTIONS_PER_TURN) {
 			log_debug("turn %s: connection refused: %u connections open", t->b.turn_id,
 				  BROKERD_CONNECTIONS_PER_TURN);
+			brokerd_metrics_connection_refused();
 			continue;
 		}
 		struct brokerd_pending *p = rts_xcalloc(1, sizeof(*p));
@@ -276,7 +282,7 @@ void brokerd_gate_sweep(struct brokerd_turn *t, uint64_t now_ms)
 	for (struct brokerd_pending *p = t->pending, *next; p; p = next) {
 		next = p->next;
 		if (now_ms >= p->accepted_ms + BROKERD_HEADER_DEADLINE_MS || now_ms >= t->b.deadline_ms)
-			drop(p, "header deadline");
+			drop(p, "header_deadline", "header deadline");
 	}
 	pthread_mutex_lock(&t->lock);
 	for (struct brokerd_conn **q = &t->handoff; *q;) {

@@ -4,8 +4,10 @@
 #include <limits.h>
 #include <strings.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/http.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -38,11 +40,11 @@ static bool fetch_enabled(const struct rts_config *cfg)
 
 /* Every route the broker serves. Anything not listed is 404. */
 static const struct brokerd_route brokerd_routes[] = {
-	{"/model", true, "model", NULL, brokerd_model_handle, NULL},
+	{"/model", true, "model", "model_route", NULL, brokerd_model_handle, NULL},
 	/* Before the host tools' prefix, which it would otherwise fall under. */
-	{RTS_FETCH_TOOL_ROUTE, true, "fetch", NULL, brokerd_fetch_handle, fetch_enabled},
-	{"/tools/", false, "tool", tool_known, brokerd_tool_handle, NULL},
-	{"/mcp/", false, "mcp", mcp_known, brokerd_mcp_handle, NULL},
+	{RTS_FETCH_TOOL_ROUTE, true, "fetch", "fetch_enabled", NULL, brokerd_fetch_handle, fetch_enabled},
+	{"/tools/", false, "tool", "tool_configured", tool_known, brokerd_tool_handle, NULL},
+	{"/mcp/", false, "mcp", "mcp_tool_declared", mcp_known, brokerd_mcp_handle, NULL},
 };
 
 const struct brokerd_route *brokerd_route_match(const struct rts_config *cfg, const char *target, const char **name)
@@ -89,49 +91,63 @@ static bool value_is(const struct brokerd_header *h, const char *want)
 	return h->value_len == n && memcmp(h->value, want, n) == 0;
 }
 
-enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length)
+enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, size_t n, size_t *content_length,
+					       const char **rule)
 {
+#define REFUSE(r, name)                                                                                                \
+	do {                                                                                                           \
+		*rule = (name);                                                                                        \
+		return (r);                                                                                            \
+	} while (0)
+	*rule = NULL;
 	const struct brokerd_header *seen[H_COUNT_] = {0};
 	*content_length = 0;
 	if (n > BROKERD_HEADERS_MAX)
-		return BROKERD_BAD_REQUEST;
+		REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 	for (size_t i = 0; i < n; i++) {
 		if (!h[i].name || !h[i].value || strlen(h[i].name) != h[i].name_len ||
 		    strlen(h[i].value) != h[i].value_len)
-			return BROKERD_BAD_REQUEST;
+			REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 		int id = -1;
 		for (int k = 0; k < H_COUNT_ && id < 0; k++)
 			if (strcasecmp(h[i].name, header_names[k]) == 0)
 				id = k;
 		if (id < 0 || seen[id])
-			return BROKERD_BAD_REQUEST;
+			REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 		seen[id] = &h[i];
 	}
 	if (!seen[H_AUTHORIZATION] || !value_is(seen[H_AUTHORIZATION], "Bearer " RTS_DUMMY_KEY))
-		return BROKERD_UNAUTHORIZED;
+		REFUSE(BROKERD_UNAUTHORIZED, "dummy_key");
 	if (!seen[H_HOST] || !value_is(seen[H_HOST], "broker"))
-		return BROKERD_BAD_REQUEST;
+		REFUSE(BROKERD_BAD_REQUEST, "host_header");
 	if (!seen[H_CONTENT_TYPE] || seen[H_CONTENT_TYPE]->value_len != strlen("application/json") ||
 	    strcasecmp(seen[H_CONTENT_TYPE]->value, "application/json") != 0)
-		return BROKERD_BAD_REQUEST;
+		REFUSE(BROKERD_BAD_REQUEST, "content_type");
 	const struct brokerd_header *cl = seen[H_CONTENT_LENGTH];
 	if (!cl || cl->value_len == 0)
-		return BROKERD_BAD_REQUEST;
+		REFUSE(BROKERD_BAD_REQUEST, "content_length");
 	size_t len = 0;
 	bool too_large = false;
 	for (size_t i = 0; i < cl->value_len; i++) {
 		char c = cl->value[i];
 		if (c < '0' || c > '9')
-			return BROKERD_BAD_REQUEST;
+			REFUSE(BROKERD_BAD_REQUEST, "content_length");
 		if (!too_large) {
 			len = len * 10 + (size_t)(c - '0');
 			too_large = len > RTS_BROKER_BODY_MAX;
 		}
 	}
 	if (too_large)
-		return BROKERD_TOO_LARGE;
+		REFUSE(BROKERD_TOO_LARGE, "body_too_large");
+#undef REFUSE
 	*content_length = len;
 	return BROKERD_OK;
+}
+
+enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length)
+{
+	const char *rule;
+	return brokerd_headers_check_rule(h, n, content_length, &rule);
 }
 
 char *brokerd_error_body(enum brokerd_result r)
@@ -140,6 +156,20 @@ char *brokerd_error_body(enum brokerd_result r)
 }
 
 /* ---- libmicrohttpd glue ---- */
+
+/* The call's one audit entry (brokerd/audit.h). rule NULL: the route's allow rule for an
+ * answer, else the result code. */
+static void audit(struct brokerd_turn *t, struct brokerd_conn *c, enum brokerd_result r, const char *rule,
+		  bool forwarded)
+{
+	if (c->audited)
+		return;
+	c->audited = true;
+	if (!rule)
+		rule = r == BROKERD_OK && c->route ? c->route->allow_rule : brokerd_result_code(r);
+	brokerd_audit_call(&t->b, c->call_no, c->route ? c->route->kind : "none", rule, r, forwarded,
+			   rts_now_ms() - c->accepted_ms);
+}
 
 void brokerd_http_on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -186,6 +216,7 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 	if (!c)
 		return;
 	pthread_mutex_lock(&t->lock);
+	bool shut = c->shut; /* the sweep sets it under the lock */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -195,6 +226,14 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 	if (c->holds_slot)
 		t->busy = false;
 	pthread_mutex_unlock(&t->lock);
+	/* Closed without an answer: still one decision entry for the call. */
+	if (!c->audited)
+		audit(t, c, BROKERD_RESULT_MAX_,
+		      shut			      ? "request_deadline"
+		      : c->state == BROKERD_CONN_BODY ? "body_incomplete"
+		      : c->state == BROKERD_CONN_DROP ? "second_request"
+						      : "head_incomplete",
+		      false);
 	free(c->target);
 	free(c->body);
 	free(c);
@@ -256,18 +295,16 @@ static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, const
 	return r;
 }
 
-static void log_call(struct brokerd_turn *t, struct brokerd_conn *c, enum brokerd_result r)
-{
-	rts_log_turn(LOG_DEBUG, t->b.turn_id, t->b.channel_hash, brokerd_result_code(r), rts_now_ms() - c->accepted_ms,
-		     "call %u route %s status %u", c->call_no, c->route ? c->route->kind : "none",
-		     brokerd_result_status(r));
-}
-
 static enum MHD_Result refuse(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
-			      enum brokerd_result r)
+			      enum brokerd_result r, const char *rule, bool forwarded)
 {
 	c->state = BROKERD_CONN_DONE;
-	log_call(t, c, r);
+	audit(t, c, r, rule, forwarded);
+	/* A precheck's refusals are the rules its tests and operators look for (brokerd/precheck.h);
+	 * the handler logs its own. */
+	if (t->precheck && c->why)
+		rts_log_turn(LOG_NOTICE, t->b.turn_id, t->b.channel_hash, brokerd_result_code(r), 0,
+			     "precheck call %u refused: %s", c->call_no, c->why);
 	cleanup_free char *body = brokerd_error_body(r);
 	return respond(mc, brokerd_result_status(r), body);
 }
@@ -277,28 +314,42 @@ static bool turn_open(struct brokerd_turn *t)
 	return !atomic_load(&t->closing) && rts_now_ms() < t->b.deadline_ms;
 }
 
-/* Everything decided from the request line and header, before any body byte is read. */
+/* Everything decided from the request line and header, before any body byte is read.
+ * *rule: the audit rule of a refusal (static); c->why: its words, for a precheck's log. */
 static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c, struct MHD_Connection *mc,
-				 const char *method, const char *version)
+				 const char *method, const char *version, const char **rule)
 {
+#define REFUSE(r, name, text)                                                                                          \
+	do {                                                                                                           \
+		*rule = (name);                                                                                        \
+		c->why = (text);                                                                                       \
+		return (r);                                                                                            \
+	} while (0)
+	*rule = NULL;
 	if (!turn_open(t))
-		return BROKERD_UNAVAILABLE;
-	if (c->call_no > RTS_BROKER_CALLS_PER_TURN)
-		return BROKERD_BUDGET_EXHAUSTED;
-	c->route = brokerd_route_match(t->cfg, c->target, &c->name);
+		REFUSE(BROKERD_UNAVAILABLE, "turn_closing", "the run is closing");
+	/* A precheck's own budget (precheck.maxCalls), refused calls counted too. */
+	if (c->call_no > (t->precheck ? brokerd_precheck_max_calls(t->precheck) : RTS_BROKER_CALLS_PER_TURN))
+		REFUSE(BROKERD_BUDGET_EXHAUSTED, "call_budget", "the call budget is spent");
+	c->route = t->precheck ? brokerd_precheck_route(t->precheck, c->target, &c->name)
+			       : brokerd_route_match(t->cfg, c->target, &c->name);
 	if (!c->route)
-		return BROKERD_NOT_FOUND;
+		REFUSE(BROKERD_NOT_FOUND, "route_unknown",
+		       "no such route (a server the run was not granted, another path, or a query)");
 	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
-		return BROKERD_METHOD_NOT_ALLOWED;
+		REFUSE(BROKERD_METHOD_NOT_ALLOWED, "method_not_post", "an HTTP method other than POST");
 	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
-		return BROKERD_BAD_REQUEST;
+		REFUSE(BROKERD_BAD_REQUEST, "http_version", "an HTTP version other than 1.1");
 
 	struct header_list hl = {.n = 0};
 	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
 	size_t len = 0;
-	enum brokerd_result r = brokerd_headers_check(hl.h, hl.n, &len);
-	if (r != BROKERD_OK)
+	enum brokerd_result r = brokerd_headers_check_rule(hl.h, hl.n, &len, rule);
+	if (r != BROKERD_OK) {
+		c->why = r == BROKERD_UNAUTHORIZED ? "a credential other than the dummy bearer"
+						   : "a header field outside the four allowed";
 		return r;
+	}
 
 	/* One call in flight per turn; a second one is refused, not queued. */
 	pthread_mutex_lock(&t->lock);
@@ -309,7 +360,8 @@ static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c,
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (busy)
-		return BROKERD_BUSY;
+		REFUSE(BROKERD_BUSY, "call_in_flight", "another call is pending (calls run one at a time)");
+#undef REFUSE
 	c->body_want = len;
 	c->body = rts_xmalloc(len + 1);
 	return BROKERD_OK;
@@ -331,6 +383,7 @@ static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, 
 	struct brokerd_call call = {
 		.cfg = t->cfg,
 		.binding = &t->b,
+		.precheck = t->precheck,
 		.keys = t->keys,
 		.name = c->name,
 		.body = c->body,
@@ -342,15 +395,21 @@ static enum MHD_Result run_call(struct brokerd_turn *t, struct brokerd_conn *c, 
 			   .client_fd = c->fd},
 	};
 	char *answer = NULL;
-	enum brokerd_result r = turn_open(t) ? c->route->handle(&call, &answer) : BROKERD_UNAVAILABLE;
+	enum brokerd_result r = BROKERD_UNAVAILABLE;
+	if (turn_open(t))
+		r = c->route->handle(&call, &answer);
+	else
+		call.rule = "turn_closing";
 	release_slot(t, c);
-	if (r == BROKERD_OK && !answer)
+	if (r == BROKERD_OK && !answer) {
 		r = BROKERD_UPSTREAM_ERROR;
+		call.rule = "no_answer"; /* a handler bug: never seen */
+	}
 	if (r != BROKERD_OK) {
 		free(answer);
-		return refuse(t, c, mc, r);
+		return refuse(t, c, mc, r, call.rule, call.forwarded);
 	}
-	log_call(t, c, r);
+	audit(t, c, r, call.rule, call.forwarded);
 	enum MHD_Result ret = respond(mc, 200, answer);
 	free(answer);
 	return ret;
@@ -368,8 +427,9 @@ enum MHD_Result brokerd_http_on_request(void *cls, struct MHD_Connection *mc, co
 	switch (c->state) {
 	case BROKERD_CONN_HEADER: {
 		c->state = BROKERD_CONN_BODY;
-		enum brokerd_result r = admit(t, c, mc, method, version);
-		return r == BROKERD_OK ? MHD_YES : refuse(t, c, mc, r);
+		const char *rule;
+		enum brokerd_result r = admit(t, c, mc, method, version, &rule);
+		return r == BROKERD_OK ? MHD_YES : refuse(t, c, mc, r, rule, false);
 	}
 	case BROKERD_CONN_BODY:
 		if (*upload_data_size == 0) {

@@ -22,7 +22,8 @@
 struct brokerd_route {
 	const char *prefix;
 	bool exact;
-	const char *kind; /* "model", "fetch", "tool", "mcp": logs only */
+	const char *kind; /* "model", "fetch", "tool", "mcp": logs, audit entries and metrics labels */
+	const char *allow_rule; /* the audit rule of an allowed call (brokerd/audit.h) */
 	bool (*name_known)(const struct rts_config *cfg, const char *name);
 	brokerd_handler_fn handle;
 	bool (*enabled)(const struct rts_config *cfg);
@@ -62,6 +63,10 @@ struct brokerd_header {
  * refused bad syntax, framing fields and oversized bodies before this runs; this is the
  * semantic check, and a second line for the framing ones. */
 enum brokerd_result brokerd_headers_check(const struct brokerd_header *h, size_t n, size_t *content_length);
+/* The same, with *rule set to the audit rule of a refusal (header_not_allowed,
+ * dummy_key, host_header, content_type, content_length, body_too_large), static. */
+enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, size_t n, size_t *content_length,
+					       const char **rule);
 
 /* {"error":"<code>"} for r, newly allocated. */
 char *brokerd_error_body(enum brokerd_result r);
@@ -94,6 +99,8 @@ struct brokerd_conn {
 	uint64_t deadline_ms; /* the request deadline (the gate enforced the header deadline) */
 	enum brokerd_conn_state state;
 	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */
+	bool audited;	      /* its decision entry is written (brokerd/audit.h) */
+	const char *why;      /* the rule a refusal before the body broke (static), for a precheck's log */
 	bool holds_slot;      /* this connection's call is the turn's call in flight */
 	char *target;	      /* raw request target */
 	const struct brokerd_route *route;

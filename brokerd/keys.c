@@ -86,10 +86,10 @@ json_object *brokerd_binding_json(const struct brokerd_binding *b)
 	return o;
 }
 
-static int read_key_command(const struct rts_key_source *src, const struct brokerd_binding *b,
+static int read_key_command(const struct rts_key_source *src, const struct brokerd_binding *b, json_object *who,
 			    const struct brokerd_cancel *cancel, char **key, size_t *key_len)
 {
-	cleanup_json json_object *in = brokerd_binding_json(b);
+	cleanup_json json_object *in = who ? json_object_get(who) : brokerd_binding_json(b);
 	cleanup_free char *input = rts_json_dump(in);
 	struct brokerd_exec e = {
 		.key = src,
@@ -121,6 +121,12 @@ static int read_key_command(const struct rts_key_source *src, const struct broke
 int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_binding *b,
 		     const struct brokerd_cancel *cancel, char **key, size_t *len)
 {
+	return brokerd_key_read_for(src, b, NULL, cancel, key, len);
+}
+
+int brokerd_key_read_for(const struct rts_key_source *src, const struct brokerd_binding *b, json_object *who,
+			 const struct brokerd_cancel *cancel, char **key, size_t *len)
+{
 	*key = NULL;
 	*len = 0;
 	switch (src->kind) {
@@ -146,7 +152,7 @@ int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_bind
 		return finish(buf, n, false, key, len);
 	}
 	case RTS_KEY_COMMAND:
-		return read_key_command(src, b, cancel, key, len);
+		return read_key_command(src, b, who, cancel, key, len);
 	}
 	return -ENOKEY;
 }
@@ -294,5 +300,6 @@ enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call)
 	if (r == -ENOKEY)
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "no_key", 0,
 			     "no model credential available for the reflection filter; call refused");
+	call->rule = r == -ECANCELED ? "turn_closing" : "no_credential";
 	return BROKERD_UNAVAILABLE;
 }

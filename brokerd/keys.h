@@ -36,6 +36,12 @@ bool brokerd_key_valid(const char *key, size_t len);
 int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_binding *b,
 		     const struct brokerd_cancel *cancel, char **key, size_t *len);
 
+/* brokerd_key_read() with who (when not NULL) as the command form's stdin instead of the
+ * binding's {"channel","speaker"}: a precheck's token command gets {"channel","precheck":
+ * {"target","tier"}} (brokerd/precheck.c), since a precheck has no speaker. */
+int brokerd_key_read_for(const struct rts_key_source *src, const struct brokerd_binding *b, json_object *who,
+			 const struct brokerd_cancel *cancel, char **key, size_t *len);
+
 /* Wipe and free a key from brokerd_key_read. NULL is fine. */
 void brokerd_key_free(char *key, size_t len);
 

@@ -21,7 +21,9 @@
 #include "brokerd/exec.h"
 #include "brokerd/launcher.h"
 #include "brokerd/toolbox.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
+#include "brokerd/audit.h"
 #include "brokerd/upstream.h"
 #include "common/daemon.h"
 #include "common/link.h"
@@ -153,7 +155,8 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			pthread_join(t->closer, NULL);
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
-			     "turn closed after %u calls", calls);
+			     "%s closed after %u calls", t->precheck ? "precheck" : "turn", calls);
+		brokerd_audit_summary(&t->b, calls);
 		if (t->answer_close && t->owner)
 			send_closed(t->owner, t->b.turn_id, calls);
 		brokerd_turn_free(t);
@@ -192,6 +195,22 @@ static int answer_bound(struct brokerd_link *l, const char *turn_id, int result)
 	return rts_link_send_broker_bound(l->link, &(struct rts_msg_broker_bound){.turn_id = turn_id, .result = result});
 }
 
+/* Put a new turn in service: listed, swept, logged, answered. */
+static int turn_serve(struct brokerd_link *l, struct brokerd_turn *t, const char *what)
+{
+	struct brokerd *d = l->d;
+	t->owner = l;
+	t->next = d->turns;
+	d->turns = t;
+	d->n_turns++;
+	if (!d->turns->next) {
+		sd_event_source_set_time_relative(d->sweep, SWEEP_EVERY_US);
+		sd_event_source_set_enabled(d->sweep, SD_EVENT_ONESHOT);
+	}
+	rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "bound", 0, "%s", what);
+	return answer_bound(l, t->b.turn_id, 0);
+}
+
 static int brokerd_on_bind(struct rts_link *link, void *owner, struct rts_msg_broker_bind *m)
 {
 	struct brokerd_link *l = owner;
@@ -222,16 +241,51 @@ static int brokerd_on_bind(struct rts_link *link, void *owner, struct rts_msg_br
 		log_warning_errno(r, "turn %s refused: %m", rts_turn_id_valid(m->turn_id) ? m->turn_id : "(invalid id)");
 		return answer_bound(l, m->turn_id, r);
 	}
-	t->owner = l;
-	t->next = d->turns;
-	d->turns = t;
-	d->n_turns++;
-	if (!d->turns->next) {
-		sd_event_source_set_time_relative(d->sweep, SWEEP_EVERY_US);
-		sd_event_source_set_enabled(d->sweep, SD_EVENT_ONESHOT);
+	return turn_serve(l, t, "turn bound");
+}
+
+/* A precheck run (DESIGN.md 8.3): answered with BROKER_BOUND and closed with BROKER_CLOSE
+ * like a turn. The grant is resolved here, from brokerd's own config: the message carries
+ * only who the run is for and its approvals. */
+static int brokerd_on_precheck_bind(struct rts_link *link, void *owner, struct rts_msg_precheck_bind *m)
+{
+	struct brokerd_link *l = owner;
+	struct brokerd *d = l->d;
+	if (d->stopping)
+		return answer_bound(l, m->precheck_id, -ESHUTDOWN);
+	if (d->n_turns >= BROKERD_MAX_TURNS) {
+		log_warning("precheck %s refused: %u turns are bound already", m->precheck_id, BROKERD_MAX_TURNS);
+		return answer_bound(l, m->precheck_id, -EBUSY);
 	}
-	rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "bound", 0, "turn bound");
-	return answer_bound(l, t->b.turn_id, 0);
+	if (find_turn(d, m->precheck_id))
+		return answer_bound(l, m->precheck_id, -EEXIST);
+	const char *id = rts_turn_id_valid(m->precheck_id) ? m->precheck_id : "(invalid id)";
+	struct brokerd_precheck *pc = NULL;
+	int r = brokerd_precheck_new(d->cfg, m->channel, m->target, m->tier, m->approved, &pc);
+	if (r < 0) {
+		log_warning_errno(r, "precheck %s refused: %m", id);
+		return answer_bound(l, m->precheck_id, r == -ENOENT ? -EINVAL : r);
+	}
+	unsigned tools = brokerd_precheck_tools(pc);
+	struct brokerd_binding b = {
+		.channel = (char *)m->channel,
+		.speaker_id = (char *)"",
+		.speaker_name = (char *)"",
+		.principal_id = (char *)"",
+		.deadline_ms = m->deadline_ms,
+	};
+	snprintf(b.turn_id, sizeof(b.turn_id), "%s", m->precheck_id);
+	snprintf(b.channel_hash, sizeof(b.channel_hash), "%s", m->channel_hash);
+	struct brokerd_turn *t = NULL;
+	r = brokerd_turn_new_precheck(d->cfg, &b, pc, steal_fd(&m->fd), d->ev, &t);
+	if (r < 0) {
+		log_warning_errno(r, "precheck %s refused: %m", id);
+		return answer_bound(l, m->precheck_id, r);
+	}
+	char what[96];
+	snprintf(what, sizeof(what), "precheck bound: %u tools granted and approved, %u calls", tools,
+		 brokerd_precheck_max_calls(t->precheck));
+	return turn_serve(l, t, what);
 }
 
 static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_broker_close *m)
@@ -246,10 +300,26 @@ static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_b
 	return rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = m->turn_id, .calls = 0});
 }
 
+/* brokerd's metrics text (brokerd/audit.h), for `roundtable-sandbox metrics`. */
+static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg_broker_metrics *m)
+{
+	struct brokerd_link *l = owner;
+	cleanup_free char *text = brokerd_metrics_render(l->d->n_turns);
+	if (strlen(text) > RTS_METRICS_TEXT_MAX) {
+		/* Fixed families and label lists keep it far below; never cut a text short. */
+		log_error("metrics text of %zu bytes is over %u (bug); sending none", strlen(text), RTS_METRICS_TEXT_MAX);
+		text[0] = '\0';
+	}
+	return rts_link_send_broker_metrics_text(l->link,
+						 &(struct rts_msg_broker_metrics_text){.seq = m->seq, .text = text});
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the peer. */
 static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
 	RTS_LINK_ON(BROKER_BIND, brokerd_on_bind),
 	RTS_LINK_ON(BROKER_CLOSE, brokerd_on_close),
+	RTS_LINK_ON(BROKER_METRICS, brokerd_on_metrics),
+	RTS_LINK_ON(PRECHECK_BIND, brokerd_on_precheck_bind),
 	RTS_LINK_DISPATCH_END,
 };
 

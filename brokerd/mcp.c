@@ -153,12 +153,20 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 	cleanup_json json_object *req = NULL;
 	if (brokerd_body_parse(call->body, call->body_len, &req, &why) < 0) {
 		log_debug("turn %s: /mcp body refused: %s", b->turn_id, why);
+		call->rule = "body_json";
 		return BROKERD_BAD_REQUEST;
 	}
 	cleanup_json json_object *up = NULL;
 	enum brokerd_result res = brokerd_mcp_request_build(req, srv, &up);
-	if (res != BROKERD_OK)
+	if (res != BROKERD_OK) {
+		/* FORBIDDEN: a method other than tools/call, or a tool the server does not
+		 * declare (the request's shape was right). */
+		const char *method = rts_json_get_string(req, "method");
+		call->rule = res != BROKERD_FORBIDDEN			     ? "mcp_request"
+			     : method && strcmp(method, "tools/call") == 0 ? "mcp_tool_undeclared"
+									   : "mcp_method";
 		return res;
+	}
 	cleanup_free char *up_body = rts_json_dump(up);
 
 	char *key = NULL;
@@ -169,6 +177,7 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 			if (r == -ENOKEY)
 				rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "no_key", 0,
 					     "no credential available for MCP server %s; call refused", srv->name);
+			call->rule = r == -ECANCELED ? "turn_closing" : "no_credential";
 			return BROKERD_UNAVAILABLE;
 		}
 		brokerd_keyring_add(call->keys, &srv->api_key, key, key_len);
@@ -201,6 +210,7 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 	if (brokerd_mcp_answer_rebuild(ans, rts_json_get(up, "id"), &out) < 0) {
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", 0,
 			     "MCP server %s: answer is not a JSON-RPC response to the call", srv->name);
+		call->rule = "mcp_answer";
 		return BROKERD_UPSTREAM_ERROR;
 	}
 	*answer = rts_json_dump(out);

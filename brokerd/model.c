@@ -546,6 +546,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 	cleanup_json json_object *req = NULL;
 	if (brokerd_body_parse(call->body, call->body_len, &req, &why) < 0) {
 		log_debug("turn %s: /model body refused: %s", call->binding->turn_id, why);
+		call->rule = "body_json";
 		return BROKERD_BAD_REQUEST;
 	}
 	cleanup_json json_object *up = NULL;
@@ -553,6 +554,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 	if (request_build(req, cfg->model, cfg->max_output_tokens, &up, &e) < 0) {
 		log_debug("turn %s: /model body refused: %s (at %s)", call->binding->turn_id, e.text,
 			  e.path[0] ? e.path : "the body");
+		call->rule = "model_request";
 		return BROKERD_BAD_REQUEST;
 	}
 	cleanup_free char *up_body = rts_json_dump(up);
@@ -564,6 +566,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 		if (r == -ENOKEY)
 			rts_log_turn(LOG_WARNING, call->binding->turn_id, call->binding->channel_hash, "no_key", 0,
 				     "no model credential available from the configured apiKey source; call refused");
+		call->rule = r == -ECANCELED ? "turn_closing" : "no_credential";
 		return BROKERD_UNAVAILABLE;
 	}
 	brokerd_keyring_add(call->keys, &cfg->api_key, key, key_len);
@@ -585,6 +588,7 @@ enum brokerd_result brokerd_model_handle(struct brokerd_call *call, char **answe
 	if (brokerd_model_answer_rebuild(ans, &out, &why) < 0) {
 		rts_log_turn(LOG_WARNING, call->binding->turn_id, call->binding->channel_hash, "upstream_error", 0,
 			     "model answer refused: %s", why);
+		call->rule = "model_answer";
 		return BROKERD_UPSTREAM_ERROR;
 	}
 	*answer = rts_json_dump(out);

@@ -32,6 +32,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	if (brokerd_body_parse(call->body, call->body_len, &args, &why) < 0 ||
 	    !json_object_is_type(args, json_type_object)) {
 		log_debug("turn %s: /tools body refused: %s", b->turn_id, why ? why : "not a JSON object");
+		call->rule = why ? "body_json" : "tool_arguments";
 		return BROKERD_BAD_REQUEST;
 	}
 
@@ -62,14 +63,19 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	uint64_t started = rts_now_ms();
 	int r = brokerd_exec_run(&e, &res);
 	uint64_t took = rts_now_ms() - started;
-	if (r == -ECANCELED)
+	call->forwarded = true; /* the command started (or was about to) with the arguments */
+	if (r == -ECANCELED) {
+		call->rule = "turn_closing";
 		return BROKERD_UNAVAILABLE;
+	}
 	if (r == -ETIMEDOUT) {
+		call->rule = "tool_timeout";
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
 			     "tool %s stopped at its deadline", tool->name);
 		return BROKERD_UPSTREAM_TIMEOUT;
 	}
 	if (r < 0) {
+		call->rule = r == -EFBIG ? "tool_output_too_large" : "tool_failed";
 		if (r == -EFBIG)
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took,
 				     "tool %s stopped: output larger than %u bytes", tool->name, RTS_UPSTREAM_ANSWER_MAX);
@@ -82,9 +88,9 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 	enum brokerd_result result = BROKERD_OK;
 	const char *problem = NULL;
 	if (res.exit_status != 0)
-		problem = "exited with a failure status";
+		problem = "exited with a failure status", call->rule = "tool_exit_status";
 	else if (!rts_utf8_valid(out, res.len))
-		problem = "output is not UTF-8 text";
+		problem = "output is not UTF-8 text", call->rule = "tool_output_utf8";
 	else {
 		/* Any output is checked as text (escapes of every kind are decoded there);
 		 * output that is JSON text is also checked string by string after decoding, so
@@ -94,7 +100,7 @@ enum brokerd_result brokerd_tool_handle(struct brokerd_call *call, char **answer
 		if (rts_json_parse(out, res.len, RTS_JSON_DEPTH_MAX, &decoded, &ignored) < 0)
 			decoded = NULL;
 		if (brokerd_keyring_reflected(call->keys, out, res.len, decoded))
-			problem = "output reflects a credential";
+			problem = "output reflects a credential", call->rule = "credential_reflected";
 	}
 	if (problem) {
 		rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_error", took, "tool %s %s (status %d)",

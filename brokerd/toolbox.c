@@ -37,31 +37,25 @@ static bool strv_has(char *const *v, const char *s)
  * server without one. A new key source of the config (rich.oauthToken, precheck tokens)
  * is numbered here, after these: then its file is hidden from tools and its command runs
  * in the key commands' sandbox like the others. */
+/* The config's key sources, numbered as rts_config_key_source() numbers them. */
 static const struct rts_key_source *key_source(const struct rts_config *cfg, uint32_t i, const char **label,
 					       char *buf, size_t len)
 {
-	if (i == 0) {
-		*label = "apiKey";
-		return &cfg->api_key;
-	}
-	if (i - 1 < cfg->n_mcp && cfg->mcp[i - 1].has_api_key) {
-		snprintf(buf, len, "mcp[%u].apiKey", i - 1);
-		*label = buf;
-		return &cfg->mcp[i - 1].api_key;
-	}
-	return NULL;
+	const struct rts_key_source *k = rts_config_key_source(cfg, i, buf, len);
+	*label = buf;
+	return k;
 }
 
 static uint32_t n_key_sources(const struct rts_config *cfg)
 {
-	return 1 + (uint32_t)cfg->n_mcp;
+	return (uint32_t)rts_config_key_sources(cfg);
 }
 
 bool brokerd_toolbox_needed(const struct rts_config *cfg)
 {
 	if (cfg->n_tools > 0)
 		return true;
-	char buf[32];
+	char buf[96];
 	const char *label;
 	for (uint32_t i = 0; i < n_key_sources(cfg); i++) {
 		const struct rts_key_source *k = key_source(cfg, i, &label, buf, sizeof(buf));
@@ -225,7 +219,7 @@ int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, c
 	hidden_add(&suite, state_dir, "stateFile");
 
 	/* Tools alone: every key source, and the config that names them. */
-	char buf[32], why[64];
+	char buf[96], why[128];
 	const char *label;
 	for (uint32_t i = 0; i < n_key_sources(cfg); i++) {
 		const struct rts_key_source *k = key_source(cfg, i, &label, buf, sizeof(buf));
@@ -305,7 +299,7 @@ void brokerd_toolbox_free(struct brokerd_toolbox *tb)
 char *const *brokerd_toolbox_command(const struct brokerd_toolbox *tb, enum brokerd_run_kind kind, uint32_t index)
 {
 	const struct rts_config *cfg = tb->cfg;
-	char buf[32];
+	char buf[96];
 	const char *label;
 	switch (kind) {
 	case BROKERD_RUN_TOOL:

@@ -9,6 +9,7 @@
 #include "brokerd/head.h"
 #include "brokerd/http.h"
 #include "brokerd/keys.h"
+#include "brokerd/precheck.h"
 #include "brokerd/turn.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -27,7 +28,7 @@ static bool field_ok(const char *s, size_t min, size_t max)
 	return n >= min && n <= max && rts_utf8_valid(s, n);
 }
 
-static int check_binding(const struct rts_config *cfg, const struct brokerd_binding *b)
+static int check_binding(const struct rts_config *cfg, const struct brokerd_binding *b, bool precheck)
 {
 	if (!rts_turn_id_valid(b->turn_id))
 		return -EINVAL;
@@ -38,14 +39,16 @@ static int check_binding(const struct rts_config *cfg, const struct brokerd_bind
 	rts_channel_hash(b->channel, hash);
 	if (strcmp(hash, b->channel_hash) != 0)
 		return -EINVAL;
-	if (!field_ok(b->speaker_id, 1, RTS_SPEAKER_FIELD_MAX) ||
-	    !field_ok(b->speaker_name, 0, RTS_SPEAKER_FIELD_MAX) ||
-	    !field_ok(b->principal_id, 0, RTS_SPEAKER_FIELD_MAX))
+	/* A precheck has no speaker: nothing a key command or tool is told may pose as one. */
+	if (precheck ? b->speaker_id[0] || b->speaker_name[0] || b->principal_id[0]
+		     : !field_ok(b->speaker_id, 1, RTS_SPEAKER_FIELD_MAX) ||
+			       !field_ok(b->speaker_name, 0, RTS_SPEAKER_FIELD_MAX) ||
+			       !field_ok(b->principal_id, 0, RTS_SPEAKER_FIELD_MAX))
 		return -EINVAL;
 	uint64_t now = rts_now_ms();
 	if (b->deadline_ms <= now)
 		return -ETIME;
-	if (b->deadline_ms - now > cfg->turn_timeout_ms)
+	if (b->deadline_ms - now > (precheck ? cfg->precheck.timeout_ms : cfg->turn_timeout_ms))
 		return -EINVAL;
 	return 0;
 }
@@ -81,6 +84,7 @@ void brokerd_turn_free(struct brokerd_turn *t)
 	brokerd_gate_stop(t);
 	brokerd_gate_free_handoffs(t);
 	binding_release(&t->b);
+	brokerd_precheck_free(t->precheck);
 	brokerd_keyring_free(t->keys);
 	if (t->wake_fd >= 0)
 		close(t->wake_fd);
@@ -88,20 +92,26 @@ void brokerd_turn_free(struct brokerd_turn *t)
 	free(t);
 }
 
-int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
-		     struct brokerd_turn **out)
+static int turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, struct brokerd_precheck *precheck,
+		    int listen_fd, sd_event *ev, struct brokerd_turn **out)
 {
 	cleanup_close int fd = listen_fd;
 	*out = NULL;
-	int r = check_binding(cfg, b);
-	if (r < 0)
+	int r = check_binding(cfg, b, precheck != NULL);
+	if (r < 0) {
+		brokerd_precheck_free(precheck);
 		return r;
+	}
 	r = check_listener(fd);
-	if (r < 0)
+	if (r < 0) {
+		brokerd_precheck_free(precheck);
 		return r;
+	}
 	r = rts_fd_set_nonblock(fd, true);
-	if (r < 0)
+	if (r < 0) {
+		brokerd_precheck_free(precheck);
 		return r;
+	}
 
 	struct brokerd_turn *t = rts_xcalloc(1, sizeof(*t));
 	t->bound_ms = rts_now_ms();
@@ -111,6 +121,7 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	t->b.speaker_name = rts_xstrdup(b->speaker_name);
 	t->b.principal_id = rts_xstrdup(b->principal_id);
 	t->cfg = cfg;
+	t->precheck = precheck;
 	t->keys = brokerd_keyring_new();
 	t->listen_fd = steal_fd(&fd);
 	atomic_init(&t->closing, false);
@@ -154,6 +165,18 @@ int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding 
 	}
 	*out = t;
 	return 0;
+}
+
+int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
+		     struct brokerd_turn **out)
+{
+	return turn_new(cfg, b, NULL, listen_fd, ev, out);
+}
+
+int brokerd_turn_new_precheck(const struct rts_config *cfg, const struct brokerd_binding *b,
+			      struct brokerd_precheck *precheck, int listen_fd, sd_event *ev, struct brokerd_turn **out)
+{
+	return turn_new(cfg, b, precheck, listen_fd, ev, out);
 }
 
 void brokerd_turn_begin_close(struct brokerd_turn *t)

@@ -25,6 +25,7 @@ struct brokerd_pending;
 struct brokerd_turn {
 	struct brokerd_binding b;
 	const struct rts_config *cfg;
+	struct brokerd_precheck *precheck; /* a precheck run (brokerd/precheck.h): its grant and route; else NULL */
 	struct brokerd_keyring *keys;
 	struct MHD_Daemon *mhd;
 	uint64_t bound_ms;  /* CLOCK_MONOTONIC ms when the binding was accepted, for the log */
@@ -61,6 +62,13 @@ struct brokerd_turn {
  * socket, -ETIME for a deadline already past, or -errno when the server cannot start. */
 int brokerd_turn_new(const struct rts_config *cfg, const struct brokerd_binding *b, int listen_fd, sd_event *ev,
 		     struct brokerd_turn **out);
+
+/* brokerd_turn_new() for a precheck run (PRECHECK_BIND): b has no speaker (its speaker
+ * fields are "", and must be), its deadline is no further than precheck.timeoutMs, and
+ * the turn serves only the precheck's route with its budget. Takes precheck (freed with
+ * the turn, and on failure). Same results. */
+int brokerd_turn_new_precheck(const struct rts_config *cfg, const struct brokerd_binding *b,
+			      struct brokerd_precheck *precheck, int listen_fd, sd_event *ev, struct brokerd_turn **out);
 
 /* Mark the turn closing, stop accepting (the listener and connections still waiting for
  * their head are closed) and wake every blocking step of its calls (upstream transfers are

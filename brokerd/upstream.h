@@ -4,9 +4,10 @@
  * The request is built from scratch: only the headers below are sent, the URL is the
  * configured one, https only, no redirects (a 3xx comes back as a status), no proxy from
  * the environment, peer and host verification always on (caFile replaces the system store
- * when configured), no compression, no cookies, a fresh connection and TLS session per
- * call (only the parsed CA store is cached, for ten minutes). The answer is bounded and never streamed
- * to the worker: callers parse and rebuild it. */
+ * when configured), no compression, no cookies, HTTP/1.1. Connections and TLS sessions are
+ * kept between calls, per upstream origin and bounded (upstream.c says how, and why one
+ * call's bytes cannot reach another's answer). The answer is bounded and never streamed to
+ * the worker: callers parse and rebuild it. */
 #ifndef BROKERD_UPSTREAM_H
 #define BROKERD_UPSTREAM_H
 
@@ -31,12 +32,15 @@ struct brokerd_upstream_answer {
 	char *content_type; /* the Content-Type header, or NULL; caller frees */
 	char *body;	    /* NUL-terminated; caller frees */
 	size_t len;
+	bool reused;	    /* sent on a connection an earlier call had opened */
+	bool sent;	    /* the request may have reached the upstream (set on failure too) */
 };
 
 /* Send the POST and wait for the whole answer, at most BROKERD_UPSTREAM_TIMEOUT_MS and never
  * past req->cancel.deadline_ms. Returns 0 with *a filled (whatever the status), -ETIMEDOUT,
  * -ECANCELED (the turn closed; the transfer is aborted at once), -EFBIG (answer larger than
- * max_answer), or -EPROTO for any other transport failure (DNS, TLS, connection). The
+ * max_answer), or -EPROTO for any other transport failure (DNS, TLS, connection, and a
+ * kept connection that died after the request went out: it is never sent twice). The
  * bearer value is wiped from our copies before returning. Nothing about the URL or the
  * failure is logged here beyond libcurl's generic error name at debug level. */
 int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd_upstream_answer *a);
@@ -55,6 +59,10 @@ void brokerd_upstream_cleanup(void);
  * BROKERD_UNAVAILABLE (turn closing) or BROKERD_UPSTREAM_ERROR. */
 enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char *what,
 					  const struct brokerd_upstream_req *req, json_object **out);
+
+/* True when a Content-Type header value names the media type type (case-insensitive,
+ * with optional parameters such as "; charset=utf-8"). */
+bool brokerd_content_type_is(const char *ct, const char *type);
 
 /* True when a Content-Type header value names application/json (case-insensitive, with
  * optional parameters such as "; charset=utf-8"). text/event-stream and anything else is

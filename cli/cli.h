@@ -94,6 +94,11 @@ void cli_print_json(json_object *answer);
 /* A new request object {"op": op} (caller owns it). */
 json_object *cli_new_request(const char *op);
 
+/* Open a connection and send req: CLI_EXIT_OK with *conn (caller frees) and the request's
+ * *id, or the exit status after one line on stderr (statd unreachable, a request too
+ * long). */
+int cli_control_start(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id);
+
 /* Open a connection, send req and wait for its answer. On CLI_EXIT_OK *answer is the
  * answer (caller owns it), which is not an error answer; *conn (when conn is not NULL)
  * keeps the connection for events, and *id is the request's id. Otherwise the exit status,
@@ -135,24 +140,26 @@ struct rts_spawn cli_docker_spawn(char *const argv[]);
  * result res (its exit status, and the first line of its stderr when captured). */
 void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned timeout_ms, char *buf, size_t len);
 
-/* ---- rich_image.c: image build --rich ---- */
-
-/* Build the rich (Pi) worker image tagged tag: DIR/make-context.sh (dir: the installed
- * $(pkglibdir)/pi or the source tree's worker/pi) assembles the context in a fresh
- * directory under /tmp, with the operator content of the directory content (NULL: none),
- * running npm ci of the pinned packages as the caller (it needs the npm registry, or npm's
- * offline cache); docker builds it; the directory is removed. Returns a CLI_EXIT_* code
- * after saying what failed. */
-int cli_image_build_rich(const char *tag, const char *dir, const char *content);
-
 /* ---- the verbs (argv[0] is the verb) ---- */
 
 int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv);	/* on, off */
 int cli_cmd_status(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_channel_op(const struct rts_opts *o, int argc, char **argv); /* fresh, cancel */
 int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_metrics(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_say(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv);
+int cli_cmd_precheck(const struct rts_opts *o, int argc, char **argv); /* cli/precheck.c */
+
+/* context_image.c: image build --precheck and --rich. dir/make-context.sh (dir: the
+ * installed $(pkglibdir)/<subdir> or the source tree's worker/<subdir>) assembles the
+ * context in a fresh directory under /tmp, given --content content when content is not
+ * NULL (the rich image's operator content); docker build -t tag; the directory removed.
+ * what names the image in messages ("precheck", "rich worker"). The rich script runs npm
+ * ci of the pinned packages as the caller (it needs the npm registry or npm's offline
+ * cache). Returns a CLI_EXIT_* code, after one line on stderr when it failed. */
+int cli_image_build_context(const char *what, const char *subdir, const char *tag, const char *dir,
+			    const char *content);
 int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv);
 
 #endif

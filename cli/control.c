@@ -122,7 +122,28 @@ static bool answer_has_id(json_object *o, int64_t id)
 	return v && json_object_is_type(v, json_type_int) && json_object_get_int64(v) == id;
 }
 
+/* What cli_control_wait() and cli_control_wait_any() wait for. */
+enum wait_for {
+	WAIT_ANSWER,
+	WAIT_EVENT,
+	WAIT_EITHER,
+};
+
+static int wait_line(struct cli_control *c, int64_t id, enum wait_for want, uint64_t deadline_ms, json_object **out,
+		     const char **why);
+
 int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, uint64_t deadline_ms, json_object **out,
+		     const char **why)
+{
+	return wait_line(c, id, want_event ? WAIT_EVENT : WAIT_ANSWER, deadline_ms, out, why);
+}
+
+int cli_control_wait_any(struct cli_control *c, int64_t id, uint64_t deadline_ms, json_object **out, const char **why)
+{
+	return wait_line(c, id, WAIT_EITHER, deadline_ms, out, why);
+}
+
+static int wait_line(struct cli_control *c, int64_t id, enum wait_for want, uint64_t deadline_ms, json_object **out,
 		     const char **why)
 {
 	*out = NULL;
@@ -147,7 +168,8 @@ int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, uint64_
 		/* statd answers a request it could not parse without an id; with one request in
 		 * flight that answer is ours. */
 		bool anonymous_error = !rts_json_get(o, "id") && rts_json_get(o, "error");
-		if ((answer_has_id(o, id) || (anonymous_error && !want_event)) && is_event == want_event) {
+		bool kind_ok = want == WAIT_EITHER || is_event == (want == WAIT_EVENT);
+		if ((answer_has_id(o, id) || (anonymous_error && want != WAIT_EVENT)) && kind_ok) {
 			*out = o;
 			return 0;
 		}

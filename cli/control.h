@@ -46,6 +46,10 @@ int cli_control_send(struct cli_control *c, json_object *req, int64_t *id);
 int cli_control_wait(struct cli_control *c, int64_t id, bool want_event, uint64_t deadline_ms, json_object **out,
 		     const char **why);
 
+/* cli_control_wait() for the first line about id, whichever it is: an answer (a request a
+ * precheck's statd refused) or an event (its outcome). */
+int cli_control_wait_any(struct cli_control *c, int64_t id, uint64_t deadline_ms, json_object **out, const char **why);
+
 static inline void cli_control_freep(struct cli_control **c)
 {
 	cli_control_free(*c);

@@ -49,7 +49,7 @@ void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned time
 
 struct image_args {
 	const char *tag, *dir, *content;
-	bool rich;
+	bool precheck, rich;
 };
 
 static int image_option(int opt, const char *arg, void *ctx)
@@ -57,6 +57,8 @@ static int image_option(int opt, const char *arg, void *ctx)
 	struct image_args *a = ctx;
 	if (opt == 't')
 		a->tag = arg;
+	else if (opt == 'p')
+		a->precheck = true;
 	else if (opt == 'r')
 		a->rich = true;
 	else if (opt == 'c')
@@ -66,12 +68,13 @@ static int image_option(int opt, const char *arg, void *ctx)
 	return 0;
 }
 
-/* image build [--rich [--content DIR]] [--tag TAG] [--dir DIR] */
+/* image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR] */
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option image_options[] = {
 		{"tag", required_argument, NULL, 't'},
 		{"dir", required_argument, NULL, 'd'},
+		{"precheck", no_argument, NULL, 'p'},
 		{"rich", no_argument, NULL, 'r'},
 		{"content", required_argument, NULL, 'c'},
 		{0},
@@ -83,11 +86,14 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 	if (i < 0)
 		return CLI_EXIT_USAGE;
 	if (i != argc - 1)
-		return cli_usage_error("image build takes no arguments besides --rich, --content, --tag and --dir");
+		return cli_usage_error("image build takes no arguments besides --precheck, --rich, --content, --tag "
+				       "and --dir");
+	if (a.precheck && a.rich)
+		return cli_usage_error("--precheck and --rich build different images: pass one");
 	if (a.content && !a.rich)
-		return cli_usage_error("--content goes with --rich (the sealed image takes no content)");
+		return cli_usage_error("--content goes with --rich (the other images take no content)");
 	if (!a.dir)
-		a.dir = a.rich ? RTS_PKGLIBDIR "/pi" : RTS_PKGLIBDIR "/image";
+		a.dir = a.precheck ? RTS_PKGLIBDIR "/precheck" : a.rich ? RTS_PKGLIBDIR "/pi" : RTS_PKGLIBDIR "/image";
 	if (a.dir[0] == '\0' || (a.content && a.content[0] == '\0'))
 		return cli_usage_error("--dir and --content must not be empty");
 	if (a.rich && !a.tag)
@@ -100,13 +106,21 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 			log_error("the default tag comes from the config's \"image\"; fix the config or pass --tag");
 			return CLI_EXIT_FAILED;
 		}
-		a.tag = cfg->image;
+		if (a.precheck && !cfg->has_precheck) {
+			log_error("the default tag comes from the config's \"precheck\" \"image\", and there is none; "
+				  "pass --tag");
+			return CLI_EXIT_FAILED;
+		}
+		a.tag = a.precheck ? cfg->precheck.image : cfg->image;
 	}
 	if (!rts_image_ref_ok(a.tag))
 		return cli_usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);
-	/* The rich image's context is assembled first (npm ci of the pinned packages). */
+	/* The precheck image (DESIGN.md 8.3) and the rich image (8.5) are assembled from the
+	 * host's node first, the rich one with npm ci of the pinned packages. */
+	if (a.precheck)
+		return cli_image_build_context("precheck", "precheck", a.tag, a.dir, NULL);
 	if (a.rich)
-		return cli_image_build_rich(a.tag, a.dir, a.content);
+		return cli_image_build_context("rich worker", "pi", a.tag, a.dir, a.content);
 
 	/* Check here so a missing build reads as such, not as a docker error about context. */
 	cleanup_free char *dockerfile = rts_xasprintf("%s/Dockerfile", a.dir);
@@ -155,6 +169,14 @@ static int gc_check_idle(const struct rts_opts *o)
 	if (json_object_get_int64(running) > 0) {
 		log_error("statd reports %" PRId64 " running turn(s); wait, stop the daemons, or pass --force",
 			  json_object_get_int64(running));
+		return CLI_EXIT_FAILED;
+	}
+	/* Precheck containers are this installation's too (a statd without the runner does
+	 * not report them, and runs none). */
+	json_object *prechecks = rts_json_get(answer, "prechecks");
+	if (prechecks && json_object_is_type(prechecks, json_type_int) && json_object_get_int64(prechecks) > 0) {
+		log_error("statd reports %" PRId64 " running precheck(s); wait, stop the daemons, or pass --force",
+			  json_object_get_int64(prechecks));
 		return CLI_EXIT_FAILED;
 	}
 	return CLI_EXIT_OK;

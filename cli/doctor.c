@@ -283,6 +283,9 @@ int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 		cleanup_free char *state_dir = doctor_dir_of(cfg->state_file);
 		/* Where the shipped units create them (RuntimeDirectory=, StateDirectory=). */
 		doctor_check_private_dir(&d, "runRoot", cfg->run_root, "runnerd", RTS_UNIT_RUNTIME_DIR "/turns");
+		/* runnerd's too; checked apart only when it is another directory. */
+		if (cfg->has_precheck && strcmp(cfg->precheck.run_root, cfg->run_root) != 0)
+			doctor_check_private_dir(&d, "precheck.runRoot", cfg->precheck.run_root, "runnerd", NULL);
 		doctor_check_private_dir(&d, "workspaceRoot", cfg->workspace_root, "statd",
 					 RTS_UNIT_STATE_DIR "/workspaces");
 		doctor_check_private_dir(&d, "state dir", state_dir, "statd", RTS_UNIT_STATE_DIR "/state");

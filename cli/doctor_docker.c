@@ -112,20 +112,32 @@ void doctor_check_docker_root(struct doctor *d)
 	doctor_report(d, DOCTOR_OK, "docker data root", "%s holds none of the roots", root);
 }
 
-/* runnerd's start-up check: turns run with --pull never. */
-void doctor_check_image(struct doctor *d)
+/* An image runs with --pull never, so it must be in the local store: the turns' (runnerd
+ * refuses to start without it) or the precheck runner's (prechecks fail without it). */
+static void check_image(struct doctor *d, const char *what, const char *image, const char *fix)
 {
-	const char *image = d->cfg->image;
 	cleanup_strv char **inspect = runnerd_docker_image_inspect_argv(RTS_DOCKER, image);
 	struct rts_spawn_result r;
 	char why[640];
 	int ret = run_docker(inspect, &r, why, sizeof(why));
 	if (ret < 0 || r.out_len == 0) {
-		doctor_report(d, DOCTOR_FAIL, "image", "%s is not in the local image store (turns run with --pull "
-		              "never); fix: roundtable-sandbox image build (from %s/image)", image, RTS_PKGLIBDIR);
+		doctor_report(d, DOCTOR_FAIL, what, "%s is not in the local image store (containers run with --pull "
+		              "never); fix: %s", image, fix);
 		rts_spawn_result_release(&r);
 		return;
 	}
-	doctor_report(d, DOCTOR_OK, "image", "%s is %.19s", image, r.out);
+	doctor_report(d, DOCTOR_OK, what, "%s is %.19s", image, r.out);
 	rts_spawn_result_release(&r);
+}
+
+/* runnerd's start-up check: turns run with --pull never. */
+void doctor_check_image(struct doctor *d)
+{
+	cleanup_free char *fix = rts_xasprintf("roundtable-sandbox image build (from %s/image)", RTS_PKGLIBDIR);
+	check_image(d, "image", d->cfg->image, fix);
+	if (d->cfg->has_precheck) {
+		cleanup_free char *pfix = rts_xasprintf("roundtable-sandbox image build --precheck (from %s/precheck, "
+							"with the host's nodejs)", RTS_PKGLIBDIR);
+		check_image(d, "precheck image", d->cfg->precheck.image, pfix);
+	}
 }

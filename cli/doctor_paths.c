@@ -6,6 +6,7 @@
 
 #include "cli/doctor_checks.h"
 #include "common/paths.h"
+#include "common/precheck.h"
 #include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -292,6 +293,20 @@ void doctor_check_path_lengths(struct doctor *d)
 		              "characters, more than %u; fix: use a shorter --runtime-dir", d->opts->runtime_dir, sock,
 		              RTS_SUN_PATH_MAX);
 		return;
+	}
+	/* A precheck's socket sits deeper: <precheck runRoot>/precheck-<id>/broker/broker.sock. */
+	if (d->cfg->has_precheck) {
+		const char *root = d->cfg->precheck.run_root;
+		size_t pre = rts_precheck_sock_path_len(root);
+		if (pre > RTS_BROKER_SOCK_PATH_MAX) {
+			doctor_report(d, DOCTOR_FAIL, "path lengths", "precheck.runRoot %s makes precheck broker socket "
+				      "paths of %zu characters, more than %u; fix: choose a precheck.runRoot of at "
+				      "most %zu characters",
+				      root, pre, RTS_BROKER_SOCK_PATH_MAX,
+				      RTS_BROKER_SOCK_PATH_MAX - (pre - strlen(root)));
+			return;
+		}
+		broker = pre > broker ? pre : broker;
 	}
 	doctor_report(d, DOCTOR_OK, "path lengths", "broker socket paths %zu of %u characters, runtime sockets %zu of "
 	              "%u", broker, RTS_BROKER_SOCK_PATH_MAX, sock, RTS_SUN_PATH_MAX);

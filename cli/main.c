@@ -20,6 +20,9 @@
  *       Cancels the running turn and the queued turns. Prints "CHANNEL<TAB>cancelled<TAB>N".
  *   channels [--json]
  *       One line "CHANNEL<TAB>MODE" per known channel, sorted by key.
+ *   metrics
+ *       Prints the service's metrics in the Prometheus text format (0.0.4), gathered by
+ *       statd from the three daemons; roundtable_sandbox_daemon_up says which answered.
  *   say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)
  *       Sends TEXT (one argument, at most RTS_TEXT_MAX bytes of UTF-8) as an addressed guild
  *       message by a resolved human author (principal: the author id; tier: "member"; unless
@@ -30,12 +33,21 @@
  *
  * Commands that read the config (--config, default RTS_DEFAULT_CONFIG):
  *
- *   image build [--rich [--content DIR]] [--tag TAG] [--dir DIR]
+ *   precheck --channel C --target T [--tier X] [--approve S/T]... [--fired-at ISO] FILE
+ *       Runs the precheck script FILE (- for standard input) through statd as a scheduler
+ *       would (DESIGN.md 8.3): firedAt now unless given, timeZone the config's, today the
+ *       date of firedAt there, schedule null. Prints statd's precheck event as one line of
+ *       JSON and exits 0 whatever it says; non-zero only when the run could not be
+ *       attempted (a refused request, an "error" event such as busy, statd unreachable).
+ *   image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR]
  *       Runs "docker build -t TAG DIR": DIR defaults to the installed worker image directory
  *       (RTS_PKGLIBDIR/image), TAG to the config's "image" (the config is read only then).
- *       --rich builds the rich (Pi) worker image instead: DIR (default RTS_PKGLIBDIR/pi)
- *       holds make-context.sh, which assembles the context from the host's node, npm ci of
- *       the pinned packages and the operator content of --content DIR.
+ *       --precheck builds the precheck image instead: DIR (default RTS_PKGLIBDIR/precheck)
+ *       holds make-context.sh, which assembles the context from the host's node, and TAG
+ *       defaults to the config's precheck.image. --rich builds the rich (Pi) worker image:
+ *       DIR (default RTS_PKGLIBDIR/pi) holds make-context.sh, which assembles the context
+ *       from the host's node, npm ci of the pinned packages and the operator content of
+ *       --content DIR; TAG is required.
  *   gc [--force]
  *       Force-removes this installation's leftover containers: those carrying the
  *       installation label and named roundtable-sandbox-<installation id>-...; prints each
@@ -98,8 +110,10 @@ const char cli_usage[] =
 	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)\n"
 	"                      run one guest turn and print the reply\n"
 	"Commands that read the config:\n"
-	"  image build [--rich [--content DIR]] [--tag TAG] [--dir DIR]\n"
-	"                      build the worker image (or the rich worker image) with docker\n"
+	"  precheck --channel C --target T [--tier X] [--approve S/T]... [--fired-at ISO] FILE\n"
+	"                      run a precheck script and print its event\n"
+	"  image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR]\n"
+	"                      build the worker image (or the precheck or rich one) with docker\n"
 	"  gc [--force]        remove this installation's leftover containers\n"
 	"  doctor [--offline]  check the installation and say how to fix problems\n"
 	"Commands that read neither (the controlled fetch):\n"
@@ -177,7 +191,9 @@ static const struct cli_command {
 	{"fresh", cli_cmd_channel_op},
 	{"cancel", cli_cmd_channel_op},
 	{"channels", cli_cmd_channels},
+	{"metrics", cli_cmd_metrics},
 	{"say", cli_cmd_say},		/* cli/say.c */
+	{"precheck", cli_cmd_precheck},	/* cli/precheck.c */
 	{"image", cli_cmd_image},	/* cli/docker.c */
 	{"gc", cli_cmd_gc},		/* cli/docker.c */
 	{"doctor", cli_doctor},		/* cli/doctor*.c */

@@ -62,10 +62,9 @@ static int answer_refused(json_object *answer)
 	return CLI_EXIT_FAILED;
 }
 
-int cli_control_request(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id,
-			json_object **answer)
+int cli_control_start(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id)
 {
-	*answer = NULL;
+	*conn = NULL;
 	cleanup_control struct cli_control *c = NULL;
 	int r = cli_control_open(o->runtime_dir, CLI_CONNECT_RETRY_MS, &c);
 	if (r < 0) {
@@ -73,13 +72,25 @@ int cli_control_request(const struct rts_opts *o, json_object *req, struct cli_c
 		log_error_errno(r, "cannot connect to %s: %m (is roundtable-sandbox-statd running?)", path);
 		return CLI_EXIT_UNREACHABLE;
 	}
-	int64_t req_id;
-	r = cli_control_send(c, req, &req_id);
+	r = cli_control_send(c, req, id);
 	if (r == -E2BIG)
 		return cli_usage_error("the request would be longer than the %u bytes statd accepts",
 				       RTS_CONTROL_LINE_MAX);
 	if (r < 0)
 		return unreachable(r, "sending to the control socket");
+	*conn = steal_pointer(&c);
+	return CLI_EXIT_OK;
+}
+
+int cli_control_request(const struct rts_opts *o, json_object *req, struct cli_control **conn, int64_t *id,
+			json_object **answer)
+{
+	*answer = NULL;
+	cleanup_control struct cli_control *c = NULL;
+	int64_t req_id;
+	int r = cli_control_start(o, req, &c, &req_id);
+	if (r != CLI_EXIT_OK)
+		return r;
 	const char *why = NULL;
 	json_object *a = NULL;
 	const char *op = rts_json_get_string(req, "op");

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The verbs that only talk to statd: on, off, status, fresh, cancel, channels. */
+/* The verbs that only talk to statd: on, off, status, fresh, cancel, channels, metrics. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -7,6 +7,8 @@
 #include "cli/cli.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/metrics.h"
+#include "common/proto.h"
 #include "common/util.h"
 
 /* VERB CHANNEL: the request {"op": op, "channel": CHANNEL} in *req (caller owns it), or
@@ -178,5 +180,32 @@ int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv)
 		cli_put_field(stdout, rts_json_get(e, "mode"));
 		putchar('\n');
 	}
+	return CLI_EXIT_OK;
+}
+
+/* metrics: statd's {"op":"metrics"} answer's text (Prometheus text format 0.0.4, gathered
+ * from the three daemons), as it is. */
+int cli_cmd_metrics(const struct rts_opts *o, int argc, char **argv)
+{
+	if (argc != 1)
+		return cli_usage_error("metrics takes no arguments");
+	cleanup_json json_object *req = cli_new_request("metrics");
+	cleanup_json json_object *answer = NULL;
+	int ex = cli_control_request(o, req, NULL, NULL, &answer);
+	if (ex != CLI_EXIT_OK)
+		return ex;
+	bool ok = true;
+	json_object *text = cli_need(answer, "text", json_type_string, &ok);
+	if (!ok)
+		return CLI_EXIT_FAILED;
+	const char *s = json_object_get_string(text);
+	size_t len = (size_t)json_object_get_string_len(text);
+	/* statd's own families and the two texts it passed on: never control bytes on a
+	 * terminal, whatever answered. */
+	if (!rts_metrics_text_valid(s, len, 4u * RTS_METRICS_TEXT_MAX)) {
+		log_error("statd's metrics text is not Prometheus text lines");
+		return CLI_EXIT_FAILED;
+	}
+	fwrite(s, 1, len, stdout);
 	return CLI_EXIT_OK;
 }

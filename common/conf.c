@@ -4,6 +4,7 @@
 #include "common/conf.h"
 #include "common/json.h"
 #include "common/jspec.h"
+#include "common/precheck.h"
 #include "common/schema.h"
 #include "common/tools.h"
 #include "common/util.h"
@@ -358,6 +359,109 @@ static const struct rts_jspec fetch_spec = {
 	},
 };
 
+/* ---- the precheck runner (DESIGN.md 8.3) ---- */
+
+/* An MCP tool name as a precheck script names it: the MCP specification's tool names,
+ * which the harness checks too (worker/precheck/harness.mjs). */
+static bool precheck_tool_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	return rts_precheck_tool_name_valid(json_object_get_string(v)) ||
+	       rts_jfail(ctx, "must match [A-Za-z0-9_.-]{1,128}");
+}
+
+/* A list of strings with no repeats (jspec's .unique looks at members of objects). */
+static bool strings_unique_check(struct rts_jctx *ctx, json_object *a, void *base)
+{
+	size_t n = json_object_array_length(a);
+	for (size_t j = 1; j < n; j++)
+		for (size_t i = 0; i < j; i++)
+			if (strcmp(json_object_get_string(json_object_array_get_idx(a, i)),
+				   json_object_get_string(json_object_array_get_idx(a, j))) == 0) {
+				char rel[32];
+				snprintf(rel, sizeof(rel), "[%zu]", j);
+				return rts_jfail_at(ctx, rel, "repeats an earlier entry");
+			}
+	return true;
+}
+
+#define PSRV(m) offsetof(struct rts_precheck_server, m)
+static const struct rts_jspec precheck_server_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,
+		 .check = name_check, .store = RTS_JS_STRDUP, .at = PSRV(name)},
+		/* Fixed by the operator; never from a script (seed: "url is a fixed HTTPS Streamable
+		 * HTTP endpoint"; no cleartext). */
+		{.key = "url", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
+		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = PSRV(url)},
+		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT, .min = 1,
+		 .max = RTS_MAX_MCP_TOOLS, .items = "tool names",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_PRECHECK_TOOL_NAME_MAX,
+						    .check = precheck_tool_check, .store = RTS_JS_STRDUP},
+		 .check = strings_unique_check, .store = RTS_JS_ARRAY, .at = PSRV(tools), .count_at = PSRV(n_tools),
+		 .elem_size = sizeof(char *)},
+		{.key = "token", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &key_source_spec,
+		 .store = RTS_JS_OBJECT, .at = PSRV(token), .present_at = PSRV(has_token), .what = KEY_SOURCE_WHAT},
+		{0},
+	},
+};
+
+#define PGRANT(m) offsetof(struct rts_precheck_grant, m)
+static const struct rts_jspec precheck_grant_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "channel", .types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX, .store = RTS_JS_STRDUP,
+		 .at = PGRANT(channel)},
+		{.key = "target", .types = RTS_JT_STRING, .min = 1, .max = RTS_PRECHECK_TARGET_MAX,
+		 .store = RTS_JS_STRDUP, .at = PGRANT(target)},
+		{.key = "tiers", .types = RTS_JT_ARRAY, .flags = RTS_JF_PRESENT, .min = 1, .max = RTS_PRECHECK_TIERS_MAX,
+		 .items = "tiers",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_SPEAKER_FIELD_MAX,
+						    .store = RTS_JS_STRDUP},
+		 .check = strings_unique_check, .store = RTS_JS_ARRAY, .at = PGRANT(tiers),
+		 .present_at = PGRANT(has_tiers), .elem_size = sizeof(char *)},
+		/* May be empty: a grant that shadows later ones and leaves matching scripts no way
+		 * out. */
+		{.key = "servers", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT,
+		 .max = RTS_MAX_MCP_SERVERS, .unique = "name", .items = "servers",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &precheck_server_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = PGRANT(servers), .count_at = PGRANT(n_servers),
+		 .elem_size = sizeof(struct rts_precheck_server)},
+		{0},
+	},
+};
+
+static const char *const tool_names_names[] = {[RTS_TOOL_NAMES_TOOL] = "tool",
+					       [RTS_TOOL_NAMES_SERVER_TOOL] = "server_tool", NULL};
+
+#define PRE(m) offsetof(struct rts_precheck, m)
+static const struct rts_jspec precheck_spec = {
+	.flags = RTS_JO_LIST_KEYS,
+	.fields = (const struct rts_jfield[]){
+		{.key = "image", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_IMAGE_MAX,
+		 .check = image_check, .store = RTS_JS_STRDUP, .at = PRE(image),
+		 .missing = "is required (the precheck image: roundtable-sandbox image build --precheck)"},
+		{.key = "runRoot", .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check,
+		 .store = RTS_JS_STRDUP, .at = PRE(run_root)},
+		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_PRECHECK_TIMEOUT_MS_MIN,
+		 .max = RTS_PRECHECK_TIMEOUT_MS_MAX, .store = RTS_JS_UINT32, .at = PRE(timeout_ms)},
+		{.key = "maxCalls", .types = RTS_JT_INT, .min = 0, .max = RTS_PRECHECK_MAX_CALLS_MAX,
+		 .store = RTS_JS_UINT32, .at = PRE(max_calls)},
+		{.key = "limits", .types = RTS_JT_OBJECT, .object = &limits_spec, .store = RTS_JS_OBJECT,
+		 .at = PRE(limits)},
+		{.key = "toolNames", .types = RTS_JT_STRING, .one_of = tool_names_names, .store = RTS_JS_INDEX,
+		 .at = PRE(tool_names), .what = "\"tool\" or \"server_tool\" (how the host's hold rules name a tool)"},
+		{.key = "grants", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_PRECHECK_GRANTS_MAX,
+		 .items = "grants",
+		 .each = &(const struct rts_jfield){.types = RTS_JT_OBJECT, .object = &precheck_grant_spec,
+						    .store = RTS_JS_OBJECT},
+		 .store = RTS_JS_ARRAY, .at = PRE(grants), .count_at = PRE(n_grants),
+		 .elem_size = sizeof(struct rts_precheck_grant)},
+		{0},
+	},
+};
+
 _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "uid and gid store as uint32");
 
 static const struct rts_jspec config_spec = {
@@ -414,6 +518,8 @@ static const struct rts_jspec config_spec = {
 		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_CHANNEL_MAX,
 						    .store = RTS_JS_STRDUP},
 		 .store = RTS_JS_ARRAY, .at = CONF(initial_channels), .elem_size = sizeof(char *)},
+		{.key = "precheck", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &precheck_spec,
+		 .store = RTS_JS_OBJECT, .at = CONF(precheck), .present_at = CONF(has_precheck)},
 		{0},
 	},
 	.check = config_check,
@@ -426,6 +532,9 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 	struct rts_config *c = base;
 	if (strcmp(c->state_file, "/") == 0)
 		return rts_jfail_at(ctx, "stateFile", "must name a file");
+	/* Precheck runs live beside the turns' run dirs unless told otherwise. */
+	if (c->has_precheck && !c->precheck.run_root)
+		c->precheck.run_root = rts_xstrdup(c->run_root);
 	/* The worker offers the model the tools in rts_config_public_tools() order while they
 	 * fit RTS_TOOLS_BUDGET (seed: "bounded tool descriptions ... cannot grow a later turn
 	 * past the broker's body limit"). Rather than have it leave a tool out at every turn,
@@ -486,6 +595,13 @@ static void set_defaults(struct rts_config *c)
 	c->fetch = (struct rts_fetch_conf){.enabled = false, .max_bytes = RTS_FETCH_BYTES_DEFAULT,
 					   .timeout_ms = RTS_FETCH_TIMEOUT_DEFAULT_MS,
 					   .max_redirects = RTS_FETCH_REDIRECTS_DEFAULT};
+	c->precheck = (struct rts_precheck){
+		.timeout_ms = RTS_PRECHECK_TIMEOUT_MS_DEFAULT,
+		.max_calls = RTS_PRECHECK_MAX_CALLS_DEFAULT,
+		.limits = {.memory_mb = RTS_PRECHECK_MEMORY_MB_DEFAULT, .cpus = RTS_PRECHECK_CPUS_DEFAULT,
+			   .pids = RTS_PRECHECK_PIDS_DEFAULT},
+		.tool_names = RTS_TOOL_NAMES_TOOL,
+	};
 }
 
 struct rts_config *rts_config_from_json(json_object *root, const char *path, char *err, size_t errlen)
@@ -511,6 +627,63 @@ struct rts_config *rts_config_load(const char *path, char *err, size_t errlen)
 	if (rts_config_read_json(path, &root, err, errlen) < 0)
 		return NULL;
 	return rts_config_from_json(root, path, err, errlen);
+}
+
+static void precheck_free(struct rts_precheck *p)
+{
+	free(p->image);
+	free(p->run_root);
+	for (size_t i = 0; i < p->n_grants; i++) {
+		struct rts_precheck_grant *g = &p->grants[i];
+		free(g->channel);
+		free(g->target);
+		rts_strv_free(g->tiers);
+		for (size_t j = 0; j < g->n_servers; j++) {
+			struct rts_precheck_server *srv = &g->servers[j];
+			free(srv->name);
+			free(srv->url);
+			rts_strv_free(srv->tools);
+			key_source_free(&srv->token);
+		}
+		free(g->servers);
+	}
+	free(p->grants);
+}
+
+size_t rts_config_key_sources(const struct rts_config *cfg)
+{
+	size_t n = 1 + cfg->n_mcp;
+	for (size_t g = 0; g < cfg->precheck.n_grants; g++)
+		n += cfg->precheck.grants[g].n_servers;
+	return n;
+}
+
+const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg, size_t i, char *label, size_t len)
+{
+	if (label && len)
+		label[0] = '\0';
+	if (i == 0) {
+		if (label)
+			snprintf(label, len, "apiKey");
+		return &cfg->api_key;
+	}
+	i--;
+	if (i < cfg->n_mcp) {
+		if (label)
+			snprintf(label, len, "mcp[%zu].apiKey", i);
+		return cfg->mcp[i].has_api_key ? &cfg->mcp[i].api_key : NULL;
+	}
+	i -= cfg->n_mcp;
+	for (size_t g = 0; g < cfg->precheck.n_grants; g++) {
+		const struct rts_precheck_grant *gr = &cfg->precheck.grants[g];
+		if (i < gr->n_servers) {
+			if (label)
+				snprintf(label, len, "precheck.grants[%zu].servers[%zu].token", g, i);
+			return gr->servers[i].has_token ? &gr->servers[i].token : NULL;
+		}
+		i -= gr->n_servers;
+	}
+	return NULL;
 }
 
 void rts_config_free(struct rts_config *c)
@@ -553,6 +726,7 @@ void rts_config_free(struct rts_config *c)
 	free(c->mcp);
 	rts_strv_free(c->initial_channels);
 	free(c->ca_file);
+	precheck_free(&c->precheck);
 	free(c);
 }
 

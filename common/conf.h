@@ -79,6 +79,45 @@ struct rts_limits {
 	uint32_t pids;	    /* RTS_PIDS_* */
 };
 
+/* The precheck runner (DESIGN.md 8.3, seed: "Precheck scripts"). A grant names the MCP
+ * servers a precheck script of a matching schedule may call; the first grant whose
+ * channel, target and tiers match wins, and none matching leaves the script no way out. */
+struct rts_precheck_server {
+	char *name;  /* [a-z][a-z0-9_]{0,47}; route /mcp/<name> on the run's broker socket */
+	char *url;   /* https:// Streamable HTTP endpoint, fixed */
+	char **tools; /* NULL-terminated, [A-Za-z0-9_.-]{1,128}, unique */
+	size_t n_tools;
+	bool has_token;
+	struct rts_key_source token; /* read by brokerd per call, sent as the bearer */
+};
+
+struct rts_precheck_grant {
+	char *channel; /* NULL: any channel */
+	char *target;  /* NULL: any target */
+	bool has_tiers;
+	char **tiers;  /* NULL-terminated; matched when has_tiers (a run without tier never) */
+	struct rts_precheck_server *servers;
+	size_t n_servers;
+};
+
+/* How the host's hold rules name an MCP tool, so approvals can be matched (seed:
+ * toolName(server, tool), "the default is the tool's own name"). */
+enum rts_tool_names {
+	RTS_TOOL_NAMES_TOOL = 0,	/* "tool": the tool's own name */
+	RTS_TOOL_NAMES_SERVER_TOOL = 1, /* "server_tool": <server>_<tool> */
+};
+
+struct rts_precheck {
+	char *image;
+	char *run_root;		/* runs live in <run_root>/precheck-<id>/; default: runRoot */
+	uint32_t timeout_ms;	/* RTS_PRECHECK_TIMEOUT_MS_* */
+	uint32_t max_calls;	/* 0..RTS_PRECHECK_MAX_CALLS_MAX */
+	struct rts_limits limits;
+	int tool_names;		/* enum rts_tool_names */
+	struct rts_precheck_grant *grants;
+	size_t n_grants;
+};
+
 struct rts_config {
 	char *path; /* the file it came from */
 	char *image;
@@ -104,6 +143,8 @@ struct rts_config {
 	struct rts_fetch_conf fetch;
 	char **initial_channels; /* NULL-terminated */
 	char *ca_file;		 /* NULL: the system trust store */
+	bool has_precheck;	 /* "precheck" is present: the precheck runner is on */
+	struct rts_precheck precheck;
 	char installation_id[RTS_INSTALLATION_ID_LEN + 1];
 };
 
@@ -120,6 +161,14 @@ static inline int rts_config_read_json(const char *path, json_object **out, char
 {
 	return rts_json_read_file_strict(path, RTS_CONFIG_MAX_BYTES, RTS_JSON_DEPTH_MAX, out, err, errlen);
 }
+
+/* Every key source of a config, numbered in a fixed order so that another process with the
+ * same config (brokerd's launcher) names the same source by the same number: 0 apiKey,
+ * 1..n_mcp mcp[i].apiKey, then precheck.grants[g].servers[s].token in order. A slot whose
+ * key is not configured gives NULL. label (len bytes, may be NULL) receives the key path
+ * for messages. */
+size_t rts_config_key_sources(const struct rts_config *cfg);
+const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg, size_t i, char *label, size_t len);
 
 /* Validate an already parsed document (used by rts_config_load and the unit tests). The
  * file name is only used in messages. Same result convention as rts_config_load. */

@@ -113,23 +113,6 @@ int rts_json_read_bytes(const char *path, size_t max_bytes, char **out_buf, size
 	return 0;
 }
 
-int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
-		       size_t errlen)
-{
-	*out = NULL;
-	cleanup_free char *buf = NULL;
-	size_t len = 0;
-	int r = rts_json_read_bytes(path, max_bytes, &buf, &len, err, errlen);
-	if (r < 0)
-		return r;
-	const char *why = NULL;
-	if (rts_json_parse(buf, len, max_depth, out, &why) < 0) {
-		snprintf(err, errlen, "%s: %s", path, why);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 char *rts_json_dump(json_object *o)
 {
 	return rts_xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));

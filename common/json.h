@@ -41,12 +41,6 @@ int rts_json_read_bytes(const char *path, size_t max_bytes, char **buf, size_t *
 int rts_json_read_file_strict(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
 			      size_t errlen);
 
-/* Read the regular file at path (symlinks are followed: config files are operator-owned)
- * of at most max_bytes and parse it as above. Returns 0 with *out, or -errno / -EINVAL /
- * -EFBIG with a message in err. */
-int rts_json_read_file(const char *path, size_t max_bytes, int max_depth, json_object **out, char *err,
-		       size_t errlen);
-
 /* Serialise o compactly (no slash escaping). Returns a newly allocated string. */
 char *rts_json_dump(json_object *o);
 

@@ -156,6 +156,47 @@
  * (seed: runRoot plus the per-turn suffix within 100 characters). */
 #define RTS_BROKER_SOCK_PATH_MAX 100u
 
+/* ---- The precheck runner (DESIGN.md 8.3; seed: "Precheck scripts"; HACKING.md "Precheck
+ * runtime") ---- */
+
+/* Config "precheck": a run's deadline, its broker call budget (refused calls count) and
+ * its container (seed: "256 MiB, one CPU, and 32 processes by default", "a 64 MiB /tmp",
+ * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The ranges of memory, cpus
+ * and pids are the turn container's (RTS_MEMORY_MB_*, RTS_CPUS_*, RTS_PIDS_*). */
+#define RTS_PRECHECK_TIMEOUT_MS_MIN 1000u
+#define RTS_PRECHECK_TIMEOUT_MS_MAX 600000u
+#define RTS_PRECHECK_TIMEOUT_MS_DEFAULT 60000u
+#define RTS_PRECHECK_MAX_CALLS_MAX 1000u /* the harness's own bound on maxCalls */
+#define RTS_PRECHECK_MAX_CALLS_DEFAULT 16u
+#define RTS_PRECHECK_MEMORY_MB_DEFAULT 256u
+#define RTS_PRECHECK_CPUS_DEFAULT 1.0
+#define RTS_PRECHECK_PIDS_DEFAULT 32u
+#define RTS_PRECHECK_TMPFS_MB 64u
+/* Grants: first match wins. Per grant at most RTS_MAX_MCP_SERVERS servers of at most
+ * RTS_MAX_MCP_TOOLS tools each, so a run may call at most RTS_PRECHECK_PAIRS_MAX (server,
+ * tool) pairs: the harness's bound on its "tools". */
+#define RTS_PRECHECK_GRANTS_MAX 64u
+#define RTS_PRECHECK_TIERS_MAX 32u
+#define RTS_PRECHECK_TOOL_NAME_MAX 128u /* [A-Za-z0-9_.-]{1,128}: the MCP specification's tool names */
+#define RTS_PRECHECK_PAIRS_MAX (RTS_MAX_MCP_SERVERS * RTS_MAX_MCP_TOOLS)
+/* The control op "precheck" (statd validates; the harness checks the same again). */
+#define RTS_PRECHECK_TARGET_MAX 512u	       /* the schedule's target, opaque */
+#define RTS_PRECHECK_SCRIPT_MAX (64u * 1024u)    /* the script's bytes */
+#define RTS_PRECHECK_SCHEDULE_MAX (16u * 1024u)  /* "schedule" serialised as JSON */
+#define RTS_PRECHECK_APPROVED_MAX RTS_PRECHECK_PAIRS_MAX /* entries of "approved" */
+/* One approval: SERVER/TOOL, SERVER_TOOL or TOOL (common/precheck.h). */
+#define RTS_PRECHECK_APPROVAL_MAX (RTS_NAME_MAX + 1u + RTS_PRECHECK_TOOL_NAME_MAX)
+/* "approved" as it travels between the daemons: the entries joined by newlines. */
+#define RTS_PRECHECK_APPROVED_TEXT_MAX (RTS_PRECHECK_APPROVED_MAX * (RTS_PRECHECK_APPROVAL_MAX + 1u))
+#define RTS_PRECHECK_FIRED_AT_MAX 64u /* ISO 8601 with a zone */
+#define RTS_PRECHECK_TODAY_LEN 10u    /* YYYY-MM-DD */
+/* The harness's stdin and its one result line (HACKING.md "Precheck runtime"). */
+#define RTS_PRECHECK_INPUT_MAX (512u * 1024u)
+#define RTS_PRECHECK_OUTPUT_MAX (128u * 1024u)
+#define RTS_PRECHECK_NOTE_MAX 1024u	       /* {wake:false, note} */
+#define RTS_PRECHECK_CONTEXT_MAX (16u * 1024u) /* {wake:true, context} */
+#define RTS_PRECHECK_ERROR_MAX 2048u	       /* {wake:true, error}: the harness cuts longer texts */
+
 /* ---- Relations ---- */
 
 /* The longest public tool name: host_<name> or mcp_<one digit>_<name>. */
@@ -189,6 +230,18 @@ _Static_assert(RTS_FETCH_TIMEOUT_MIN_MS <= RTS_FETCH_TIMEOUT_DEFAULT_MS &&
 		       RTS_FETCH_REDIRECTS_DEFAULT <= RTS_FETCH_REDIRECTS_MAX &&
 		       RTS_FETCH_BYTES_MIN <= RTS_FETCH_BYTES_DEFAULT && RTS_FETCH_BYTES_DEFAULT <= RTS_FETCH_BYTES_MAX,
 	       "the fetch defaults must be valid");
+/* The worst harness input: the script with every byte escaped to six, the schedule as
+ * given, every pair of the grant with its member names, and the short fields. */
+_Static_assert(1024u + 6u * RTS_PRECHECK_SCRIPT_MAX + RTS_PRECHECK_SCHEDULE_MAX +
+			       RTS_PRECHECK_PAIRS_MAX * (32u + RTS_NAME_MAX + RTS_PRECHECK_TOOL_NAME_MAX) +
+			       RTS_PRECHECK_FIRED_AT_MAX + RTS_TIME_ZONE_MAX <=
+		       RTS_PRECHECK_INPUT_MAX,
+	       "every precheck input runnerd can build must fit what the harness reads");
+_Static_assert(RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_ERROR_MAX && RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_NOTE_MAX,
+	       "a precheck answer's text is at most its context's bound");
+_Static_assert(RTS_PRECHECK_TIMEOUT_MS_MIN <= RTS_PRECHECK_TIMEOUT_MS_DEFAULT &&
+		       RTS_PRECHECK_TIMEOUT_MS_DEFAULT <= RTS_PRECHECK_TIMEOUT_MS_MAX,
+	       "the default precheck deadline must be valid");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 

@@ -162,6 +162,65 @@ void rts_log_turn(int prio, const char *turn_id, const char *channel_hash, const
 	errno = saved;
 }
 
+#define FIELDS_MAX 16u
+
+static void field_value(char *dst, size_t dst_len, const char *v)
+{
+	snprintf(dst, dst_len, "%s", v ? v : "");
+	for (char *p = dst; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
+void rts_log_fields(int prio, const char *message_id, const struct rts_log_field *fields, size_t n,
+		    const char *fmt, ...)
+{
+	if (prio > log_max_prio)
+		return;
+	int saved = errno;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sanitize(msg);
+	if (n > FIELDS_MAX)
+		n = FIELDS_MAX;
+	char values[FIELDS_MAX][128];
+	for (size_t i = 0; i < n; i++)
+		field_value(values[i], sizeof(values[i]), fields[i].value);
+	if (log_to_journal) {
+		char *lines[FIELDS_MAX + 4];
+		size_t k = 0;
+		lines[k++] = rts_xasprintf("MESSAGE=%s", msg);
+		lines[k++] = rts_xasprintf("PRIORITY=%d", prio);
+		lines[k++] = rts_xasprintf("SYSLOG_IDENTIFIER=%s", log_ident);
+		if (message_id)
+			lines[k++] = rts_xasprintf("MESSAGE_ID=%s", message_id);
+		for (size_t i = 0; i < n; i++)
+			lines[k++] = rts_xasprintf("%s=%s", fields[i].name, values[i]);
+		struct iovec iov[RTS_ARRAY_SIZE(lines)];
+		for (size_t i = 0; i < k; i++)
+			iov[i] = (struct iovec){.iov_base = lines[i], .iov_len = strlen(lines[i])};
+		int r = sd_journal_sendv(iov, (int)k);
+		for (size_t i = 0; i < k; i++)
+			free(lines[i]);
+		if (r >= 0) {
+			errno = saved;
+			return;
+		}
+	}
+	char extra[FIELDS_MAX * 160 + 64];
+	size_t len = 0;
+	extra[0] = '\0';
+	if (message_id)
+		len += (size_t)snprintf(extra + len, sizeof(extra) - len, " MESSAGE_ID=%s", message_id);
+	for (size_t i = 0; i < n && len < sizeof(extra); i++)
+		len += (size_t)snprintf(extra + len, sizeof(extra) - len, " %s=%s", fields[i].name, values[i]);
+	fprintf(stderr, "%s: %s: %s {%s}\n", log_ident, prio_name(prio), msg, extra[0] ? extra + 1 : "");
+	errno = saved;
+}
+
 void rts_fatal(const char *func, const char *fmt, ...)
 {
 	char buf[1024];

@@ -11,6 +11,7 @@
 #ifndef RTS_LOG_H
 #define RTS_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <syslog.h>
 
@@ -29,6 +30,21 @@ int rts_log_errno(int prio, int err, const char *fmt, ...) __attribute__((format
  * short word ("ok", "error", "cancelled", "timeout"); duration_ms is ignored when 0. */
 void rts_log_turn(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
 		  uint64_t duration_ms, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* One structured entry with fields of the caller's choice (audit records, such as brokerd's
+ * broker decisions). In the journal: MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, MESSAGE_ID (32
+ * lowercase hex digits, a fixed id per kind of entry, or NULL for none) and each of the n
+ * fields as NAME=value. On stderr the same fields follow the message, so tests and
+ * hand-started daemons see them: "ident: level: message {MESSAGE_ID=... NAME=value ...}".
+ * Names are journal field names ([A-Z0-9_], not starting with _); values must be short
+ * tokens without spaces (ids, hashes, rule names, numbers): a control character or space
+ * is replaced by '?'. Never a payload or a credential. */
+struct rts_log_field {
+	const char *name;
+	const char *value;
+};
+void rts_log_fields(int prio, const char *message_id, const struct rts_log_field *fields, size_t n,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Logs at LOG_CRIT with the function name and exits with status 1. For start-up failures
  * and protocol violations only. */

@@ -39,8 +39,11 @@
 #include "common/limits.h"
 
 /* 2: HELLO_OK names its program too; HELLO's and HELLO_OK's version field became the one
- * field every version keeps. */
-#define RTS_PROTO_VERSION 2u
+ * field every version keeps.
+ * 3: METRICS, METRICS_TEXT, BROKER_METRICS, BROKER_METRICS_TEXT (issue 15); the precheck
+ * runner (DESIGN.md 8.3): PRECHECK_RUN, PRECHECK_DONE, PRECHECK_CANCEL on runnerd.sock and
+ * PRECHECK_BIND on brokerd.sock. */
+#define RTS_PROTO_VERSION 3u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
@@ -125,6 +128,106 @@ enum rts_proto_dir {
 	F(X, STR, turn_id, RTS_TURN_ID_LEN)    \
 	F(X, U32, calls, 0)
 
+/* ---- metrics (issue 15, DESIGN.md 8.4): `roundtable-sandbox metrics` ----
+ * statd asks runnerd, runnerd asks brokerd; each daemon renders its own Prometheus text
+ * (common/metrics.h lists which families are whose) and statd joins them. A text is
+ * printable ASCII and newlines only, at most RTS_METRICS_TEXT_MAX bytes, and checked for
+ * that on receipt (anything else is a protocol violation). seq is the asker's number for
+ * the request, echoed in the answer: an answer with another seq (a request that timed
+ * out) is ignored. */
+#define RTS_METRICS_TEXT_MAX (32u * 1024u)
+/* statd -> runnerd. */
+#define RTS_PROTO_FIELDS_METRICS(F, X) F(X, U32, seq, 0)
+/* runnerd -> statd: runnerd's text, and brokerd's when brokerd_up is 1 (else "").
+ * brokerd_link: 1 when runnerd's link to brokerd is up. */
+#define RTS_PROTO_FIELDS_METRICS_TEXT(F, X)      \
+	F(X, U32, seq, 0)                          \
+	F(X, U8, brokerd_link, 0)                  \
+	F(X, U8, brokerd_up, 0)                    \
+	F(X, STR, runnerd, RTS_METRICS_TEXT_MAX)  \
+	F(X, STR, brokerd, RTS_METRICS_TEXT_MAX)
+/* runnerd -> brokerd, and brokerd's answer. */
+#define RTS_PROTO_FIELDS_BROKER_METRICS(F, X) F(X, U32, seq, 0)
+#define RTS_PROTO_FIELDS_BROKER_METRICS_TEXT(F, X) \
+	F(X, U32, seq, 0)                            \
+	F(X, STR, text, RTS_METRICS_TEXT_MAX)
+#define RTS_PROTO_MESSAGES_METRICS(M)                                                                \
+	M(METRICS, metrics, 70, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)                      \
+	M(METRICS_TEXT, metrics_text, 71, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)           \
+	M(BROKER_METRICS, broker_metrics, 72, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0)        \
+	M(BROKER_METRICS_TEXT, broker_metrics_text, 73, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+
+/* ---- The precheck runner (DESIGN.md 8.3; HACKING.md "Precheck runtime"). A precheck is
+ * a one-shot sealed container like a turn, and runnerd runs it as a turn of another kind:
+ * its id is a turn id (16 lowercase hex digits from statd) and names its container the
+ * same way; brokerd answers PRECHECK_BIND with BROKER_BOUND and closes it with
+ * BROKER_CLOSE / BROKER_CLOSED like a turn. ---- */
+
+/* statd -> runnerd: run a precheck script. No fd: runnerd makes the run's empty workspace
+ * itself. tier is "" when the run has none; approved holds the approvals joined by '\n'
+ * (common/precheck.h); schedule is JSON text, handed to the script as given. */
+#define RTS_PROTO_FIELDS_PRECHECK_RUN(F, X)                                    \
+	F(X, STR, precheck_id, RTS_TURN_ID_LEN)                                \
+	F(X, STR, channel, RTS_CHANNEL_MAX)                                    \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)                              \
+	F(X, STR, target, RTS_PRECHECK_TARGET_MAX)                             \
+	F(X, STR, tier, RTS_SPEAKER_FIELD_MAX)                                 \
+	F(X, STR, script, RTS_PRECHECK_SCRIPT_MAX)                             \
+	F(X, STR, approved, RTS_PRECHECK_APPROVED_TEXT_MAX)                    \
+	F(X, STR, fired_at, RTS_PRECHECK_FIRED_AT_MAX)                         \
+	F(X, STR, time_zone, RTS_TIME_ZONE_MAX)                                \
+	F(X, STR, today, RTS_PRECHECK_TODAY_LEN)                               \
+	F(X, STR, schedule, RTS_PRECHECK_SCHEDULE_MAX)
+/* runnerd -> statd: the precheck ended. status: enum rts_turn_status; answer (enum
+ * rts_precheck_answer) and text only when status is RTS_TURN_OK, else 0 and "". text: the
+ * note, the context or the script's error, as the harness wrote it. */
+#define RTS_PROTO_FIELDS_PRECHECK_DONE(F, X)    \
+	F(X, STR, precheck_id, RTS_TURN_ID_LEN) \
+	F(X, U32, status, 0)                    \
+	F(X, U32, answer, 0)                    \
+	F(X, STR, text, RTS_PRECHECK_CONTEXT_MAX)
+/* statd -> runnerd: end the precheck like its deadline would, with RTS_TURN_CANCELLED.
+ * Unknown ids are ignored. */
+#define RTS_PROTO_FIELDS_PRECHECK_CANCEL(F, X) F(X, STR, precheck_id, RTS_TURN_ID_LEN)
+/* runnerd -> brokerd: serve a precheck. fd: the listening SOCK_STREAM socket bound at
+ * <precheck runRoot>/precheck-<id>/broker/broker.sock. brokerd resolves the grant from its
+ * own config (channel, target, tier): no URL or key source ever travels here. */
+#define RTS_PROTO_FIELDS_PRECHECK_BIND(F, X)                 \
+	F(X, STR, precheck_id, RTS_TURN_ID_LEN)              \
+	F(X, STR, channel, RTS_CHANNEL_MAX)                  \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)            \
+	F(X, STR, target, RTS_PRECHECK_TARGET_MAX)           \
+	F(X, STR, tier, RTS_SPEAKER_FIELD_MAX)               \
+	F(X, STR, approved, RTS_PRECHECK_APPROVED_TEXT_MAX)  \
+	F(X, U64, deadline_ms, 0)
+
+/* The worst case of a message on the wire: the header, then each field at its maximum (a
+ * string is its u32 length, its bytes and a NUL). */
+#define RTS_PROTO_WIRE_U8(max) 1u
+#define RTS_PROTO_WIRE_U32(max) 4u
+#define RTS_PROTO_WIRE_I32(max) 4u
+#define RTS_PROTO_WIRE_U64(max) 8u
+#define RTS_PROTO_WIRE_STR(max) (4u + (max) + 1u)
+#define RTS_PROTO_WIRE_FIELD_(X, KIND, name, max) +RTS_PROTO_WIRE_##KIND(max)
+_Static_assert(8u RTS_PROTO_FIELDS_PRECHECK_RUN(RTS_PROTO_WIRE_FIELD_, ~) <= RTS_MSG_MAX,
+	       "every PRECHECK_RUN statd can send must fit one packet");
+_Static_assert(8u RTS_PROTO_FIELDS_PRECHECK_BIND(RTS_PROTO_WIRE_FIELD_, ~) <= RTS_MSG_MAX,
+	       "every PRECHECK_BIND runnerd can send must fit one packet");
+
+/* PRECHECK_DONE's answer: A(NAME, value). */
+#define RTS_PROTO_PRECHECK_ANSWERS(A)                                    \
+	A(SLEEP, 0)	   /* {wake:false} */                             \
+	A(NOTE, 1)	   /* {wake:false, note: text} */                 \
+	A(CONTEXT, 2)	   /* {wake:true, context: text} */               \
+	A(SCRIPT_ERROR, 3) /* {wake:true, error: text}: the harness's own words */
+
+#define RTS_PROTO_ANSWER_ROW_(NAME, value) RTS_PRECHECK_##NAME = (value),
+enum rts_precheck_answer {
+	RTS_PROTO_PRECHECK_ANSWERS(RTS_PROTO_ANSWER_ROW_)
+	RTS_PRECHECK_ANSWER_MAX_ = 4,
+};
+#undef RTS_PROTO_ANSWER_ROW_
+
 /* M(NAME, name, type number, link, direction, carries an fd (0 or 1)). */
 #define RTS_PROTO_MESSAGES(M)                                                            \
 	M(HELLO, hello, 2, RTS_PROTO_LINK_ANY, RTS_PROTO_TO_LISTENER, 0)                   \
@@ -135,7 +238,13 @@ enum rts_proto_dir {
 	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
 	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
-	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)
+	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	/* the precheck runner */                                                          \
+	M(PRECHECK_RUN, precheck_run, 60, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(PRECHECK_DONE, precheck_done, 61, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(PRECHECK_CANCEL, precheck_cancel, 62, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(PRECHECK_BIND, precheck_bind, 64, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1) \
+	RTS_PROTO_MESSAGES_METRICS(M)
 
 #define RTS_PROTO_ENUM_ROW_(NAME, name, number, link, dir, fd) RTS_MSG_##NAME = (number),
 enum rts_msg_type {

@@ -26,10 +26,16 @@ static int runnerd_on_broker_closed(struct rts_link *l, void *owner, struct rts_
 	return 0;
 }
 
+static int runnerd_on_broker_metrics_text(struct rts_link *l, void *owner, struct rts_msg_broker_metrics_text *m)
+{
+	return runnerd_metrics_brokerd_text(owner, m->seq, m->text);
+}
+
 /* What brokerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 	RTS_LINK_ON(BROKER_BOUND, runnerd_on_broker_bound),
 	RTS_LINK_ON(BROKER_CLOSED, runnerd_on_broker_closed),
+	RTS_LINK_ON(BROKER_METRICS_TEXT, runnerd_on_broker_metrics_text),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -37,6 +43,7 @@ static void runnerd_brokerd_up(struct rts_link *l, void *owner)
 {
 	struct runnerd *rd = owner;
 	runnerd_turns_broker_up(&rd->turns);
+	runnerd_metrics_broker_up(rd);
 }
 
 static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -48,6 +55,7 @@ static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool 
 	/* Turns bound through this connection fail; turns still waiting fail too when the
 	 * link never came up, else they get a fresh connection. */
 	runnerd_turns_broker_lost(&rd->turns, rd->broker.gen, !was_up);
+	runnerd_metrics_broker_down(rd);
 }
 
 static const struct rts_link_spec runnerd_brokerd_spec = {
@@ -83,6 +91,7 @@ void runnerd_broker_want(struct runnerd *rd)
 		log_error_errno(r, "cannot start connecting to brokerd: %m");
 		b->link = NULL;
 		runnerd_turns_broker_lost(&rd->turns, b->gen, true);
+		runnerd_metrics_broker_down(rd);
 	}
 }
 

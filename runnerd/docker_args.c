@@ -64,8 +64,10 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	    s->uid == 0 || s->gid == 0 || !mount_path_ok(s->workspace) || !mount_path_ok(s->run_dir) ||
 	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN ||
 	    s->limits.memory_mb > RTS_MEMORY_MB_MAX || s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
-	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0)
+	    runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0 ||
+	    (s->kind != RUNNERD_RUN_TURN && s->kind != RUNNERD_RUN_PRECHECK))
 		return NULL;
+	bool precheck = s->kind == RUNNERD_RUN_PRECHECK;
 
 	/* Attach stdin and stdout only: the container's stderr is guest-written text and must
 	 * never reach the host log; what remains on the CLI's stderr is the CLI's own. */
@@ -98,7 +100,7 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	v[n++] = rts_xstrdup("--pids-limit");
 	v[n++] = rts_xasprintf("%u", s->limits.pids);
 	v[n++] = rts_xstrdup("--tmpfs");
-	v[n++] = rts_xstrdup("/tmp:rw,nosuid,nodev,size=16m");
+	v[n++] = rts_xasprintf("/tmp:rw,nosuid,nodev,size=%um", precheck ? RTS_PRECHECK_TMPFS_MB : 16u);
 	/* No daemon-side log files a guest could grow; stdout reaches us through the attach. */
 	v[n++] = rts_xstrdup("--log-driver");
 	v[n++] = rts_xstrdup("none");
@@ -106,7 +108,7 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	v[n++] = rts_xstrdup("--pull");
 	v[n++] = rts_xstrdup("never");
 	v[n++] = rts_xstrdup("--mount");
-	v[n++] = rts_xasprintf("type=bind,source=%s,target=/workspace", s->workspace);
+	v[n++] = rts_xasprintf("type=bind,source=%s,target=/workspace%s", s->workspace, precheck ? ",readonly" : "");
 	v[n++] = rts_xstrdup("--mount");
 	v[n++] = rts_xasprintf("type=bind,source=%s,target=/run/broker,readonly", s->run_dir);
 	v[n++] = rts_xstrdup(s->image);

@@ -14,8 +14,15 @@
 #include "common/ids.h"
 #include "common/proto.h"
 
+/* What a container runs: a guest turn, or a precheck script (DESIGN.md 8.3). */
+enum runnerd_run_kind {
+	RUNNERD_RUN_TURN = 0,	  /* --tmpfs size=16m, the workspace read-write */
+	RUNNERD_RUN_PRECHECK = 1, /* --tmpfs size=64m, an empty workspace read-only */
+};
+
 /* Everything one `docker run` depends on. All strings are borrowed. */
 struct runnerd_run_spec {
+	enum runnerd_run_kind kind;
 	const char *docker;	     /* absolute path of the docker CLI (RTS_DOCKER) */
 	const char *installation_id; /* 12 lowercase hex digits (rts_installation_id) */
 	const char *turn_id;	     /* 16 lowercase hex digits */
@@ -23,8 +30,10 @@ struct runnerd_run_spec {
 	uid_t uid;		     /* the service account: the container runs as it */
 	gid_t gid;
 	struct rts_limits limits;    /* memory in MiB, cpus, pids (config "limits") */
-	const char *workspace;	     /* <workspaceRoot>/<channel_hash>, bound rw at /workspace */
-	const char *run_dir;	     /* <runRoot>/<turn_id>, bound ro at /run/broker */
+	const char *workspace;	     /* <workspaceRoot>/<channel_hash>, bound rw at /workspace (a
+				      * precheck: its empty <dir>/workspace, bound ro) */
+	const char *run_dir;	     /* <runRoot>/<turn_id>, bound ro at /run/broker (a precheck:
+				      * <dir>/broker) */
 	const char *image;	     /* the operator-built image (config "image") */
 };
 
@@ -38,7 +47,10 @@ struct runnerd_run_spec {
  *   --mount type=bind,source=<workspace>,target=/workspace
  *   --mount type=bind,source=<run dir>,target=/run/broker,readonly <image>
  * Memory and swap are equal (seed: "no additional swap"); no --env at all (the worker needs
- * none; seed: no host environment in the container). Returns a NULL-terminated heap argv
+ * none; seed: no host environment in the container). A precheck (RUNNERD_RUN_PRECHECK)
+ * gets the same list with "--tmpfs /tmp:rw,nosuid,nodev,size=64m" and ",readonly" on the
+ * workspace bind (seed: "the workspace is mounted read-only, so a script writes only to
+ * the container's 64 MiB /tmp"); its limits are the config's precheck.limits. Returns a NULL-terminated heap argv
  * (free with rts_strv_free), or NULL when the spec is invalid: an id of the wrong shape, a
  * path that is not absolute or contains a character outside [A-Za-z0-9/._+@~-] (a comma
  * would inject --mount options), a uid or gid of 0 (seed: root workers are refused), an

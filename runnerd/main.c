@@ -174,12 +174,40 @@ static void startup_ps(struct startup *st)
 	}
 }
 
+/* The precheck image only warns: guest turns do not need it, and a precheck run without
+ * it fails on its own (its docker run says why). */
+static void startup_precheck_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+{
+	struct startup *st = userdata;
+	const struct rts_config *c = st->rd->cfg;
+	if (!(r->exited && r->status == 0 && !r->out_overflow))
+		log_warning("%s: precheck.image: %s is not in the local Docker image store; prechecks fail until it is "
+			    "built with \"roundtable-sandbox image build --precheck --tag %s\"",
+			    c->path, c->precheck.image, c->precheck.image);
+	startup_ps(st);
+}
+
+static void startup_precheck_image(struct startup *st)
+{
+	const struct rts_config *c = st->rd->cfg;
+	if (!c->has_precheck || st->rd->shutting_down) {
+		startup_ps(st);
+		return;
+	}
+	int r = startup_spawn(st, runnerd_docker_image_inspect_argv(RTS_DOCKER, c->precheck.image),
+			      RUNNERD_CHECK_OUTPUT_MAX, RUNNERD_CHECK_TIMEOUT_MS, startup_precheck_image_done);
+	if (r < 0) {
+		log_warning_errno(r, "cannot check that the precheck image exists: %m");
+		startup_ps(st);
+	}
+}
+
 static void startup_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
 	struct startup *st = userdata;
 	const struct rts_config *c = st->rd->cfg;
 	if (r->exited && r->status == 0 && !r->out_overflow) {
-		startup_ps(st);
+		startup_precheck_image(st);
 		return;
 	}
 	if (r->exited && strstr(r->err, "No such image"))
@@ -234,7 +262,9 @@ static void startup_info_done(struct runnerd_proc *p, const struct runnerd_proc_
 	 * must never talk to Docker (DESIGN.md section 2). */
 	const struct {
 		const char *key, *path;
-	} roots[] = {{"runRoot", c->run_root}, {"workspaceRoot", c->workspace_root}};
+	} roots[] = {{"runRoot", c->run_root},
+		     {"workspaceRoot", c->workspace_root},
+		     {"precheck.runRoot", c->has_precheck ? c->precheck.run_root : c->run_root}};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(roots); i++)
 		if (rts_path_within(roots[i].path, data_root)) {
 			startup_refuse(st,
@@ -284,7 +314,7 @@ static void check_time_zone(const char *tz)
 /* Docker refuses a --cpus above the CPUs its daemon may run on; the config's range is
  * host-independent, so a larger limits.cpus is lowered here once rather than failing every
  * turn. dockerd runs on this host and, normally, on the same CPUs as we do. */
-static void fit_cpus_to_host(struct rts_limits *l)
+static void fit_cpus_to_host(struct rts_limits *l, const char *key)
 {
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) < 0)
@@ -292,7 +322,7 @@ static void fit_cpus_to_host(struct rts_limits *l)
 	unsigned host = (unsigned)CPU_COUNT(&set);
 	double cpus = runnerd_cpus_for_host(l->cpus, host);
 	if (cpus != l->cpus) {
-		log_notice("limits.cpus: %g is more than the %u CPUs of this host; turn containers get %u", l->cpus, host,
+		log_notice("%s.cpus: %g is more than the %u CPUs of this host; containers get %u", key, l->cpus, host,
 			   host);
 		l->cpus = cpus;
 	}
@@ -312,7 +342,7 @@ static char **make_child_env(const char *run_root)
 
 int main(int argc, char **argv)
 {
-	struct runnerd rd = {.run_root_fd = -1};
+	struct runnerd rd = {.run_root_fd = -1, .precheck_root_fd = -1};
 	rts_daemon_init(&rd.daemon, argc, argv, "roundtable-sandbox-runnerd", usage);
 	TAILQ_INIT(&rd.statd);
 	rd.cfg = rd.daemon.cfg;
@@ -325,7 +355,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	check_time_zone(rd.cfg->time_zone);
-	fit_cpus_to_host(&rd.cfg->limits);
+	fit_cpus_to_host(&rd.cfg->limits, "limits");
+	if (rd.cfg->has_precheck)
+		fit_cpus_to_host(&rd.cfg->precheck.limits, "precheck.limits");
 
 	char err[1024];
 	rd.run_root_fd = runnerd_run_root_open(rd.cfg->run_root, err, sizeof(err));
@@ -340,6 +372,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	runnerd_run_root_clean(rd.run_root_fd);
+	if (rd.cfg->has_precheck) {
+		/* Its own fd even when it is runRoot itself; locked only when it is another
+		 * directory (a second lock on runRoot would meet our own). */
+		const char *root = rd.cfg->precheck.run_root;
+		rd.precheck_root_fd = runnerd_precheck_root_open(root, err, sizeof(err));
+		if (rd.precheck_root_fd < 0 ||
+		    (strcmp(root, rd.cfg->run_root) != 0 &&
+		     rts_dir_lock(rd.precheck_root_fd, "roundtable-sandbox-runnerd", "precheck.runRoot", root, err,
+				  sizeof(err)) < 0)) {
+			log_error("%s: %s", rd.cfg->path, err);
+			return 1;
+		}
+		runnerd_precheck_root_clean(rd.precheck_root_fd);
+	}
 
 	/* SIGCHLD too: the docker CLIs are sd-event child sources. */
 	rts_daemon_listen(&rd.daemon, RTS_SOCK_RUNNERD, SOCK_SEQPACKET, 0600, true, on_stop, &rd);
@@ -354,6 +400,7 @@ int main(int argc, char **argv)
 	rd.public_tools = rts_config_public_tools(rd.cfg);
 	rd.child_env = make_child_env(rd.cfg->run_root);
 	runnerd_turns_attach(&rd);
+	runnerd_metrics_init(&rd);
 
 	/* Start-up is over (sockets bound, config and directories checked); the filter is
 	 * inherited by every docker CLI from here on, the start-up clean-up's included. */
@@ -361,10 +408,13 @@ int main(int argc, char **argv)
 	startup_begin(&rd);
 	int status = rts_daemon_run(&rd.daemon);
 
+	runnerd_metrics_free(&rd);
 	runnerd_statd_free_all(&rd);
 	runnerd_broker_close(&rd);
 	rts_link_server_free(rd.statd_server);
 	close(rd.run_root_fd);
+	if (rd.precheck_root_fd >= 0)
+		close(rd.precheck_root_fd);
 	json_object_put(rd.public_tools);
 	rts_strv_free(rd.child_env);
 	free(rd.broker_path);

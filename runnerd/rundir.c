@@ -9,6 +9,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/precheck.h"
 #include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
@@ -90,4 +91,111 @@ int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id)
 	if (unlinkat(rd->run_root_fd, turn_id, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		r = -errno;
 	return r;
+}
+
+/* ---- precheck run dirs (DESIGN.md 8.3) ---- */
+
+int runnerd_precheck_root_open(const char *root, char *err, size_t errlen)
+{
+	size_t len = rts_precheck_sock_path_len(root);
+	if (len > RTS_BROKER_SOCK_PATH_MAX) {
+		snprintf(err, errlen,
+			 "precheck.runRoot: %s is too long: the broker socket path %s/" RTS_PRECHECK_DIR_PREFIX
+			 "<id>/" RTS_PRECHECK_BROKER_DIR "/%s would be %zu characters, the limit is %u (use a "
+			 "runRoot of at most %zu characters)",
+			 root, root, RUNNERD_BROKER_SOCK, len, RTS_BROKER_SOCK_PATH_MAX,
+			 RTS_BROKER_SOCK_PATH_MAX - (len - strlen(root)));
+		return -ENAMETOOLONG;
+	}
+	return rts_private_dir_open("precheck.runRoot", root, err, errlen);
+}
+
+/* Remove <dir>/broker/broker.sock, <dir>/broker, <dir>/workspace and <dir> relative to
+ * root_fd, each only if it is what we make (a socket, directories). Returns 0 or the first
+ * -errno other than ENOENT. */
+static int precheck_dir_unmake(int root_fd, const char *dir)
+{
+	char path[sizeof(RTS_PRECHECK_DIR_PREFIX) + RTS_TURN_ID_LEN + sizeof(RTS_PRECHECK_BROKER_DIR) +
+		  sizeof(RUNNERD_BROKER_SOCK) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + 8];
+	int r = 0;
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/" RTS_PRECHECK_BROKER_DIR "/%s", dir, RUNNERD_BROKER_SOCK);
+	if (fstatat(root_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
+	    unlinkat(root_fd, path, 0) < 0 && errno != ENOENT)
+		r = -errno;
+	const char *const subdirs[] = {RTS_PRECHECK_BROKER_DIR, RTS_PRECHECK_WORKSPACE_DIR};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subdirs[i]);
+		if (unlinkat(root_fd, path, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+			r = -errno;
+	}
+	if (unlinkat(root_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+		r = -errno;
+	return r;
+}
+
+int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)
+{
+	if (rd->precheck_root_fd < 0 || !rts_turn_id_valid(id))
+		return -EINVAL;
+	char dir[sizeof(RTS_PRECHECK_DIR_PREFIX) + RTS_TURN_ID_LEN];
+	snprintf(dir, sizeof(dir), RTS_PRECHECK_DIR_PREFIX "%s", id);
+	if (mkdirat(rd->precheck_root_fd, dir, 0700) < 0)
+		return -errno;
+	/* Two directories of their own: the container sees only the socket at /run/broker and
+	 * only an empty, read-only directory at /workspace. */
+	const char *const subdirs[] = {RTS_PRECHECK_BROKER_DIR, RTS_PRECHECK_WORKSPACE_DIR};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
+		char sub[sizeof(dir) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + sizeof(RTS_PRECHECK_BROKER_DIR)];
+		snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
+		if (mkdirat(rd->precheck_root_fd, sub, 0700) < 0) {
+			int r = -errno;
+			precheck_dir_unmake(rd->precheck_root_fd, dir);
+			return r;
+		}
+	}
+	cleanup_free char *path = rts_xasprintf("%s/%s/" RTS_PRECHECK_BROKER_DIR "/%s", rd->cfg->precheck.run_root, dir,
+						RUNNERD_BROKER_SOCK);
+	int fd = rts_listen_unix(path, SOCK_STREAM, 0600);
+	if (fd < 0)
+		precheck_dir_unmake(rd->precheck_root_fd, dir);
+	return fd;
+}
+
+int runnerd_precheck_dir_remove(struct runnerd *rd, const char *id)
+{
+	if (rd->precheck_root_fd < 0 || !rts_turn_id_valid(id))
+		return -EINVAL;
+	char dir[sizeof(RTS_PRECHECK_DIR_PREFIX) + RTS_TURN_ID_LEN];
+	snprintf(dir, sizeof(dir), RTS_PRECHECK_DIR_PREFIX "%s", id);
+	return precheck_dir_unmake(rd->precheck_root_fd, dir);
+}
+
+void runnerd_precheck_root_clean(int root_fd)
+{
+	int dfd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		log_warning_errno(-errno, "cannot scan precheck.runRoot for stale precheck run dirs: %m");
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	struct dirent *de;
+	size_t plen = strlen(RTS_PRECHECK_DIR_PREFIX);
+	while ((de = readdir(d))) {
+		/* Only what we create: precheck-<id>, a directory of ours. */
+		if (strncmp(de->d_name, RTS_PRECHECK_DIR_PREFIX, plen) != 0 || !rts_turn_id_valid(de->d_name + plen))
+			continue;
+		struct stat st;
+		if (fstatat(root_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid())
+			continue;
+		int r = precheck_dir_unmake(root_fd, de->d_name);
+		if (r < 0)
+			log_warning_errno(r, "cannot remove the stale run dir of precheck %s: %m", de->d_name + plen);
+		else
+			log_info("removed the stale run dir of precheck %s", de->d_name + plen);
+	}
+	closedir(d);
 }

@@ -27,6 +27,7 @@
 #include "common/conf.h"
 #include "common/daemon.h"
 #include "common/link.h"
+#include "common/metrics.h"
 #include "common/msg.h"
 #include "common/paths.h"
 #include "common/proto.h"
@@ -55,6 +56,23 @@ struct runnerd_statd {
 	struct rts_link *link;
 };
 
+/* metrics.c: runnerd's metrics and the METRICS requests waiting for brokerd's text. */
+#define RUNNERD_METRICS_WAIT_MS 2500u /* brokerd's text, connecting included; statd waits longer */
+enum { RUNNERD_START_COLD, RUNNERD_START_WARM, RUNNERD_START_KINDS };
+struct runnerd_metrics_waiter {
+	struct runnerd_statd *peer;
+	uint32_t seq;
+};
+struct runnerd_metrics {
+	struct rts_histogram turn_seconds[RUNNERD_START_KINDS];
+	struct runnerd_metrics_waiter waiting[16];
+	unsigned n_waiting;
+	bool asking;   /* waiting for brokerd's text (timer armed) */
+	bool sent;     /* BROKER_METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
+};
+
 struct runnerd_broker {
 	struct rts_link *link; /* NULL: none yet, or the last one failed */
 	uint64_t gen;	       /* bumped per connection: a turn bound on an older one is not re-closed */
@@ -67,6 +85,8 @@ struct runnerd {
 	const char *runtime_dir;
 	char *broker_path; /* <runtime-dir>/brokerd.sock */
 	int run_root_fd;   /* O_DIRECTORY of cfg->run_root, checked at start-up */
+	int precheck_root_fd; /* O_DIRECTORY of cfg->precheck.run_root (its own, even when it is
+			       * run_root); -1 without "precheck" */
 	uid_t uid;
 	gid_t gid;
 	json_object *public_tools; /* rts_config_public_tools(cfg), built once */
@@ -78,6 +98,7 @@ struct runnerd {
 	struct runnerd_turns turns; /* turn.h */
 
 	struct runnerd_broker broker;
+	struct runnerd_metrics metrics;
 	bool shutting_down;
 };
 
@@ -105,6 +126,21 @@ void runnerd_broker_want(struct runnerd *rd);
 /* Exit: close the link without callbacks. */
 void runnerd_broker_close(struct runnerd *rd);
 
+/* metrics.c */
+void runnerd_metrics_init(struct runnerd *rd);
+void runnerd_metrics_free(struct runnerd *rd);
+/* The turn machine's finished op. */
+void runnerd_metrics_turn_finished(struct runnerd *rd, enum rts_turn_status status, uint64_t duration_ms);
+/* METRICS from peer: answered with METRICS_TEXT once brokerd's text is in or
+ * RUNNERD_METRICS_WAIT_MS passed. Returns 0 or a send's -errno. */
+int runnerd_metrics_request(struct runnerd *rd, struct runnerd_statd *peer, uint32_t seq);
+/* BROKER_METRICS_TEXT: -EBADMSG for a text that is not printable ASCII lines. */
+int runnerd_metrics_brokerd_text(struct runnerd *rd, uint32_t seq, const char *text);
+/* The brokerd link came up or went down; statd's peer link went down. */
+void runnerd_metrics_broker_up(struct runnerd *rd);
+void runnerd_metrics_broker_down(struct runnerd *rd);
+void runnerd_metrics_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
+
 /* rundir.c */
 
 /* Create runRoot if missing (0700) and check it: a directory (not a symlink) owned by
@@ -119,5 +155,18 @@ void runnerd_run_root_clean(int run_root_fd);
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id);
 /* Unlink broker.sock and remove runRoot/<turn>/. Returns 0 or -errno. */
 int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id);
+/* A precheck's run dir (DESIGN.md 8.3): <precheck runRoot>/precheck-<id>/ (0700) holding
+ * broker/ (0700) with a listening SOCK_STREAM broker.sock (0600) and an empty workspace/
+ * (0700) that the container mounts read-only. Returns the listening fd or -errno (what was
+ * made is removed again). */
+int runnerd_precheck_dir_create(struct runnerd *rd, const char *id);
+/* Remove all of it: broker.sock, broker/, workspace/ and the directory. Returns 0 or the
+ * first -errno. */
+int runnerd_precheck_dir_remove(struct runnerd *rd, const char *id);
+/* Check (and create) the precheck runRoot like runRoot, with the precheck socket's path
+ * length. Returns an O_DIRECTORY fd or -errno with err filled. */
+int runnerd_precheck_root_open(const char *root, char *err, size_t errlen);
+/* Remove the precheck run dirs a previous runnerd left in the precheck runRoot. */
+void runnerd_precheck_root_clean(int root_fd);
 
 #endif

@@ -23,10 +23,34 @@ static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_ms
 	return 0;
 }
 
+static int runnerd_on_metrics(struct rts_link *l, void *owner, struct rts_msg_metrics *m)
+{
+	struct runnerd_statd *peer = owner;
+	return runnerd_metrics_request(peer->rd, peer, m->seq);
+}
+
+static int runnerd_on_precheck_run(struct rts_link *l, void *owner, struct rts_msg_precheck_run *m)
+{
+	struct runnerd_statd *peer = owner;
+	return runnerd_precheck_run(&peer->rd->turns, peer, m);
+}
+
+static int runnerd_on_precheck_cancel(struct rts_link *l, void *owner, struct rts_msg_precheck_cancel *m)
+{
+	struct runnerd_statd *peer = owner;
+	if (!rts_turn_id_valid(m->precheck_id))
+		return -EBADMSG;
+	runnerd_turn_cancel_id(&peer->rd->turns, peer, m->precheck_id);
+	return 0;
+}
+
 /* What statd may send once HELLO is done; anything else drops it. */
 static const struct rts_link_dispatch runnerd_dispatch_statd[] = {
 	RTS_LINK_ON(TURN_RUN, runnerd_on_turn_run),
 	RTS_LINK_ON(TURN_CANCEL, runnerd_on_turn_cancel),
+	RTS_LINK_ON(METRICS, runnerd_on_metrics),
+	RTS_LINK_ON(PRECHECK_RUN, runnerd_on_precheck_run),
+	RTS_LINK_ON(PRECHECK_CANCEL, runnerd_on_precheck_cancel),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -36,6 +60,7 @@ static void runnerd_statd_down(struct rts_link *l, void *owner, int err, bool wa
 	struct runnerd *rd = peer->rd;
 	/* HACKING.md: statd gone means its turns are cancelled and nobody is answered. */
 	runnerd_turns_forget_peer(&rd->turns, peer);
+	runnerd_metrics_forget_peer(rd, peer);
 	TAILQ_REMOVE(&rd->statd, peer, entry);
 	free(peer);
 }

@@ -10,9 +10,11 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/precheck.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
+#include "runnerd/precheck_io.h"
 #include "runnerd/turn.h"
 #include "runnerd/worker_io.h"
 
@@ -20,6 +22,7 @@ struct runnerd_turn {
 	TAILQ_ENTRY(runnerd_turn) entry;
 	struct runnerd_turns *ts;
 	struct runnerd_statd *peer; /* NULL once statd went away: no TURN_DONE then */
+	enum runnerd_turn_kind kind;
 
 	char id[RTS_TURN_ID_LEN + 1];
 	char channel_hash[RTS_HASH_HEX_LEN + 1];
@@ -48,9 +51,24 @@ struct runnerd_turn {
 	enum rts_turn_status status;
 	const char *why; /* short reason for the log line; never guest data */
 	char worker_code[RTS_WORKER_ERROR_CODE_MAX + 1];
-	char *reply;
+	char *reply; /* a precheck: the text of its answer (note, context or error), or NULL */
 	bool cleanup_failed;
+
+	/* RUNNERD_KIND_PRECHECK: the run as statd sent it (validated), and its answer. */
+	char *target, *tier, *approved, *script, *fired_at, *time_zone, *today, *schedule;
+	uint32_t answer; /* enum rts_precheck_answer */
 };
+
+static bool is_precheck(const struct runnerd_turn *t)
+{
+	return t->kind == RUNNERD_KIND_PRECHECK;
+}
+
+/* "turn" or "precheck", for log lines. */
+static const char *kind_word(const struct runnerd_turn *t)
+{
+	return is_precheck(t) ? "precheck" : "turn";
+}
 
 static const char *outcome_word(enum rts_turn_status s)
 {
@@ -90,6 +108,11 @@ enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t)
 	return t->phase;
 }
 
+enum runnerd_turn_kind runnerd_turn_kind(const struct runnerd_turn *t)
+{
+	return t->kind;
+}
+
 static void timer_stop(struct runnerd_turn *t, struct rts_timer **timer)
 {
 	t->ts->ops->timer_stop(t->ts->owner, *timer);
@@ -120,6 +143,14 @@ static void turn_free(struct runnerd_turn *t)
 	free(t->workspace);
 	free(t->container);
 	free(t->reply);
+	free(t->target);
+	free(t->tier);
+	free(t->approved);
+	free(t->script);
+	free(t->fired_at);
+	free(t->time_zone);
+	free(t->today);
+	free(t->schedule);
 	free(t);
 }
 
@@ -132,6 +163,19 @@ static void send_done(struct runnerd_turns *ts, struct runnerd_statd *peer, cons
 				   .status = (uint32_t)status,
 				   .reply = status == RTS_TURN_OK && reply ? reply : "",
 			   });
+}
+
+static void send_precheck_done(struct runnerd_turns *ts, struct runnerd_statd *peer, const char *id,
+			       enum rts_turn_status status, uint32_t answer, const char *text)
+{
+	bool ok = status == RTS_TURN_OK;
+	ts->ops->precheck_done(ts->owner, peer,
+			       &(struct rts_msg_precheck_done){
+				       .precheck_id = id,
+				       .status = (uint32_t)status,
+				       .answer = ok ? answer : 0,
+				       .text = ok && text ? text : "",
+			       });
 }
 
 static void maybe_idle(struct runnerd_turns *ts)
@@ -149,9 +193,10 @@ static void turn_finish(void *arg)
 	if (t->listen_fd >= 0)
 		close(steal_fd(&t->listen_fd));
 	if (t->run_dir_made) {
-		int r = ts->ops->run_dir_remove(ts->owner, t->id);
+		int r = is_precheck(t) ? ts->ops->precheck_dir_remove(ts->owner, t->id)
+				       : ts->ops->run_dir_remove(ts->owner, t->id);
 		if (r < 0)
-			log_warning_errno(r, "cannot remove the run dir of turn %s: %m", t->id);
+			log_warning_errno(r, "cannot remove the run dir of %s %s: %m", kind_word(t), t->id);
 	}
 	if (t->cleanup_failed)
 		t->status = RTS_TURN_CLEANUP_FAILED;
@@ -166,20 +211,26 @@ static void turn_finish(void *arg)
 		/* The one generic line that asks the operator to look (seed: a cleanup failure
 		 * ends the turn and asks for inspection instead of hanging the queue). */
 		rts_log_turn(LOG_ERR, t->id, t->channel_hash, "cleanup_failed", ms,
-			     "turn finished (%s) but container %s could not be removed: inspect it with "
+			     "%s finished (%s) but container %s could not be removed: inspect it with "
 			     "docker ps -a and remove it",
-			     why, t->container);
+			     kind_word(t), why, t->container);
 	else if (t->worker_code[0])
 		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, outcome_word(t->status), ms,
-			     "turn finished: %s (worker code %s)", why, t->worker_code);
+			     "%s finished: %s (%s %s)", kind_word(t), why,
+			     is_precheck(t) ? "harness refused the input field" : "worker code", t->worker_code);
 	else
 		rts_log_turn(t->status == RTS_TURN_OK		? LOG_INFO
 			     : t->status == RTS_TURN_CANCELLED ? LOG_NOTICE
 							       : LOG_WARNING,
-			     t->id, t->channel_hash, outcome_word(t->status), ms, "turn finished: %s%s", why,
-			     t->peer ? "" : " (statd gone, not answered)");
+			     t->id, t->channel_hash, outcome_word(t->status), ms, "%s finished: %s%s", kind_word(t),
+			     why, t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
-	if (t->peer)
+	/* Prechecks are not turns: the turn metrics leave them out. */
+	if (ts->ops->finished && !is_precheck(t))
+		ts->ops->finished(ts->owner, t->status, ms);
+	if (t->peer && is_precheck(t))
+		send_precheck_done(ts, t->peer, t->id, t->status, t->answer, t->reply);
+	else if (t->peer)
 		send_done(ts, t->peer, t->id, t->status, t->reply);
 
 	TAILQ_REMOVE(&ts->list, t, entry);
@@ -327,8 +378,48 @@ static void on_bind_timeout(void *arg)
 {
 	struct runnerd_turn *t = arg;
 	t->bind_timer = NULL; /* fired */
-	log_warning("turn %s: brokerd did not bind the turn within %u ms", t->id, RUNNERD_BIND_TIMEOUT_MS);
+	log_warning("%s %s: brokerd did not bind it within %u ms", kind_word(t), t->id, RUNNERD_BIND_TIMEOUT_MS);
 	turn_end(t, RTS_TURN_ERROR, "brokerd did not bind in time", 0);
+}
+
+_Static_assert(RUNNERD_PRECHECK_FIELD_MAX <= RTS_WORKER_ERROR_CODE_MAX, "a bad_input field is logged like a worker code");
+
+/* A precheck's docker run exited: the harness's one result line decides (HACKING.md
+ * "Precheck runtime"). Anything but a valid line is a failed run whose bytes go nowhere:
+ * statd wakes the schedule with a generic error. */
+static void precheck_run_done(struct runnerd_turn *t, const struct runnerd_proc_result *r)
+{
+	if (r->out_overflow) {
+		log_warning("precheck %s: the harness wrote more than %u bytes to stdout", t->id, RTS_PRECHECK_OUTPUT_MAX);
+		turn_end(t, RTS_TURN_ERROR, "precheck output too large", 2);
+		return;
+	}
+	uint32_t answer = RTS_PRECHECK_SLEEP;
+	char *text = NULL;
+	int status = r->exited ? r->status : -1;
+	switch (runnerd_precheck_output_parse(r->out, r->out_len, status, &answer, &text, t->worker_code)) {
+	case RUNNERD_PRECHECK_ANSWER:
+		t->answer = answer;
+		t->reply = text;
+		/* --rm: the CLI returned after the container was removed; nothing to clean. */
+		turn_end(t, RTS_TURN_OK, "answered", 0);
+		return;
+	case RUNNERD_PRECHECK_BAD_INPUT:
+		/* Our input was refused: a bug on this side; the field is in the log line. */
+		turn_end(t, RTS_TURN_ERROR, "the harness refused its input", 1);
+		return;
+	case RUNNERD_PRECHECK_MALFORMED:
+		break;
+	}
+	if (!r->exited || r->status != 0) {
+		char line[RUNNERD_STDERR_LOG_MAX + 1];
+		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
+		log_warning("precheck %s: docker run %s %d: %s", t->id, r->exited ? "exited with status" : "died of signal",
+			    r->status, line[0] ? line : "(no stderr)");
+		turn_end(t, RTS_TURN_ERROR, "docker run failed", 1);
+		return;
+	}
+	turn_end(t, RTS_TURN_ERROR, "precheck output malformed", 1);
 }
 
 /* docker run exited: its output decides the outcome, unless one was decided already. */
@@ -340,9 +431,13 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	if (t->ended) {
 		/* Killed by a cancellation; its removals decide the rest. How it ended comes from
 		 * the kernel's wait status, not from what we meant to send. */
-		log_info("turn %s: the docker CLI (pid %ld) %s %d", t->id, (long)ts->ops->pid(ts->owner, p),
+		log_info("%s %s: the docker CLI (pid %ld) %s %d", kind_word(t), t->id, (long)ts->ops->pid(ts->owner, p),
 			 r->exited ? "exited with status" : "was ended by signal", r->status);
 		turn_settle(t);
+		return;
+	}
+	if (is_precheck(t)) {
+		precheck_run_done(t, r);
 		return;
 	}
 	if (r->out_overflow) {
@@ -380,11 +475,86 @@ static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r
 	}
 }
 
+/* BINDING -> RUNNING for a precheck: the harness input, docker run of the precheck image
+ * with the precheck limits, its empty workspace read-only. */
+static void precheck_spawn(struct runnerd_turn *t)
+{
+	struct runnerd_turns *ts = t->ts;
+	const struct rts_config *cfg = ts->conf.cfg;
+	const struct rts_precheck *pc = &cfg->precheck;
+	cleanup_strv char **approved = NULL;
+	int n = rts_precheck_approved_split(t->approved, &approved);
+	if (n < 0) {
+		/* Checked when PRECHECK_RUN arrived. */
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	/* The tools the script may call, from runnerd's own copy of the grants; brokerd decides
+	 * again from its own. */
+	struct rts_precheck_pair pairs[RTS_PRECHECK_PAIRS_MAX];
+	const struct rts_precheck_grant *g = rts_precheck_grant_find(pc, t->channel, t->target, t->tier);
+	size_t n_pairs = rts_precheck_allowed(g, pc->tool_names, approved, (size_t)n, pairs);
+	struct runnerd_precheck_input in = {
+		.script = t->script,
+		.fired_at = t->fired_at,
+		.time_zone = t->time_zone,
+		.today = t->today,
+		.schedule = t->schedule,
+		.pairs = pairs,
+		.n_pairs = n_pairs,
+		.max_calls = pc->max_calls,
+	};
+	char *input = NULL;
+	size_t input_len = 0;
+	int r = runnerd_precheck_input(&in, &input, &input_len);
+	if (r < 0) {
+		log_error_errno(r, "precheck %s: cannot build the harness input: %m", t->id);
+		turn_end(t, RTS_TURN_ERROR, "precheck input unusable", 0);
+		return;
+	}
+	cleanup_free char *dir = rts_xasprintf("%s/" RTS_PRECHECK_DIR_PREFIX "%s", pc->run_root, t->id);
+	cleanup_free char *workspace = rts_xasprintf("%s/" RTS_PRECHECK_WORKSPACE_DIR, dir);
+	cleanup_free char *broker_dir = rts_xasprintf("%s/" RTS_PRECHECK_BROKER_DIR, dir);
+	struct runnerd_run_spec spec = {
+		.kind = RUNNERD_RUN_PRECHECK,
+		.docker = RTS_DOCKER,
+		.installation_id = cfg->installation_id,
+		.turn_id = t->id,
+		.channel_hash = t->channel_hash,
+		.uid = ts->conf.uid,
+		.gid = ts->conf.gid,
+		.limits = pc->limits,
+		.workspace = workspace,
+		.run_dir = broker_dir,
+		.image = pc->image,
+	};
+	cleanup_strv char **argv = runnerd_docker_run_argv(&spec);
+	if (!argv) {
+		free(input);
+		log_error("precheck %s: cannot build the docker run arguments", t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	r = ts->ops->spawn(ts->owner, argv, input, input_len, RTS_PRECHECK_OUTPUT_MAX, 0, run_done, t, &t->run);
+	if (r < 0) {
+		log_error_errno(r, "precheck %s: cannot run %s: %m", t->id, RTS_DOCKER);
+		turn_end(t, RTS_TURN_ERROR, "cannot start docker", 0);
+		return;
+	}
+	t->spawned = true;
+	t->phase = RUNNERD_TURN_RUNNING;
+	log_debug("precheck %s: started container %s with %zu tools", t->id, t->container, n_pairs);
+}
+
 /* BINDING -> RUNNING: the workspace re-check, the worker input, docker run. */
 static void turn_spawn(struct runnerd_turn *t)
 {
 	struct runnerd_turns *ts = t->ts;
 	const struct runnerd_turn_config *c = &ts->conf;
+	if (is_precheck(t)) {
+		precheck_spawn(t);
+		return;
+	}
 	/* The path statd verified must still name the same directory, so a swapped-in
 	 * symlink or directory is never bind-mounted. */
 	int r = ts->ops->workspace_check(ts->owner, t->workspace, t->workspace_fd);
@@ -456,6 +626,19 @@ static void turn_send_bind(struct runnerd_turn *t)
 {
 	struct runnerd_turns *ts = t->ts;
 	t->phase = RUNNERD_TURN_BINDING;
+	if (is_precheck(t)) {
+		t->broker_gen = ts->ops->precheck_bind(ts->owner, &(struct rts_msg_precheck_bind){
+									  .precheck_id = t->id,
+									  .channel = t->channel,
+									  .channel_hash = t->channel_hash,
+									  .target = t->target,
+									  .tier = t->tier,
+									  .approved = t->approved,
+									  .deadline_ms = t->deadline_ms,
+									  .fd = steal_fd(&t->listen_fd),
+								  });
+		return;
+	}
 	t->broker_gen = ts->ops->broker_bind(ts->owner, &(struct rts_msg_broker_bind){
 								.turn_id = t->id,
 								.channel = t->channel,
@@ -504,7 +687,7 @@ void runnerd_turn_bound(struct runnerd_turns *ts, uint64_t gen, const char *turn
 		return; /* a late answer for a turn that already ended */
 	timer_stop(t, &t->bind_timer);
 	if (result < 0) {
-		log_warning_errno(result, "turn %s: brokerd refused the binding: %m", t->id);
+		log_warning_errno(result, "%s %s: brokerd refused the binding: %m", kind_word(t), t->id);
 		turn_end(t, RTS_TURN_ERROR, "brokerd refused the turn", 0);
 		return;
 	}
@@ -537,6 +720,61 @@ void runnerd_turns_shutdown(struct runnerd_turns *ts)
 	maybe_idle(ts);
 }
 
+/* A new turn of kind in BROKER_WAIT, on ts's list; its deadline and run dir come from
+ * turn_admit(). */
+static struct runnerd_turn *turn_new(struct runnerd_turns *ts, struct runnerd_statd *peer, enum runnerd_turn_kind kind,
+				     const char *id, const char *channel, const char *channel_hash)
+{
+	struct runnerd_turn *t = rts_xcalloc(1, sizeof(*t));
+	t->ts = ts;
+	t->peer = peer;
+	t->kind = kind;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	snprintf(t->channel_hash, sizeof(t->channel_hash), "%s", channel_hash);
+	t->channel = rts_xstrdup(channel);
+	t->workspace_fd = -1;
+	t->container = rts_container_name(ts->conf.cfg->installation_id, t->id);
+	t->listen_fd = -1;
+	t->phase = RUNNERD_TURN_BROKER_WAIT;
+	t->started_ms = ts->ops->now_ms(ts->owner);
+	TAILQ_INSERT_TAIL(&ts->list, t, entry);
+	ts->n++;
+	return t;
+}
+
+/* Arm the deadline (timeout_ms from arrival: it covers every step after it), make the run
+ * dir with its broker socket, arm the bind timer and ask for the brokerd link. A failure
+ * ends the turn (its answer follows from the loop). */
+static void turn_admit(struct runnerd_turn *t, uint32_t timeout_ms)
+{
+	struct runnerd_turns *ts = t->ts;
+	const struct runnerd_turn_ops *ops = ts->ops;
+	t->deadline_ms = t->started_ms + timeout_ms;
+	int r = ops->timer_start(ts->owner, timeout_ms, on_deadline, t, &t->deadline);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot arm the deadline: %m", kind_word(t), t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	r = is_precheck(t) ? ops->precheck_dir_create(ts->owner, t->id) : ops->run_dir_create(ts->owner, t->id);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot create its run dir and broker socket under %s: %m", kind_word(t), t->id,
+				is_precheck(t) ? ts->conf.cfg->precheck.run_root : ts->conf.cfg->run_root);
+		turn_end(t, RTS_TURN_ERROR, "cannot create run dir", 0);
+		return;
+	}
+	t->listen_fd = r;
+	t->run_dir_made = true;
+	r = ops->timer_start(ts->owner, RUNNERD_BIND_TIMEOUT_MS, on_bind_timeout, t, &t->bind_timer);
+	if (r < 0) {
+		log_error_errno(r, "%s %s: cannot arm the bind timer: %m", kind_word(t), t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return;
+	}
+	log_debug("%s %s: accepted for channel %.12s", kind_word(t), t->id, t->channel_hash);
+	ops->broker_want(ts->owner);
+}
+
 static bool str_ok(const char *s)
 {
 	return rts_utf8_valid(s, strlen(s));
@@ -566,7 +804,6 @@ static bool turn_run_valid(const struct runnerd_turns *ts, const struct rts_msg_
 
 int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_turn_run *m)
 {
-	const struct runnerd_turn_ops *ops = ts->ops;
 	cleanup_close int ws_fd = steal_fd(&m->fd);
 	if (!turn_run_valid(ts, m, ws_fd))
 		return -EBADMSG;
@@ -581,12 +818,7 @@ int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struc
 		return 0;
 	}
 
-	struct runnerd_turn *t = rts_xcalloc(1, sizeof(*t));
-	t->ts = ts;
-	t->peer = peer;
-	memcpy(t->id, m->turn_id, sizeof(t->id));
-	memcpy(t->channel_hash, m->channel_hash, sizeof(t->channel_hash));
-	t->channel = rts_xstrdup(m->channel);
+	struct runnerd_turn *t = turn_new(ts, peer, RUNNERD_KIND_TURN, m->turn_id, m->channel, m->channel_hash);
 	t->speaker_id = rts_xstrdup(m->speaker_id);
 	t->speaker_name = rts_xstrdup(m->speaker_name);
 	t->principal_id = rts_xstrdup(m->principal_id);
@@ -595,37 +827,66 @@ int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struc
 	t->start_fresh = m->start_fresh;
 	t->workspace = rts_xstrdup(m->workspace);
 	t->workspace_fd = steal_fd(&ws_fd);
-	t->container = rts_container_name(ts->conf.cfg->installation_id, t->id);
-	t->listen_fd = -1;
-	t->phase = RUNNERD_TURN_BROKER_WAIT;
-	t->started_ms = ops->now_ms(ts->owner);
-	t->deadline_ms = t->started_ms + ts->conf.cfg->turn_timeout_ms;
-	TAILQ_INSERT_TAIL(&ts->list, t, entry);
-	ts->n++;
-
-	/* The deadline runs from arrival and covers every step after it. */
-	int r = ops->timer_start(ts->owner, ts->conf.cfg->turn_timeout_ms, on_deadline, t, &t->deadline);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot arm the deadline: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
-		return 0;
-	}
-	r = ops->run_dir_create(ts->owner, t->id);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot create its run dir and broker socket under %s: %m", t->id,
-				ts->conf.cfg->run_root);
-		turn_end(t, RTS_TURN_ERROR, "cannot create run dir", 0);
-		return 0;
-	}
-	t->listen_fd = r;
-	t->run_dir_made = true;
-	r = ops->timer_start(ts->owner, RUNNERD_BIND_TIMEOUT_MS, on_bind_timeout, t, &t->bind_timer);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot arm the bind timer: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
-		return 0;
-	}
-	log_debug("turn %s: accepted for channel %.12s", t->id, t->channel_hash);
-	ops->broker_want(ts->owner);
+	turn_admit(t, ts->conf.cfg->turn_timeout_ms);
 	return 0;
+}
+
+/* PRECHECK_RUN: every field as statd must have checked it (statd/precheck.c), again. */
+static bool precheck_run_valid(const struct rts_msg_precheck_run *m)
+{
+	char expect[RTS_HASH_HEX_LEN + 1];
+	if (!rts_turn_id_valid(m->precheck_id) || !m->channel[0] || !str_ok(m->channel))
+		return false;
+	rts_channel_hash(m->channel, expect);
+	if (strcmp(m->channel_hash, expect) != 0 || !m->target[0] || !str_ok(m->target) || !str_ok(m->tier) ||
+	    !m->script[0] || !str_ok(m->script) || !m->schedule[0] || !str_ok(m->schedule) ||
+	    !rts_precheck_time_zone_valid(m->time_zone))
+		return false;
+	int64_t fired_at, today;
+	if (rts_precheck_fired_at_parse(m->fired_at, &fired_at) < 0 || rts_precheck_today_parse(m->today, &today) < 0 ||
+	    !rts_precheck_today_plausible(today, fired_at))
+		return false;
+	char **approved = NULL;
+	int n = rts_precheck_approved_split(m->approved, &approved);
+	rts_strv_free(approved);
+	return n >= 0;
+}
+
+int runnerd_precheck_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_precheck_run *m)
+{
+	if (!precheck_run_valid(m) || runnerd_turn_find(ts, m->precheck_id))
+		return -EBADMSG;
+	const struct rts_config *cfg = ts->conf.cfg;
+	const char *refusal = ts->shutting_down	      ? "shutting down"
+			      : ts->n >= RUNNERD_MAX_TURNS ? "too many turns running"
+			      : !cfg->has_precheck	      ? "the config has no \"precheck\""
+							      : NULL;
+	if (refusal) {
+		enum rts_turn_status st = ts->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR;
+		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, outcome_word(st), 0, "precheck refused: %s",
+			     refusal);
+		send_precheck_done(ts, peer, m->precheck_id, st, 0, NULL);
+		return 0;
+	}
+	struct runnerd_turn *t = turn_new(ts, peer, RUNNERD_KIND_PRECHECK, m->precheck_id, m->channel, m->channel_hash);
+	t->target = rts_xstrdup(m->target);
+	t->tier = rts_xstrdup(m->tier);
+	t->approved = rts_xstrdup(m->approved);
+	t->script = rts_xstrdup(m->script);
+	t->fired_at = rts_xstrdup(m->fired_at);
+	t->time_zone = rts_xstrdup(m->time_zone);
+	t->today = rts_xstrdup(m->today);
+	t->schedule = rts_xstrdup(m->schedule);
+	turn_admit(t, cfg->precheck.timeout_ms);
+	return 0;
+}
+
+unsigned runnerd_turns_containers(const struct runnerd_turns *ts)
+{
+	unsigned n = 0;
+	const struct runnerd_turn *t;
+	TAILQ_FOREACH(t, &ts->list, entry)
+		if (t->spawned && t->phase != RUNNERD_TURN_FINISHING)
+			n++;
+	return n;
 }

@@ -28,7 +28,16 @@
  * RUNNERD_RM_SECOND_DELAY_MS after the first: the create/attach race). A removal that fails or times out makes the status RTS_TURN_CLEANUP_FAILED.
  * FINISHING removes the run dir, logs the one outcome line and sends TURN_DONE, unless
  * statd is gone. A turn is freed only from a timer or child callback of its own, never
- * from inside an input, so every input is safe from anywhere. */
+ * from inside an input, so every input is safe from anywhere.
+ *
+ * A precheck (DESIGN.md 8.3) is a turn of another kind (RUNNERD_KIND_PRECHECK) with the
+ * same phases, deadline, cancellations and removals. What differs is where it starts and
+ * what it reports: PRECHECK_RUN instead of TURN_RUN (no workspace from statd: its run dir
+ * <precheck runRoot>/precheck-<id>/ holds the broker socket and an empty workspace,
+ * mounted read-only), PRECHECK_BIND with the approvals instead of BROKER_BIND, the
+ * precheck image, limits and deadline (precheck.timeoutMs), the harness's input and result
+ * line instead of the worker's (runnerd/precheck_io.h), and PRECHECK_DONE instead of
+ * TURN_DONE. */
 #ifndef RUNNERD_TURN_H
 #define RUNNERD_TURN_H
 
@@ -41,6 +50,11 @@
 #include "common/conf.h"
 #include "common/msg.h"
 #include "runnerd/proc.h"
+
+enum runnerd_turn_kind {
+	RUNNERD_KIND_TURN = 0, /* a guest turn: TURN_RUN .. TURN_DONE */
+	RUNNERD_KIND_PRECHECK, /* a precheck script: PRECHECK_RUN .. PRECHECK_DONE */
+};
 
 /* Turns running at once (beyond: an immediate TURN_DONE with RTS_TURN_ERROR). */
 #define RUNNERD_MAX_TURNS 64u
@@ -114,8 +128,21 @@ struct runnerd_turn_ops {
 	/* Send TURN_DONE to peer. */
 	void (*turn_done)(void *owner, struct runnerd_statd *peer, const struct rts_msg_turn_done *m);
 
+	/* Prechecks. <precheck runRoot>/precheck-<id>/ with an empty workspace/ and a listening
+	 * broker/broker.sock: the listening fd or -errno (nothing left behind on failure).
+	 * Removal of all of it: 0 or -errno. */
+	int (*precheck_dir_create)(void *owner, const char *id);
+	int (*precheck_dir_remove)(void *owner, const char *id);
+	/* Send PRECHECK_BIND (m's fd is taken whatever happens); as broker_bind. */
+	uint64_t (*precheck_bind)(void *owner, const struct rts_msg_precheck_bind *m);
+	/* Send PRECHECK_DONE to peer. */
+	void (*precheck_done)(void *owner, struct runnerd_statd *peer, const struct rts_msg_precheck_done *m);
+
 	/* Shutting down and the last turn is gone. */
 	void (*idle)(void *owner);
+	/* Optional (metrics): a turn finished with status after duration_ms (TURN_RUN to
+	 * FINISHING). */
+	void (*finished)(void *owner, enum rts_turn_status status, uint64_t duration_ms);
 };
 
 /* What every turn needs from the configuration; all borrowed for the machine's life. */
@@ -146,7 +173,12 @@ void runnerd_turns_init(struct runnerd_turns *ts, const struct runnerd_turn_ops 
  * RTS_TURN_ERROR; shutting down: RTS_TURN_CANCELLED). Takes m's fd. Returns 0 or
  * -EBADMSG. */
 int runnerd_turn_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_turn_run *m);
-/* TURN_CANCEL: cancel turn_id if peer started it (unknown ids are ignored). */
+/* PRECHECK_RUN from peer: as runnerd_turn_run. A precheck runnerd cannot take (too many
+ * turns, shutting down, no "precheck" in its config) is answered with PRECHECK_DONE at
+ * once (RTS_TURN_ERROR, RTS_TURN_CANCELLED). Returns 0 or -EBADMSG. */
+int runnerd_precheck_run(struct runnerd_turns *ts, struct runnerd_statd *peer, struct rts_msg_precheck_run *m);
+/* TURN_CANCEL and PRECHECK_CANCEL: cancel turn_id if peer started it (unknown ids are
+ * ignored). */
 void runnerd_turn_cancel_id(struct runnerd_turns *ts, struct runnerd_statd *peer, const char *turn_id);
 /* peer's connection is gone: cancel its turns, which then end without TURN_DONE. */
 void runnerd_turns_forget_peer(struct runnerd_turns *ts, struct runnerd_statd *peer);
@@ -172,6 +204,9 @@ void runnerd_turns_shutdown(struct runnerd_turns *ts);
 
 struct runnerd_turn *runnerd_turn_find(struct runnerd_turns *ts, const char *turn_id);
 enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t);
+/* Turns whose container may exist (docker run started, removal not over yet). */
+unsigned runnerd_turns_containers(const struct runnerd_turns *ts);
+enum runnerd_turn_kind runnerd_turn_kind(const struct runnerd_turn *t);
 
 /* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
  * A turn's docker run may carry text from the container, so this is treated as untrusted:

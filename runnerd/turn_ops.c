@@ -100,10 +100,40 @@ static void op_turn_done(void *owner, struct runnerd_statd *peer, const struct r
 		log_warning_errno(r, "cannot send the result of turn %s to statd: %m", m->turn_id);
 }
 
+static int op_precheck_dir_create(void *owner, const char *id)
+{
+	return runnerd_precheck_dir_create(owner, id);
+}
+
+static int op_precheck_dir_remove(void *owner, const char *id)
+{
+	return runnerd_precheck_dir_remove(owner, id);
+}
+
+static uint64_t op_precheck_bind(void *owner, const struct rts_msg_precheck_bind *m)
+{
+	struct runnerd *rd = owner;
+	/* A send failure fails the link, and the link's loss fails the precheck. */
+	(void)rts_link_send_precheck_bind(rd->broker.link, m);
+	return rd->broker.gen;
+}
+
+static void op_precheck_done(void *owner, struct runnerd_statd *peer, const struct rts_msg_precheck_done *m)
+{
+	int r = rts_link_send_precheck_done(peer->link, m);
+	if (r < 0)
+		log_warning_errno(r, "cannot send the result of precheck %s to statd: %m", m->precheck_id);
+}
+
 static void op_idle(void *owner)
 {
 	struct runnerd *rd = owner;
 	sd_event_exit(rd->event, 0);
+}
+
+static void op_finished(void *owner, enum rts_turn_status status, uint64_t duration_ms)
+{
+	runnerd_metrics_turn_finished(owner, status, duration_ms);
 }
 
 static const struct runnerd_turn_ops runnerd_turn_ops = {
@@ -121,7 +151,12 @@ static const struct runnerd_turn_ops runnerd_turn_ops = {
 	.broker_bind = op_broker_bind,
 	.broker_close = op_broker_close,
 	.turn_done = op_turn_done,
+	.precheck_dir_create = op_precheck_dir_create,
+	.precheck_dir_remove = op_precheck_dir_remove,
+	.precheck_bind = op_precheck_bind,
+	.precheck_done = op_precheck_done,
 	.idle = op_idle,
+	.finished = op_finished,
 };
 
 void runnerd_turns_attach(struct runnerd *rd)

@@ -42,7 +42,7 @@ if [ ! -f Makefile ] || [ "$srcdir/configure" -nt config.status ]; then
 	"$srcdir/configure" -q CC="$clang" --disable-hardening
 fi
 make -s -j"$(nproc)" CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" HARDEN_CPPFLAGS= brokerd/libbrokerd.a \
-	statd/libstatd.a common/libfetch.a common/libcommon.a
+	statd/libstatd.a runnerd/librunnerd.a common/libfetch.a common/libcommon.a
 
 if [ $# -eq 0 ]; then
 	set -- $(cd "$srcdir/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
@@ -53,12 +53,13 @@ for t in "$@"; do
 	echo "==== fuzz_$t: build"
 	# shellcheck disable=SC2046 # pkg-config prints one word per flag
 	"$clang" -g -O1 -fsanitize=fuzzer $san -I"$builddir" -I"$srcdir" $(pkg-config --cflags $pkgs) \
-		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a common/libfetch.a \
-		common/libcommon.a \
+		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a runnerd/librunnerd.a \
+		common/libfetch.a common/libcommon.a \
 		$(pkg-config --libs $pkgs) -lm -pthread
 	dict=
 	case $t in
 	http_head) dict=-dict=$srcdir/tests/fuzz/http_head.dict ;;
+	sse) dict= ;;
 	url) dict=-dict=$srcdir/tests/fuzz/url.dict ;;
 	*) dict=-dict=$srcdir/tests/fuzz/json.dict ;;
 	esac

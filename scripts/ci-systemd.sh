@@ -11,6 +11,8 @@
 #     its key from LoadCredential=, statd and brokerd cannot reach /run/docker.sock, runnerd
 #     can;
 #   - the journal has the turn's structured fields and neither the key nor guest text;
+#   - brokerd's broker decisions are in the journal (journalctl MESSAGE_ID=...), and
+#     `roundtable-sandbox metrics` is answered by all three daemons;
 #   - `systemctl stop` of services and sockets leaves no turn container and no run dir.
 #
 # Preconditions (what scripts/ci-package.sh leaves just before its upgrade step), as root
@@ -423,6 +425,37 @@ outcomes=$(sed -n 's/^ *RTS_OUTCOME=//p' <<<"$journal" | sort | uniq -c | tr -s 
 ! grep -qF "$key" <<<"$journal" || die "the model key appears in the journal"
 ! grep -qF "$marker" <<<"$journal" || die "guest text appears in the journal"
 say "journal: RTS_TURN_ID of both turns, RTS_CHANNEL_HASH $chan_hash, RTS_OUTCOME:$outcomes; no key, no guest text"
+
+# The audit trail (issue 15): brokerd's broker decisions in the journal under their
+# MESSAGE_ID (brokerd/audit.h), each turn's model call allowed by the model_route rule,
+# no key or guest text in them; and `roundtable-sandbox metrics` answered by all three.
+audit_id=0bf421491732452c8a2331a833fe4e73
+audit=$(dx journalctl --no-pager -o json "MESSAGE_ID=$audit_id")
+[ -n "$audit" ] || die "the journal has no broker decision entries (MESSAGE_ID=$audit_id)"
+while read -r name; do
+	t=${name##*-}
+	python3 -c '
+import json, sys
+turn, chan = sys.argv[1], sys.argv[2]
+entries = [json.loads(line) for line in sys.stdin if line.strip()]
+mine = [e for e in entries if e.get("RTS_TURN_ID") == turn]
+assert mine, "no broker decision entry"
+for e in mine:
+    assert e.get("RTS_CHANNEL_HASH") == chan, e
+    for f in ("RTS_CALL", "RTS_ROUTE", "RTS_DECISION", "RTS_RULE", "RTS_RESULT", "RTS_FORWARDED"):
+        assert f in e, (f, e)
+assert any(e["RTS_ROUTE"] == "model" and e["RTS_DECISION"] == "allowed" and e["RTS_RULE"] == "model_route"
+           for e in mine), mine
+' "$t" "$chan_hash" <<<"$audit" || die "turn $t ($name): its broker decisions are not in the journal as expected"
+done <<<"$started_ctrs"
+! grep -qF "$key" <<<"$audit" || die "the model key appears in a broker decision entry"
+! grep -qF "$marker" <<<"$audit" || die "guest text appears in a broker decision entry"
+metrics=$(dx roundtable-sandbox metrics) || die "roundtable-sandbox metrics failed"
+for d in statd runnerd brokerd; do
+	grep -qx "roundtable_sandbox_daemon_up{daemon=\"$d\"} 1" <<<"$metrics" ||
+		die "roundtable-sandbox metrics: $d did not answer"
+done
+say "audit: broker decisions of both turns in the journal (MESSAGE_ID=$audit_id), no key, no guest text; metrics from all three daemons"
 
 for u in $units; do
 	[ "$(dx systemctl show -p NRestarts --value "$u.service")" = 0 ] || die "$u.service was restarted"

@@ -12,7 +12,7 @@ fi
 
 packages="autoconf automake pkg-config make gcc libcurl4-openssl-dev libjson-c-dev libseccomp-dev
 libcap-ng-dev libsystemd-dev libmicrohttpd-dev check libhttp-parser-dev libssl-dev libjansson-dev
-docker.io python3 python3-pytest python3-brotli openssl curl mandoc clang systemd debhelper lintian tzdata
+docker.io python3 python3-pytest python3-brotli python3-prometheus-client openssl curl mandoc clang systemd debhelper lintian tzdata
 nodejs bubblewrap tini"
 
 missing=""

@@ -227,6 +227,31 @@ void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev)
 		conn_update_events(c);
 }
 
+void statd_conn_forget(struct statd_conn *c, uint64_t seq)
+{
+	if (c->dead)
+		return;
+	for (struct statd_slot **q = &c->slots; *q; q = &(*q)->next) {
+		struct statd_slot *s = *q;
+		if (s->seq != seq || s->data)
+			continue;
+		*q = s->next;
+		if (c->slots_tail == s) {
+			/* The new tail is the slot before s, if any. */
+			struct statd_slot *t = c->slots;
+			while (t && t->next)
+				t = t->next;
+			c->slots_tail = t;
+		}
+		c->slots_held -= SLOT_OVERHEAD;
+		free(s);
+		break;
+	}
+	/* Answers held back behind it may go now. */
+	slots_flush(c);
+	conn_update_events(c);
+}
+
 /* Close the socket and stop answering. The struct lives on while queue items or turns hold
  * references; whatever they answer later is discarded. */
 static void conn_drop(struct statd_conn *c, const char *why)
@@ -295,11 +320,14 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 	if (m.channel)
 		(void)statd_state_get(c->d->state, m.channel, &mode); /* never switched: off */
 	enum statd_route route = statd_message_route(&m, valid, mode);
-	if (!valid)
-		return statd_message_answer(m.id, route, code, detail);
-	if (route != STATD_ROUTE_SANDBOX)
-		return statd_message_answer(m.id, route, NULL, NULL);
-	return statd_control_message(c->d, c, seq, &m);
+	if (!valid || route != STATD_ROUTE_SANDBOX) {
+		statd_metrics_message(c->d, route);
+		return statd_message_answer(m.id, route, valid ? NULL : code, valid ? NULL : detail);
+	}
+	json_object *a = statd_control_message(c->d, c, seq, &m);
+	/* NULL: queued (sandbox); an answer: the queue refused it (drop). */
+	statd_metrics_message(c->d, a ? STATD_ROUTE_DROP : STATD_ROUTE_SANDBOX);
+	return a;
 }
 
 /* The answer to a line that may have been a message but cannot be read as one (not JSON,
@@ -325,6 +353,11 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return refuse_unread(h.id, STATD_E_INVALID_REQUEST, detail);
 	if (strcmp(h.op, "message") == 0)
 		return op_message(c, seq, req);
+	/* The precheck runner's ops (statd/precheck.c): never a message, so never a route. */
+	if (strcmp(h.op, "precheck") == 0)
+		return statd_precheck_op(c->d, c, seq, req);
+	if (strcmp(h.op, "precheck_describe") == 0)
+		return statd_precheck_describe(c->d, req);
 	enum statd_op op;
 	if (statd_op_lookup(h.op, &op) < 0)
 		return refuse_unread(h.id, STATD_E_UNKNOWN_OP, NULL);
@@ -342,6 +375,8 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return statd_control_channels(c->d, r.id);
 	case STATD_OP_CANCEL:
 		return statd_control_cancel(c->d, r.id, r.channel);
+	case STATD_OP_METRICS:
+		return statd_control_metrics(c->d, c, seq, r.id);
 	}
 	abort();
 }

@@ -111,6 +111,7 @@ void statd_control_answer(void *owner, struct statd_origin *o, const struct stat
 
 void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply)
 {
+	statd_metrics_outcome(owner, outcome);
 	const char *code = outcome_code(outcome);
 	json_object *e = json_object_new_object();
 	json_object_object_add(e, "id", json_object_get(o->id));
@@ -191,6 +192,8 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		json_object_object_add(a, "on", json_object_new_int64((int64_t)statd_state_count_on(d->state)));
 		json_object_object_add(a, "running", json_object_new_int64(running));
 		json_object_object_add(a, "queued", json_object_new_int64(queued));
+		/* Their containers are live too: gc must not take them. */
+		json_object_object_add(a, "prechecks", json_object_new_int64(statd_prechecks_running(d)));
 	}
 	return a;
 }

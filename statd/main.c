@@ -112,6 +112,8 @@ static void on_stop(struct rts_daemon *daemon)
 	struct statd *d = daemon->userdata;
 	d->stopping = true;
 	stop_listening(d);
+	/* Prechecks first: the queue may report itself done (and the loop end) at once. */
+	statd_prechecks_stop(d);
 	statd_queue_stop(d->queue);
 }
 
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
 	if (r < 0)
 		fatal_f("sd_event_add_io: %s", strerror(-r));
 	statd_queue_attach(&d);
+	statd_prechecks_init(&d);
 	statd_link_init(&d);
 	r = statd_control_start_sweep(&d);
 	if (r < 0)
@@ -145,9 +148,11 @@ int main(int argc, char **argv)
 	rts_daemon_ready(&d.daemon, NULL);
 	int status = rts_daemon_run(&d.daemon);
 
+	statd_metrics_free(&d);
 	statd_control_close_all(&d);
 	stop_listening(&d);
 	statd_link_free(&d);
+	statd_prechecks_free(&d);
 	statd_queue_free(d.queue);
 	statd_state_free(d.state);
 	rts_daemon_finish(&d.daemon);

@@ -56,7 +56,14 @@ static int op_workspace_open(void *owner, const char *channel_hash, char **path,
 static void op_stopped(void *owner)
 {
 	struct statd *d = owner;
-	sd_event_exit(d->ev, d->exit_code);
+	d->queue_stopped = true;
+	statd_maybe_exit(d);
+}
+
+void statd_maybe_exit(struct statd *d)
+{
+	if (d->queue_stopped && statd_prechecks_idle(d))
+		sd_event_exit(d->ev, d->exit_code);
 }
 
 static const struct statd_queue_ops statd_queue_ops = {

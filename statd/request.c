@@ -24,21 +24,15 @@ const char *statd_route_name(enum statd_route r)
 	}
 }
 
-#define ID_WHAT "a string of at most 256 bytes or an integer of magnitude below 2^53"
-
 /* Integers are bounded by the field's range; strings here. */
-static bool id_check(struct rts_jctx *ctx, json_object *id, void *base)
+bool statd_id_check(struct rts_jctx *ctx, json_object *id, void *base)
 {
 	if (json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > (int)STATD_ID_MAX)
-		return rts_jfail(ctx, "must be " ID_WHAT);
+		return rts_jfail(ctx, "must be " STATD_ID_WHAT);
 	return true;
 }
 
-/* An id is a string of at most STATD_ID_MAX bytes without NUL, or an integer of magnitude
- * at most STATD_ID_INT_MAX (beyond 2^53 most clients lose precision). */
-#define ID_FIELD(off)                                                                                                  \
-	{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = -STATD_ID_INT_MAX,         \
-	 .max = STATD_ID_INT_MAX, .check = id_check, .store = RTS_JS_JSON, .at = (off), .what = ID_WHAT}
+#define ID_FIELD(off) STATD_ID_FIELD(off)
 #define OP_FIELD(store_, off)                                                                                          \
 	{.key = "op", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = STATD_OP_MAX,                 \
 	 .store = (store_), .at = (off)}
@@ -188,6 +182,7 @@ static const struct {
 	[STATD_OP_FRESH] = {"fresh", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
 	[STATD_OP_CHANNELS] = {"channels", REQUEST_SPEC()},
 	[STATD_OP_CANCEL] = {"cancel", REQUEST_SPEC(CHANNEL_FIELD(RTS_JF_REQUIRED, REQ(channel)), )},
+	[STATD_OP_METRICS] = {"metrics", REQUEST_SPEC()},
 };
 
 int statd_op_lookup(const char *op, enum statd_op *out)

@@ -43,6 +43,16 @@
 #define STATD_ID_INT_MAX 9007199254740991LL /* integer ids: |id| <= 2^53-1, echoed exactly */
 #define STATD_OP_MAX 32u		    /* bytes in an op name */
 
+/* Every request's id, as a row of a request's table stored at off: a string of at most
+ * STATD_ID_MAX bytes without NUL, or an integer of magnitude at most STATD_ID_INT_MAX
+ * (beyond 2^53 most clients lose precision). statd_id_check() is its rule for strings. */
+#define STATD_ID_WHAT "a string of at most 256 bytes or an integer of magnitude below 2^53"
+struct rts_jctx;
+bool statd_id_check(struct rts_jctx *ctx, json_object *id, void *base);
+#define STATD_ID_FIELD(off)                                                                                            \
+	{.key = "id", .types = RTS_JT_STRING | RTS_JT_INT, .flags = RTS_JF_REQUIRED, .min = -STATD_ID_INT_MAX,         \
+	 .max = STATD_ID_INT_MAX, .check = statd_id_check, .store = RTS_JS_JSON, .at = (off), .what = STATD_ID_WHAT}
+
 /* The route of a message. DROP is zero so that a route left unset fails closed. */
 enum statd_route {
 	STATD_ROUTE_DROP = 0, /* never to a host agent; no turn */
@@ -90,6 +100,7 @@ enum statd_op {
 	STATD_OP_FRESH,
 	STATD_OP_CHANNELS,
 	STATD_OP_CANCEL,
+	STATD_OP_METRICS, /* issue 15: {"op":"metrics","id"} answers {"id","text"} */
 };
 
 /* A request's id and op, read before anything else. */

@@ -29,17 +29,31 @@ static int statd_on_turn_done(struct rts_link *l, void *owner, struct rts_msg_tu
 	return 0;
 }
 
+static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg_metrics_text *m)
+{
+	return statd_metrics_text(owner, m);
+}
+
+static int statd_on_precheck_done(struct rts_link *l, void *owner, struct rts_msg_precheck_done *m)
+{
+	return statd_precheck_done(owner, m);
+}
+
 /* What runnerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(TURN_DONE, statd_on_turn_done),
+	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
+	RTS_LINK_ON(PRECHECK_DONE, statd_on_precheck_done),
 	RTS_LINK_DISPATCH_END,
 };
 
-/* Up, or drained after congestion: waiting turns go. */
+/* Up, or drained after congestion: waiting turns and prechecks go. */
 static void statd_runnerd_ready(struct rts_link *l, void *owner)
 {
 	struct statd *d = owner;
 	statd_queue_link_ready(d->queue);
+	statd_metrics_link_ready(d);
+	statd_prechecks_link_ready(d);
 }
 
 static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool was_up)
@@ -47,6 +61,8 @@ static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool wa
 	struct statd *d = owner;
 	d->link.link = NULL;
 	statd_queue_link_down(d->queue, was_up);
+	statd_metrics_link_down(d);
+	statd_prechecks_link_down(d);
 }
 
 static const struct rts_link_spec statd_runnerd_spec = {
@@ -125,4 +141,19 @@ void statd_link_send_cancel(void *owner, const char *turn_id)
 	struct statd *d = owner;
 	if (rts_link_up(d->link.link))
 		(void)rts_link_send_turn_cancel(d->link.link, &(struct rts_msg_turn_cancel){.turn_id = turn_id});
+}
+
+bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag)
+{
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	/* A failure fails the link, whose teardown ends the precheck. */
+	(void)rts_link_send_precheck_run_tagged(d->link.link, m, tag);
+	return true;
+}
+
+void statd_link_send_precheck_cancel(struct statd *d, const char *id)
+{
+	if (rts_link_up(d->link.link))
+		(void)rts_link_send_precheck_cancel(d->link.link, &(struct rts_msg_precheck_cancel){.precheck_id = id});
 }

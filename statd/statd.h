@@ -11,6 +11,8 @@
  *   runnerd.c        statd's end of the link to runnerd (TURN_RUN, TURN_CANCEL, TURN_DONE)
  *   workspace.c      directory checks and the per-turn workspace fd
  *   state.c          the state file (state.h)
+ *   precheck.c       the precheck runner's ops and the prechecks running at runnerd
+ *                    (precheck_request.c: their fields and describe text)
  *
  * Dependencies point one way: control.c -> control_queue.c -> queue.c <- runnerd.c; queue.c
  * reaches the others only through its ops (queue.h), which queue_ops.c wires.
@@ -53,13 +55,34 @@
 #define STATD_LINE_DEADLINE_MS 30000u	/* a request line must be complete this long after its first byte */
 #define STATD_SWEEP_MS 1000u		/* how often that deadline is checked */
 
+/* Prechecks running at once (statd/precheck.c): a precheck is no channel turn, so these
+ * bound it instead of a channel queue; a request beyond either is refused with "busy". */
+#define STATD_PRECHECKS_MAX 16u
+#define STATD_PRECHECKS_PER_CHANNEL 4u
+
 struct statd;
 struct statd_conn;
+struct statd_prechecks;
 
 /* The link to runnerd (runnerd.c; common/link.h does the work). */
 struct statd_link {
 	struct rts_link *link; /* NULL until a turn needs it, and again after it failed */
 	char *path;
+};
+
+/* metrics.c: statd's counters and the metrics requests waiting for runnerd. */
+#define STATD_METRICS_WAIT_MS 4000u   /* runnerd's answer; runnerd waits 2.5 s for brokerd */
+#define STATD_METRICS_WAITING_MAX 64u /* metrics requests waiting at once (more: busy) */
+struct statd_metrics_req;
+struct statd_metrics {
+	uint64_t outcomes[6]; /* enum statd_outcome */
+	uint64_t messages[3]; /* enum statd_route */
+	struct statd_metrics_req *waiting;
+	unsigned n_waiting;
+	bool asking; /* waiting for runnerd (timer armed) */
+	bool sent;   /* METRICS with seq is out */
+	uint32_t seq;
+	struct rts_timer *timer;
 };
 
 struct statd {
@@ -84,8 +107,11 @@ struct statd {
 	uint64_t conns_refused_logged_ms;
 
 	struct statd_link link;
+	struct statd_metrics metrics;
+	struct statd_prechecks *prechecks; /* precheck.c */
 
-	bool stopping; /* a stop signal came: no more clients */
+	bool stopping;	     /* a stop signal came: no more clients */
+	bool queue_stopped;  /* the queue's stopped op ran: no turn is left */
 };
 
 /* control.c */
@@ -101,6 +127,9 @@ void statd_conn_answer(struct statd_conn *c, uint64_t seq, json_object *answer);
 /* Write an event for the request seq: right away, or just after that request's answer if
  * the answer is still held back behind an earlier pending one. Takes over ev. */
 void statd_conn_event(struct statd_conn *c, uint64_t seq, json_object *ev);
+/* The request seq of c gets no answer of its own, only events (a valid precheck): its
+ * pending answer slot goes, so answers of later requests are not held back. */
+void statd_conn_forget(struct statd_conn *c, uint64_t seq);
 /* Drop every connection (shutdown), trying one last non-blocking write of its output. */
 void statd_control_close_all(struct statd *d);
 /* New {"id": id, "error": code} object (id may be NULL: left out). */
@@ -125,6 +154,39 @@ void statd_control_release(void *owner, struct statd_origin *o);
 
 /* queue_ops.c: d->queue, wired to this daemon. */
 void statd_queue_attach(struct statd *d);
+/* Stopping: end the loop once the channel queues and the prechecks are all done. */
+void statd_maybe_exit(struct statd *d);
+
+/* precheck.c: the ops "precheck" (an answer only when refused; NULL otherwise: its one
+ * event follows) and "precheck_describe" (its answer), with req parsed strictly and its op
+ * read. */
+json_object *statd_precheck_op(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *req);
+json_object *statd_precheck_describe(struct statd *d, json_object *req);
+/* PRECHECK_DONE from runnerd: its event. -EBADMSG for a message that breaks the contract
+ * (drops the link). */
+int statd_precheck_done(struct statd *d, const struct rts_msg_precheck_done *m);
+/* The link can take messages again: hand over waiting PRECHECK_RUNs. */
+void statd_prechecks_link_ready(struct statd *d);
+/* The link failed: every precheck ends (unavailable). */
+void statd_prechecks_link_down(struct statd *d);
+/* Shutdown: end waiting prechecks, cancel running ones and wait for them (at most
+ * STATD_SHUTDOWN_MS); statd_maybe_exit() once none is left. Idempotent. */
+void statd_prechecks_stop(struct statd *d);
+bool statd_prechecks_idle(const struct statd *d);
+unsigned statd_prechecks_running(const struct statd *d);
+void statd_prechecks_init(struct statd *d);
+void statd_prechecks_free(struct statd *d);
+
+/* metrics.c */
+void statd_metrics_message(struct statd *d, enum statd_route route);
+void statd_metrics_outcome(struct statd *d, enum statd_outcome outcome);
+/* {"op":"metrics"}: NULL (answered later, {"id","text"}) or an error answer (busy). */
+json_object *statd_control_metrics(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id);
+/* METRICS_TEXT from runnerd: -EBADMSG for a text that is not printable ASCII lines. */
+int statd_metrics_text(struct statd *d, const struct rts_msg_metrics_text *m);
+void statd_metrics_link_ready(struct statd *d);
+void statd_metrics_link_down(struct statd *d);
+void statd_metrics_free(struct statd *d);
 
 /* runnerd.c */
 void statd_link_init(struct statd *d);
@@ -136,5 +198,9 @@ int statd_link_start(void *owner);
 bool statd_link_send_run(void *owner, const struct statd_turn_start *s);
 bool statd_link_withdraw(void *owner, const void *tag);
 void statd_link_send_cancel(void *owner, const char *turn_id);
+/* PRECHECK_RUN tagged with tag (statd_link_withdraw takes it back); false when the link is
+ * not up or congested (nothing taken). PRECHECK_CANCEL when the link is up. */
+bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag);
+void statd_link_send_precheck_cancel(struct statd *d, const char *id);
 
 #endif

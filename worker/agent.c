@@ -79,20 +79,6 @@ static json_object *message(const char *role, const char *content)
 	return m;
 }
 
-static char *error_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *error_text(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	worker_text_trim_utf8(msg);
-	cleanup_json json_object *o = json_object_new_object();
-	json_object_object_add(o, "error", json_object_new_string(msg));
-	return rts_json_dump(o);
-}
-
 /* The deadline of one broker call: the per-call cap or the turn's remainder. */
 static uint64_t call_deadline(const struct agent *a)
 {
@@ -286,7 +272,7 @@ static char *agent_call_id(struct agent *a, const char *id)
 static char *agent_call_public(struct agent *a, const struct worker_tool *t, json_object *args)
 {
 	if (rts_now_ms() >= a->deadline_ms)
-		return error_text("the turn's time is up");
+		return worker_error_json("the turn's time is up");
 	cleanup_json json_object *rpc = NULL;
 	json_object *body = args;
 	if (t->mcp_tool) {
@@ -306,30 +292,30 @@ static char *agent_call_public(struct agent *a, const struct worker_tool *t, jso
 	int r = agent_post(a, t->route, text, &status, &answer);
 	if (r < 0) {
 		fprintf(stderr, "worker: tool call %s failed: %s\n", t->name, strerror(-r));
-		return error_text("the tool call failed: %s", r == -ETIMEDOUT ? "timed out" : "no usable answer");
+		return worker_error_json("the tool call failed: %s", r == -ETIMEDOUT ? "timed out" : "no usable answer");
 	}
 	if (status != 200) {
 		const char *code = rts_json_get_string(answer, "error");
 		if (!code || !rts_name_valid(code, 32))
 			code = "error";
 		fprintf(stderr, "worker: tool call %s refused: HTTP %u %s\n", t->name, status, code);
-		return error_text("the tool call was refused: %s (HTTP %u)", code, status);
+		return worker_error_json("the tool call was refused: %s (HTTP %u)", code, status);
 	}
 	if (!t->mcp_tool) {
 		const char *result = rts_json_get_string(answer, "result");
-		return result ? rts_xstrdup(result) : error_text("the tool gave a malformed answer");
+		return result ? rts_xstrdup(result) : worker_error_json("the tool gave a malformed answer");
 	}
 
 	json_object *err = rts_json_get(answer, "error");
 	if (err) {
 		const char *msg = rts_json_get_string(err, "message");
 		cleanup_free char *short_msg = worker_text_bound(msg ? msg : "no message", 400, NULL);
-		return error_text("the MCP tool failed: %s", short_msg);
+		return worker_error_json("the MCP tool failed: %s", short_msg);
 	}
 	json_object *result = rts_json_get(answer, "result");
 	json_object *content = rts_json_get(result, "content");
 	if (!content || !json_object_is_type(content, json_type_array))
-		return result ? rts_json_dump(result) : error_text("the MCP tool gave a malformed answer");
+		return result ? rts_json_dump(result) : worker_error_json("the MCP tool gave a malformed answer");
 	/* Text parts joined; other kinds are named, not passed on. */
 	size_t cap = WORKER_TOOL_RESULT_MAX + 64, len = 0;
 	char *out = rts_xstrdup("");
@@ -468,7 +454,7 @@ static void agent_tool_calls(struct agent *a, json_object *msg, json_object *cal
 		cleanup_free char *result = NULL;
 		size_t max = result_max;
 		if (p[i].refusal) {
-			result = error_text("%s", p[i].refusal);
+			result = worker_error_json("%s", p[i].refusal);
 			max = WORKER_REFUSAL_MAX;
 		} else if (p[i].tool) {
 			result = agent_call_public(a, p[i].tool, p[i].args);

@@ -128,20 +128,6 @@ void worker_memory_free(struct worker_memory *m)
 	m->root = NULL;
 }
 
-static char *error_result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *error_result(const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	worker_text_trim_utf8(msg);
-	cleanup_json json_object *o = json_object_new_object();
-	json_object_object_add(o, "error", json_object_new_string(msg));
-	return rts_json_dump(o);
-}
-
 static int save(struct worker_memory *m, struct worker_store *s)
 {
 	cleanup_free char *text = rts_json_dump(m->root);
@@ -163,16 +149,16 @@ struct call {
 static char *memory_set(struct worker_memory *m, struct worker_store *s, const char *speaker_id, struct call *c)
 {
 	if (!c->key || !c->value)
-		return error_result("memory_set needs scope, key and value");
+		return worker_error_json("memory_set needs scope, key and value");
 	if (!whole_string(c->value))
-		return error_result("value must be a string without NUL characters");
+		return worker_error_json("value must be a string without NUL characters");
 	size_t chars = worker_text_chars(json_object_get_string(c->value));
 	if (chars > WORKER_MEMORY_VALUE_CHARS_MAX)
-		return error_result("value is too long: %zu characters (at most %u); nothing was stored", chars,
+		return worker_error_json("value is too long: %zu characters (at most %u); nothing was stored", chars,
 				    WORKER_MEMORY_VALUE_CHARS_MAX);
 	bool existed = rts_json_get(c->scope, c->key) != NULL;
 	if (!existed && count_entries(m->root) >= WORKER_MEMORY_ENTRIES_MAX)
-		return error_result("memory is full: %u entries in this channel, all scopes together; remove a note "
+		return worker_error_json("memory is full: %u entries in this channel, all scopes together; remove a note "
 				    "with memory_remove first; nothing was stored",
 				    WORKER_MEMORY_ENTRIES_MAX);
 
@@ -198,7 +184,7 @@ static char *memory_set(struct worker_memory *m, struct worker_store *s, const c
 			json_object_object_del(c->scope, c->key);
 		if (new_scope)
 			json_object_object_del(rts_json_get(m->root, "speakers"), speaker_id);
-		return error_result("%s", refusal);
+		return worker_error_json("%s", refusal);
 	}
 	if (old)
 		json_object_put(old);
@@ -216,7 +202,7 @@ static char *memory_get(struct worker_memory *m, struct worker_store *s, const c
 	if (c->key) {
 		json_object *v = rts_json_get(c->scope, c->key);
 		if (!v)
-			return error_result("no note with that key in the %s scope", c->scope_name);
+			return worker_error_json("no note with that key in the %s scope", c->scope_name);
 		json_object_object_add(o, "key", json_object_new_string(c->key));
 		json_object_object_add(o, "value", json_object_get(v));
 		return rts_json_dump(o);
@@ -252,7 +238,7 @@ static char *memory_get(struct worker_memory *m, struct worker_store *s, const c
 static char *memory_remove(struct worker_memory *m, struct worker_store *s, const char *speaker_id, struct call *c)
 {
 	if (!c->key)
-		return error_result("memory_remove needs scope and key");
+		return worker_error_json("memory_remove needs scope and key");
 	json_object *v = rts_json_get(c->scope, c->key);
 	cleanup_json json_object *o = json_object_new_object();
 	json_object_object_add(o, "ok", json_object_new_boolean(1));
@@ -270,7 +256,7 @@ static char *memory_remove(struct worker_memory *m, struct worker_store *s, cons
 			json_object_object_add(rts_json_get(m->root, "speakers"), speaker_id, c->scope);
 		}
 		json_object_object_add(c->scope, c->key, old);
-		return error_result("memory could not be saved");
+		return worker_error_json("memory could not be saved");
 	}
 	json_object_put(old);
 	return rts_json_dump(o);
@@ -359,22 +345,22 @@ char *worker_memory_call(struct worker_memory *m, struct worker_store *s, const 
 {
 	const struct memory_tool *t = find_tool(tool);
 	if (!t)
-		return error_result("unknown memory tool");
+		return worker_error_json("unknown memory tool");
 	if (m->unavailable)
-		return error_result("memory storage is unavailable in this turn");
+		return worker_error_json("memory storage is unavailable in this turn");
 	if (!args || !json_object_is_type(args, json_type_object))
-		return error_result("arguments must be a JSON object");
+		return worker_error_json("arguments must be a JSON object");
 	json_object_object_foreach(args, name, val)
 	{
 		(void)val;
 		if (!arg_allowed(t, name))
-			return error_result("%s takes no argument named \"%s\"", t->name, name);
+			return worker_error_json("%s takes no argument named \"%s\"", t->name, name);
 	}
 
 	struct call c = {0};
 	const char *scope = rts_json_get_string(args, "scope");
 	if (!scope)
-		return error_result("scope must be \"speaker\" or \"channel\"");
+		return worker_error_json("scope must be \"speaker\" or \"channel\"");
 	if (strcmp(scope, "speaker") == 0) {
 		/* Always the current speaker: the namespace comes from the input, not the call. */
 		c.speaker = true;
@@ -382,13 +368,13 @@ char *worker_memory_call(struct worker_memory *m, struct worker_store *s, const 
 	} else if (strcmp(scope, "channel") == 0) {
 		c.scope = rts_json_get(m->root, "channel");
 	} else {
-		return error_result("scope must be \"speaker\" or \"channel\"");
+		return worker_error_json("scope must be \"speaker\" or \"channel\"");
 	}
 	c.scope_name = c.speaker ? "speaker" : "channel";
 	json_object *key = rts_json_get(args, "key");
 	if (key) {
 		if (!whole_string(key) || !key_valid(json_object_get_string(key)))
-			return error_result("key must be 1 to %u printable characters", WORKER_MEMORY_KEY_CHARS_MAX);
+			return worker_error_json("key must be 1 to %u printable characters", WORKER_MEMORY_KEY_CHARS_MAX);
 		c.key = json_object_get_string(key);
 	}
 	c.value = rts_json_get(args, "value");

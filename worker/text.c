@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <json.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "common/json.h"
 #include "common/util.h"
@@ -68,4 +70,17 @@ char *worker_text_quote(const char *s)
 	char *q = rts_xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 	return q;
+}
+
+char *worker_error_json(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	worker_text_trim_utf8(msg);
+	cleanup_json json_object *o = json_object_new_object();
+	json_object_object_add(o, "error", json_object_new_string(msg));
+	return rts_json_dump(o);
 }

@@ -27,4 +27,8 @@ char *worker_text_bound(const char *s, size_t max, bool *truncated);
  * line of our own framing. Never fails (allocation aborts). */
 char *worker_text_quote(const char *s);
 
+/* A newly allocated tool result {"error": MESSAGE} for the model, MESSAGE formatted like
+ * printf and cut to 511 bytes at a character boundary. Never fails (allocation aborts). */
+char *worker_error_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

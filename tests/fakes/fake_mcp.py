@@ -19,13 +19,16 @@ A POST to --path with a JSON-RPC request is answered by the tool it calls (param
   echo       result {"content":[{"type":"text","text": <arguments as JSON text>}]}
   whoami     result text: the Authorization header that arrived (to check the bearer)
   reflect    result text: the bearer credential, encoded as arguments.enc says (a name
-             of keyforms.FORMS, default raw; or escaped: \\u-escaped in the JSON text);
-             with arguments.decoy true, keyforms.DECOY instead of the bearer
+             of keyforms.FORMS, default raw; or escaped: \\u-escaped in the JSON text; or
+             json-text: inside a JSON document that is the text); with arguments.decoy
+             true, keyforms.DECOY instead of the bearer; with arguments.sse true, the
+             answer as one server-sent event
   say        result text: arguments.text exactly; with arguments.escaped true every
              character of it is \\u-escaped in the JSON text
   mask       result text that only looks like a key ("sk-" prefix, "sk-...<last 4>")
   session    an echo answer that also carries Mcp-Session-Id and Set-Cookie headers
-  sse        the answer as text/event-stream (one SSE event)
+  sse        the answer as text/event-stream (one SSE event); arguments.events N > 1 sends
+             N events, arguments.type an event type other than message
   html       the answer with Content-Type text/html
   redirect   302 to another path of this server
   status     HTTP status arguments.code with a JSON-RPC error body
@@ -72,12 +75,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def rpc(self, rid, result=None, error=None, **kw):
+    def rpc(self, rid, result=None, error=None, sse=False, **kw):
         msg = {"jsonrpc": "2.0", "id": rid}
         if error is not None:
             msg["error"] = error
         else:
             msg["result"] = result
+        if sse:
+            # One event, as a Streamable HTTP server answers a single request.
+            return self.send_body(kw.pop("status", 200), f"event: message\ndata: {json.dumps(msg)}\n\n".encode(),
+                                  ctype="text/event-stream", **kw)
         self.send_body(kw.pop("status", 200), json.dumps(msg).encode(), **kw)
 
     def do_POST(self):
@@ -119,11 +126,17 @@ class Handler(BaseHTTPRequestHandler):
         if tool == "reflect":
             enc = args.get("enc", "raw")
             key = keyforms.DECOY if args.get("decoy") else bearer
+            sse = bool(args.get("sse"))
             if enc == "escaped":
-                return self.send_body(200, escaped_answer(rid, "key " + key))
+                body = escaped_answer(rid, "key " + key)
+                if sse:
+                    return self.send_body(200, b"event: message\ndata: " + body + b"\n\n", ctype="text/event-stream")
+                return self.send_body(200, body)
+            if enc == "json-text":
+                return self.rpc(rid, text(json.dumps({"seen": {"authorization": "Bearer " + key}})), sse=sse)
             if enc not in keyforms.FORMS:
                 return self.rpc(rid, error={"code": -32602, "message": "unknown encoding"})
-            return self.rpc(rid, text("the key is " + keyforms.encode(key, enc)))
+            return self.rpc(rid, text("the key is " + keyforms.encode(key, enc)), sse=sse)
         if tool == "say":
             said = str(args.get("text", ""))
             if args.get("escaped"):
@@ -137,7 +150,9 @@ class Handler(BaseHTTPRequestHandler):
                                                                  ("X-Upstream-Detail", "internal")))
         if tool == "sse":
             event = json.dumps({"jsonrpc": "2.0", "id": rid, "result": text("over sse")})
-            return self.send_body(200, f"event: message\ndata: {event}\n\n".encode(), ctype="text/event-stream")
+            kind = str(args.get("type", "message"))
+            n = max(1, min(int(args.get("events", 1)), 8))
+            return self.send_body(200, f"event: {kind}\ndata: {event}\n\n".encode() * n, ctype="text/event-stream")
         if tool == "html":
             return self.send_body(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": text("html")}).encode(),
                                   ctype="text/html")

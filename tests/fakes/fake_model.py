@@ -13,8 +13,10 @@ once the socket listens. Make a certificate with tests/fakes/make-ca.sh.
 
 Only POST to --path is served (anything else: 404/405). Every request, served or not, is
 appended to --record as one JSON line {"method", "path", "headers": {lowercase name:
-value}, "rawHeaders": [[name, value]...], "body": parsed JSON or null, "bodyError"?},
-flushed at once, so a test can assert which Authorization value arrived.
+value}, "rawHeaders": [[name, value]...], "body": parsed JSON or null, "bodyError"?,
+"conn": N, "connRequest": M, "clientPort": P}, flushed at once, so a test can assert which
+Authorization value arrived, and which requests shared a connection (conn counts the
+server's TLS connections from 1, connRequest the requests on one from 1).
 
 Rules, applied to the conversation in the request body's "messages":
 
@@ -45,6 +47,13 @@ Content-Type), errorobj (200 with an "error" member), emptychoices / nochoices, 
 headers (a completion plus Set-Cookie, Mcp-Session-Id and X-Upstream-Detail), mask (text
 that only looks like a key: "sk-", "sk-...<last 4>"), or the bearer key reflected as
 b64url, b64shift (base64 at another byte alignment) or escaped (\\u escapes in the JSON text).
+
+Connection behaviour (checked first, on any path): "#conn WORD" in the last user message:
+hangup (read the request, close the connection without an answer), trailing (a completion,
+then the bytes of a second, unasked answer on the same connection), partial MS (the status
+line, headers and half the body, then MS ms of silence, then close), closeafter (a
+completion, then close the connection, without a Connection: close header, as a server
+closing an idle keep-alive connection does).
 
 Script mode (a separate path, checked before the conversation rules): "#script NAME" in the last
 user message (NAME [a-z0-9_-]{1,64}) replays canned answers from SCRIPT_DIR/script-NAME.json
@@ -238,11 +247,18 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass  # the record file is the log; keep test output quiet
 
+    def setup(self):
+        super().setup()
+        self.conn_id = self.server.next_conn_id()
+        self.conn_requests = 0
+
     def record(self, body, body_error=None):
+        self.conn_requests += 1
         entry = {"method": self.command, "path": self.path,
                  "headers": {k.lower(): v for k, v in self.headers.items()},
                  "rawHeaders": [[k, v] for k, v in self.headers.items()],
-                 "body": body, "time": time.time()}
+                 "body": body, "time": time.time(), "conn": self.conn_id, "connRequest": self.conn_requests,
+                 "clientPort": self.client_address[1] if isinstance(self.client_address, tuple) else None}
         if body_error:
             entry["bodyError"] = body_error
         self.server.record(entry)
@@ -279,7 +295,11 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         bearer = auth[7:] if auth.startswith("Bearer ") else ""
         messages = body.get("messages") if isinstance(body, dict) else None
-        m = re.search(r"#upstream\s+([a-z0-9]+)", last_user_text(messages).lower()) if isinstance(messages, list) else None
+        low = last_user_text(messages).lower() if isinstance(messages, list) else ""
+        m = re.search(r"#conn\s+([a-z]+)(?:\s+(\d+))?", low)
+        if m:
+            return self.connection_behaviour(m.group(1), int(m.group(2) or 0), body)
+        m = re.search(r"#upstream\s+([a-z0-9]+)", low)
         if m:
             return self.misbehave(m.group(1), bearer)
         try:
@@ -297,6 +317,39 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         })
+
+    def completion(self, content):
+        return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion", "model": "fake-model",
+                           "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                        "finish_reason": "stop"}]}).encode()
+
+    def connection_behaviour(self, what, ms, body):
+        """The "#conn WORD" directives (module docstring)."""
+        if what == "hangup":
+            self.close_connection = True
+            return None
+        data = self.completion(f"conn {what} on connection {self.conn_id}")
+        if what == "partial":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            time.sleep(min(ms, SLEEP_MAX_MS) / 1000.0)
+            self.close_connection = True
+            return None
+        self.send_raw(200, data, "application/json")
+        if what in ("trailing", "trailinglate"):
+            smuggled = self.completion("smuggled: an answer nobody asked for")
+            if what == "trailinglate":
+                self.wfile.flush()
+                time.sleep(0.1)  # after the client has read its whole answer
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(smuggled)).encode() + b"\r\n\r\n" + smuggled)
+        elif what == "closeafter":
+            self.close_connection = True
+        return None
 
     def misbehave(self, what, bearer):
         """The "#upstream WORD" directives (module docstring): answers a broker must refuse,
@@ -363,6 +416,13 @@ class Server(RecordingTLSServer):
     def __init__(self, addr, ctx, api_path, record_path):
         super().__init__(addr, Handler, ctx, api_path, record_path)
         self.rules = Rules()
+        self.conn_lock = threading.Lock()
+        self.conns = 0
+
+    def next_conn_id(self):
+        with self.conn_lock:
+            self.conns += 1
+            return self.conns
 
 
 def main():

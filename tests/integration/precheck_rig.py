@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The precheck image under test, sealed runs of it, and a stand-in broker.
 
-Used by test_precheck_image.py and tests/bench/precheck.py. Nothing here starts a daemon:
-runnerd's precheck run does not exist yet, so a run is the `docker run` argument list of
+Used by test_precheck_image.py and tests/bench/precheck.py. Nothing here starts a daemon
+(precheck_suite.py runs the real ones): a run is the `docker run` argument list of
 runnerd/docker_args.c with the precheck limits (DESIGN.md 8.3), and the broker is a small
 recording HTTP server on a real Unix socket in a real run dir, bind-mounted read-only.
 

@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 2
+PROTO_VERSION = 3  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3)
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -48,6 +48,15 @@ BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
 BROKER_CLOSED = 23
+METRICS = 70
+METRICS_TEXT = 71
+BROKER_METRICS = 72
+BROKER_METRICS_TEXT = 73
+# the precheck runner
+PRECHECK_RUN = 60
+PRECHECK_DONE = 61
+PRECHECK_CANCEL = 62
+PRECHECK_BIND = 64
 
 # enum rts_turn_status
 TURN_OK = 0
@@ -58,6 +67,14 @@ TURN_CLEANUP_FAILED = 4
 STATUS_NAMES = {TURN_OK: "ok", TURN_ERROR: "error", TURN_TIMEOUT: "timeout",
                 TURN_CANCELLED: "cancelled", TURN_CLEANUP_FAILED: "cleanup_failed"}
 
+# enum rts_precheck_answer (PRECHECK_DONE's answer)
+PRECHECK_SLEEP = 0
+PRECHECK_NOTE = 1
+PRECHECK_CONTEXT = 2
+PRECHECK_SCRIPT_ERROR = 3
+PRECHECK_ANSWER_NAMES = {PRECHECK_SLEEP: "sleep", PRECHECK_NOTE: "note", PRECHECK_CONTEXT: "context",
+                         PRECHECK_SCRIPT_ERROR: "script_error"}
+
 # Limits shared by more than one program.
 CHANNEL_MAX = 512
 SPEAKER_FIELD_MAX = 256
@@ -66,7 +83,16 @@ REPLY_MAX = 64 * 1024
 WORKER_OUTPUT_MAX = 256 * 1024
 TURN_ID_LEN = 16
 HASH_HEX_LEN = 64
+METRICS_TEXT_MAX = 32 * 1024
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
+TIME_ZONE_MAX = 64
+PRECHECK_TARGET_MAX = 512
+PRECHECK_SCRIPT_MAX = 64 * 1024
+PRECHECK_SCHEDULE_MAX = 16 * 1024
+PRECHECK_APPROVED_TEXT_MAX = 256 * (48 + 1 + 128 + 1)
+PRECHECK_FIRED_AT_MAX = 64
+PRECHECK_TODAY_LEN = 10
+PRECHECK_CONTEXT_MAX = 16 * 1024
 
 # Every message: (type, link, direction, carries an fd, fields in wire order as (name,
 # kind, max)); kinds u8, u32, i32, u64, str (max: bytes without the NUL). link is the
@@ -95,6 +121,32 @@ MESSAGES = {
     "BROKER_CLOSE": (BROKER_CLOSE, "brokerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
     "BROKER_CLOSED": (BROKER_CLOSED, "brokerd.sock", "to_connector", False,
                       (("turn_id", "str", TURN_ID_LEN), ("calls", "u32", 0))),
+    # metrics (issue 15)
+    "METRICS": (METRICS, "runnerd.sock", "to_listener", False, (("seq", "u32", 0),)),
+    "METRICS_TEXT": (METRICS_TEXT, "runnerd.sock", "to_connector", False,
+                     (("seq", "u32", 0), ("brokerd_link", "u8", 0), ("brokerd_up", "u8", 0),
+                      ("runnerd", "str", METRICS_TEXT_MAX), ("brokerd", "str", METRICS_TEXT_MAX))),
+    "BROKER_METRICS": (BROKER_METRICS, "brokerd.sock", "to_listener", False, (("seq", "u32", 0),)),
+    "BROKER_METRICS_TEXT": (BROKER_METRICS_TEXT, "brokerd.sock", "to_connector", False,
+                            (("seq", "u32", 0), ("text", "str", METRICS_TEXT_MAX))),
+    # the precheck runner (DESIGN.md 8.3)
+    "PRECHECK_RUN": (PRECHECK_RUN, "runnerd.sock", "to_listener", False,
+                     (("precheck_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                      ("channel_hash", "str", HASH_HEX_LEN), ("target", "str", PRECHECK_TARGET_MAX),
+                      ("tier", "str", SPEAKER_FIELD_MAX), ("script", "str", PRECHECK_SCRIPT_MAX),
+                      ("approved", "str", PRECHECK_APPROVED_TEXT_MAX), ("fired_at", "str", PRECHECK_FIRED_AT_MAX),
+                      ("time_zone", "str", TIME_ZONE_MAX), ("today", "str", PRECHECK_TODAY_LEN),
+                      ("schedule", "str", PRECHECK_SCHEDULE_MAX))),
+    "PRECHECK_DONE": (PRECHECK_DONE, "runnerd.sock", "to_connector", False,
+                      (("precheck_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("answer", "u32", 0),
+                       ("text", "str", PRECHECK_CONTEXT_MAX))),
+    "PRECHECK_CANCEL": (PRECHECK_CANCEL, "runnerd.sock", "to_listener", False,
+                        (("precheck_id", "str", TURN_ID_LEN),)),
+    "PRECHECK_BIND": (PRECHECK_BIND, "brokerd.sock", "to_listener", True,
+                      (("precheck_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                       ("channel_hash", "str", HASH_HEX_LEN), ("target", "str", PRECHECK_TARGET_MAX),
+                       ("tier", "str", SPEAKER_FIELD_MAX), ("approved", "str", PRECHECK_APPROVED_TEXT_MAX),
+                       ("deadline_ms", "u64", 0))),
 }
 
 # Field kinds: u8, u32, i32, u64, str. FD marks a message that carries exactly one fd.

@@ -2,8 +2,8 @@
 """The precheck image and its harness (worker/precheck/, HACKING.md "Precheck runtime"),
 in real sealed containers against a stand-in broker on a real Unix socket (precheck_rig.py).
 
-runnerd's precheck run and brokerd's precheck grants come later; what is checked here is
-what the image itself promises: the harness's input and output contract, the answer's
+The runner through the daemons is test_precheck.py's; what is checked here is what the
+image itself promises: the harness's input and output contract, the answer's
 shape rules, mcp.call/mcp.json over the broker socket with the worker's exact request
 form, one call at a time and the local call budget, and what the sealed container denies
 (network, environment). The image is built once per module from the host's node.

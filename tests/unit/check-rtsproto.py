@@ -37,6 +37,8 @@ def main():
             problems.append(f"{name}: proto.h has {messages.get(name)}, rtsproto.py {py.get(name)}")
         elif getattr(rtsproto, name, None) != messages[name][0]:
             problems.append(f"{name}: rtsproto.{name} is {getattr(rtsproto, name, None)}, not {messages[name][0]}")
+    if sorted(rtsproto.PRECHECK_ANSWER_NAMES) != sorted(v for k, v in table.items() if k.startswith("PRECHECK_")):
+        problems.append("PRECHECK_ANSWER_NAMES does not name exactly the precheck answers")
     if sorted(rtsproto.STATUS_NAMES) != sorted(v for k, v in table.items() if k.startswith("TURN_")):
         problems.append("STATUS_NAMES does not name exactly the turn statuses")
     for p in problems:

@@ -189,6 +189,43 @@ static void op_turn_done(void *owner, struct runnerd_statd *peer, const struct r
 	      m->reply);
 }
 
+/* Prechecks: the same machine, another kind of run dir, bind and answer. */
+static int op_precheck_dir_create(void *owner, const char *id)
+{
+	if (fk.run_dir_result < 0)
+		return fk.run_dir_result;
+	rig_logf("pc mkdir %s", tname(id));
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+static int op_precheck_dir_remove(void *owner, const char *id)
+{
+	rig_logf("pc rmdir %s", tname(id));
+	return fk.run_dir_remove_result;
+}
+
+static uint64_t op_precheck_bind(void *owner, const struct rts_msg_precheck_bind *m)
+{
+	ck_assert_int_ge(m->fd, 0);
+	close(m->fd);
+	ck_assert_str_eq(m->channel, CHANNEL);
+	rig_logf("pc bind %s gen=%llu target=%s tier=%s approved=%s", tname(m->precheck_id),
+		 (unsigned long long)fk.gen, m->target, m->tier, m->approved);
+	return fk.gen;
+}
+
+static void op_precheck_done(void *owner, struct runnerd_statd *peer, const struct rts_msg_precheck_done *m)
+{
+	ck_assert(m->status == RTS_TURN_OK || (!*m->text && m->answer == 0));
+	if (m->status == RTS_TURN_OK)
+		rig_logf("pc done %s %s ok %u%s%s", peer->name, tname(m->precheck_id), m->answer, *m->text ? " " : "",
+			 m->text);
+	else
+		rig_logf("pc done %s %s %s", peer->name, tname(m->precheck_id), status_name(m->status));
+}
+
 static void op_idle(void *owner)
 {
 	fk.idles++;
@@ -210,10 +247,16 @@ static const struct runnerd_turn_ops ops = {
 	.broker_bind = op_broker_bind,
 	.broker_close = op_broker_close,
 	.turn_done = op_turn_done,
+	.precheck_dir_create = op_precheck_dir_create,
+	.precheck_dir_remove = op_precheck_dir_remove,
+	.precheck_bind = op_precheck_bind,
+	.precheck_done = op_precheck_done,
 	.idle = op_idle,
 };
 
 /* ---- the rig ---- */
+
+static const char *config_doc = "{\"model\":\"m\",\"modelUrl\":\"https://model.invalid/v1/chat/completions\"}";
 
 static void setup(void)
 {
@@ -224,8 +267,8 @@ static void setup(void)
 	char err[512];
 	cleanup_json json_object *o = NULL;
 	const char *why;
-	const char *doc = "{\"model\":\"m\",\"modelUrl\":\"https://model.invalid/v1/chat/completions\"}";
-	ck_assert_int_eq(rts_json_parse(doc, strlen(doc), 8, &o, &why), 0);
+	const char *doc = config_doc;
+	ck_assert_int_eq(rts_json_parse(doc, strlen(doc), 16, &o, &why), 0);
 	cfg = rts_config_from_json(o, "test.json", err, sizeof(err));
 	ck_assert_msg(cfg != NULL, "%s", err);
 	public_tools = rts_config_public_tools(cfg);
@@ -1025,6 +1068,289 @@ START_TEST(test_shutdown_waits_for_every_removal)
 }
 END_TEST
 
+/* ---- prechecks (DESIGN.md 8.3): a turn of another kind ---- */
+
+#define PRECHECK_CONFIG                                                                                                \
+	"{\"model\":\"m\",\"modelUrl\":\"https://model.invalid/v1/chat/completions\",\"runRoot\":\"/run/rts\","     \
+	"\"precheck\":{\"image\":\"rts:pc\",\"timeoutMs\":5000,\"maxCalls\":3,\"grants\":[{\"channel\":\"" CHANNEL \
+	"\",\"servers\":[{\"name\":\"docs\",\"url\":\"https://mcp.invalid/\",\"tools\":[\"search\",\"fetch\"]}]}]}}"
+
+static void setup_precheck(void)
+{
+	config_doc = PRECHECK_CONFIG;
+	setup();
+}
+
+static void teardown_precheck(void)
+{
+	teardown();
+	config_doc = "{\"model\":\"m\",\"modelUrl\":\"https://model.invalid/v1/chat/completions\"}";
+}
+
+struct precheck_run {
+	char hash[RTS_HASH_HEX_LEN + 1];
+	struct rts_msg_precheck_run m;
+};
+
+static void precheck_init(struct precheck_run *pr, const char *id)
+{
+	rts_channel_hash(CHANNEL, pr->hash);
+	pr->m = (struct rts_msg_precheck_run){
+		.precheck_id = id,
+		.channel = CHANNEL,
+		.channel_hash = pr->hash,
+		.target = "daily",
+		.tier = "member",
+		.script = "export default async () => ({ wake: false })",
+		.approved = "search\nother/tool",
+		.fired_at = "2026-03-01T23:30:00Z",
+		.time_zone = "Pacific/Kiritimati",
+		.today = "2026-03-02",
+		.schedule = "{\"every\":\"day\"}",
+	};
+}
+
+static void precheck_start(struct runnerd_statd *peer, const char *id)
+{
+	struct precheck_run pr;
+	precheck_init(&pr, id);
+	int r;
+	INPUT(r = runnerd_precheck_run(&ts, peer, &pr.m));
+	ck_assert_int_eq(r, 0);
+}
+
+static void precheck_to_running(void)
+{
+	precheck_start(&peer1, T1);
+	broker_up();
+	bound(T1, 0);
+	ck_assert_int_eq(phase(T1), RUNNERD_TURN_RUNNING);
+}
+
+static bool argv_has(const char *a, const char *b)
+{
+	for (char **v = fk.run_argv; *v && v[1]; v++)
+		if (strcmp(v[0], a) == 0 && strcmp(v[1], b) == 0)
+			return true;
+	return false;
+}
+
+START_TEST(test_precheck_phases)
+{
+	size_t m = rig_mark();
+	precheck_start(&peer1, T1);
+	ck_assert_int_eq(runnerd_turn_kind(runnerd_turn_find(&ts, T1)), RUNNERD_KIND_PRECHECK);
+	rig_expect_since(m, "pc mkdir t1", "want", NULL);
+	/* The precheck's own deadline (timeoutMs), not the turn's. */
+	ck_assert_uint_eq(fake_timers_pending(), 2);
+	ck_assert_uint_eq(fake_timer_in(), 5000);
+
+	m = rig_mark();
+	broker_up();
+	/* The approvals travel to brokerd as statd sent them; brokerd resolves the grant. */
+	rig_expect_since(m, "pc bind t1 gen=1 target=daily tier=member approved=search\nother/tool", NULL);
+	m = rig_mark();
+	fake_advance(1000);
+	bound(T1, 0);
+	/* No workspace from statd to re-check: runnerd made the empty one itself. */
+	rig_expect_since(m, "spawn run", NULL);
+	struct runnerd_proc *run = child(true);
+	ck_assert_uint_eq(run->out_max, RTS_PRECHECK_OUTPUT_MAX);
+	ck_assert_uint_eq(run->timeout_ms, 0);
+	/* The precheck's image, limits, /tmp, and its own run dir: the empty workspace read-only. */
+	cleanup_free char *ws = rts_xasprintf("type=bind,source=/run/rts/precheck-%s/workspace,target=/workspace,readonly", T1);
+	cleanup_free char *rd = rts_xasprintf("type=bind,source=/run/rts/precheck-%s/broker,target=/run/broker,readonly", T1);
+	ck_assert(argv_has("--mount", ws));
+	ck_assert(argv_has("--mount", rd));
+	ck_assert(argv_has("--tmpfs", "/tmp:rw,nosuid,nodev,size=64m"));
+	ck_assert(argv_has("--memory", "256m") && argv_has("--memory-swap", "256m"));
+	ck_assert(argv_has("--pids-limit", "32") && argv_has("--cpus", "1"));
+	ck_assert(argv_has("--network", "none"));
+	cleanup_free char *name = container();
+	ck_assert(argv_has("--name", name));
+	ck_assert_str_eq(fk.run_argv[rts_strv_len(fk.run_argv) - 1], "rts:pc");
+	/* The harness's input: the granted tools that were approved ("search" by its hold-rule
+	 * name; "fetch" was not approved), the config's maxCalls, the rest as sent. */
+	cleanup_json json_object *in = json_tokener_parse(run->input);
+	ck_assert_ptr_nonnull(in);
+	ck_assert_str_eq(json_object_to_json_string_ext(rts_json_get(in, "tools"), JSON_C_TO_STRING_PLAIN),
+			 "[{\"server\":\"docs\",\"tool\":\"search\"}]");
+	ck_assert_int_eq(json_object_get_int(rts_json_get(in, "maxCalls")), 3);
+	ck_assert_str_eq(json_object_get_string(rts_json_get(in, "today")), "2026-03-02");
+	ck_assert_str_eq(json_object_get_string(rts_json_get(rts_json_get(in, "schedule"), "every")), "day");
+
+	m = rig_mark();
+	finish(run, exit_status(0, "{\"v\":1,\"wake\":true,\"context\":\"go\"}\n", ""));
+	rig_expect_since(m, "close t1 gen=1", NULL);
+	fake_run();
+	rig_expect_since(m, "close t1 gen=1", "pc rmdir t1", "pc done p1 t1 ok 2 go", NULL);
+}
+END_TEST
+
+START_TEST(test_precheck_results)
+{
+	cleanup_free char *big = rts_xmalloc(RTS_PRECHECK_CONTEXT_MAX + 64);
+	int n = snprintf(big, RTS_PRECHECK_CONTEXT_MAX + 64, "{\"v\":1,\"wake\":true,\"context\":\"");
+	memset(big + n, 'x', RTS_PRECHECK_CONTEXT_MAX + 1);
+	strcpy(big + n + RTS_PRECHECK_CONTEXT_MAX + 1, "\"}\n");
+	const struct {
+		const char *what;
+		struct runnerd_proc_result r;
+		const char *done;
+		unsigned removals;
+	} cases[] = {
+		{"sleep", exit_status(0, "{\"v\":1,\"wake\":false}\n", ""), "pc done p1 t1 ok 0", 0},
+		{"note", exit_status(0, "{\"v\":1,\"wake\":false,\"note\":\"quiet\"}\n", ""), "pc done p1 t1 ok 1 quiet", 0},
+		{"context", exit_status(0, "{\"v\":1,\"wake\":true,\"context\":\"\"}\n", ""), "pc done p1 t1 ok 2", 0},
+		{"script error", exit_status(0, "{\"v\":1,\"wake\":true,\"error\":\"Error: no\"}\n", ""),
+		 "pc done p1 t1 ok 3 Error: no", 0},
+		/* The harness refused our input: a host bug, never shown. */
+		{"bad input", exit_status(1, "{\"v\":1,\"error\":\"bad_input\",\"field\":\"today\"}\n", ""),
+		 "pc done p1 t1 error", 1},
+		{"answer with exit 1", exit_status(1, "{\"v\":1,\"wake\":false}\n", ""), "pc done p1 t1 error", 1},
+		{"two lines", exit_status(0, "{\"v\":1,\"wake\":false}\n{\"v\":1,\"wake\":false}\n", ""),
+		 "pc done p1 t1 error", 1},
+		{"no newline", exit_status(0, "{\"v\":1,\"wake\":false}", ""), "pc done p1 t1 error", 1},
+		{"nothing", exit_status(0, "", ""), "pc done p1 t1 error", 1},
+		{"extra member", exit_status(0, "{\"v\":1,\"wake\":false,\"context\":\"x\"}\n", ""), "pc done p1 t1 error",
+		 1},
+		{"context over its bound", exit_status(0, big, ""), "pc done p1 t1 error", 1},
+		{"out of memory", exit_status(137, "", ""), "pc done p1 t1 error", 1},
+		{"output over the limit", {.exited = false, .status = SIGKILL, .killed = true, .out_overflow = true},
+		 "pc done p1 t1 error", 2},
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(cases); i++) {
+		precheck_to_running();
+		size_t m = rig_mark();
+		finish(child(true), cases[i].r);
+		for (unsigned k = 0; k < cases[i].removals; k++) {
+			ck_assert_msg(has_child(false), "%s: removal %u missing", cases[i].what, k + 1);
+			finish(child(false), exit_status(0, "", ""));
+			fake_advance(RUNNERD_RM_SECOND_DELAY_MS);
+		}
+		ck_assert_msg(!has_child(false), "%s: one removal too many", cases[i].what);
+		fake_run();
+		ck_assert_str_eq(rig_log[m], "close t1 gen=1");
+		ck_assert_str_eq(rig_log[rig_n_log - 2], "pc rmdir t1");
+		ck_assert_msg(strcmp(rig_log[rig_n_log - 1], cases[i].done) == 0, "%s: %s", cases[i].what,
+			      rig_log[rig_n_log - 1]);
+		ck_assert_uint_eq(ts.n, 0);
+	}
+}
+END_TEST
+
+START_TEST(test_precheck_deadline_kills_and_removes)
+{
+	precheck_to_running();
+	size_t m = rig_mark();
+	fake_advance(4999);
+	rig_expect_since(m, NULL);
+	fake_advance(1);
+	cleanup_free char *name = container();
+	cleanup_free char *rm_line = rts_xasprintf("spawn rm %s", name);
+	rig_expect_since(m, "close t1 gen=1", "kill run", rm_line, NULL);
+	kill_and_remove_twice();
+	fake_run();
+	rig_expect_since(m, "close t1 gen=1", "kill run", rm_line, rm_line, "pc rmdir t1", "pc done p1 t1 timeout",
+			 NULL);
+}
+END_TEST
+
+START_TEST(test_precheck_cancel_and_statd_gone)
+{
+	precheck_to_running();
+	size_t m = rig_mark();
+	INPUT(runnerd_turn_cancel_id(&ts, &peer2, T1)); /* not its peer */
+	rig_expect_since(m, NULL);
+	INPUT(runnerd_turn_cancel_id(&ts, &peer1, T1));
+	kill_and_remove_twice();
+	fake_run();
+	ck_assert_str_eq(rig_log[rig_n_log - 1], "pc done p1 t1 cancelled");
+
+	precheck_to_running();
+	m = rig_mark();
+	INPUT(runnerd_turns_forget_peer(&ts, &peer1));
+	kill_and_remove_twice();
+	fake_run();
+	/* Removed, never answered. */
+	ck_assert_str_eq(rig_log[rig_n_log - 1], "pc rmdir t1");
+}
+END_TEST
+
+START_TEST(test_precheck_shutdown_waits_for_removals)
+{
+	precheck_to_running();
+	INPUT(runnerd_turns_shutdown(&ts));
+	ck_assert_uint_eq(fk.idles, 0);
+	kill_and_remove_twice();
+	ck_assert_uint_eq(fk.idles, 0);
+	fake_run();
+	ck_assert_uint_eq(fk.idles, 1);
+	ck_assert_str_eq(rig_log[rig_n_log - 2], "pc done p1 t1 cancelled");
+}
+END_TEST
+
+START_TEST(test_precheck_run_checked_field_by_field)
+{
+	static const char *const fields[] = {"id", "hash", "target", "approved", "fired_at", "today", "zone",
+					     "script", "schedule", "utf8"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(fields); i++) {
+		struct precheck_run pr;
+		precheck_init(&pr, T1);
+		switch (i) {
+		case 0: pr.m.precheck_id = "000000000000000G"; break;
+		case 1: pr.m.channel_hash = "00"; break;
+		case 2: pr.m.target = ""; break;
+		case 3: pr.m.approved = "docs/search\n"; break;
+		case 4: pr.m.fired_at = "2026-03-01T24:00:00Z"; break;
+		case 5: pr.m.today = "2026-03-04"; break; /* two days from the instant: no zone has that */
+		case 6: pr.m.time_zone = "../etc"; break;
+		case 7: pr.m.script = ""; break;
+		case 8: pr.m.schedule = ""; break;
+		case 9: pr.m.target = "\xff"; break;
+		}
+		int r;
+		INPUT(r = runnerd_precheck_run(&ts, &peer1, &pr.m));
+		ck_assert_msg(r == -EBADMSG, "%s: accepted", fields[i]);
+		ck_assert_uint_eq(ts.n, 0);
+	}
+	rig_expect_since(0, NULL);
+	/* An id already running is refused too. */
+	precheck_start(&peer1, T1);
+	struct precheck_run pr;
+	precheck_init(&pr, T1);
+	ck_assert_int_eq(runnerd_precheck_run(&ts, &peer1, &pr.m), -EBADMSG);
+	INPUT(runnerd_turns_shutdown(&ts));
+	fake_run();
+}
+END_TEST
+
+START_TEST(test_precheck_refused_at_once)
+{
+	/* Shutting down: cancelled, answered at once (no precheck exists for it). */
+	INPUT(runnerd_turns_shutdown(&ts));
+	fake_run();
+	size_t m = rig_mark();
+	struct precheck_run pr;
+	precheck_init(&pr, T2);
+	ck_assert_int_eq(runnerd_precheck_run(&ts, &peer2, &pr.m), 0);
+	rig_expect_since(m, "pc done p2 t2 cancelled", NULL);
+	ck_assert_uint_eq(ts.n, 0);
+}
+END_TEST
+
+/* Without "precheck" in runnerd's config (the turn fixture's): refused, nothing made. */
+START_TEST(test_precheck_without_config)
+{
+	struct precheck_run pr;
+	precheck_init(&pr, T1);
+	size_t m = rig_mark();
+	ck_assert_int_eq(runnerd_precheck_run(&ts, &peer1, &pr.m), 0);
+	rig_expect_since(m, "pc done p1 t1 error", NULL);
+	ck_assert_uint_eq(ts.n, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("runnerd_turn");
@@ -1058,7 +1384,19 @@ int main(void)
 	tcase_add_test(tc, test_too_many_turns_and_shutdown_refuse_at_once);
 	tcase_add_test(tc, test_shutdown_without_turns_is_idle_at_once);
 	tcase_add_test(tc, test_shutdown_waits_for_every_removal);
+	tcase_add_test(tc, test_precheck_without_config);
 	suite_add_tcase(s, tc);
+	TCase *pc = tcase_create("precheck");
+	tcase_add_checked_fixture(pc, setup_precheck, teardown_precheck);
+	tcase_set_timeout(pc, 60);
+	tcase_add_test(pc, test_precheck_phases);
+	tcase_add_test(pc, test_precheck_results);
+	tcase_add_test(pc, test_precheck_deadline_kills_and_removes);
+	tcase_add_test(pc, test_precheck_cancel_and_statd_gone);
+	tcase_add_test(pc, test_precheck_shutdown_waits_for_removals);
+	tcase_add_test(pc, test_precheck_run_checked_field_by_field);
+	tcase_add_test(pc, test_precheck_refused_at_once);
+	suite_add_tcase(s, pc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);

@@ -42,6 +42,8 @@ int main(void)
 	printf(" \"DUMMY_KEY\": \"%s\",\n", RTS_DUMMY_KEY);
 #define STATUS_(NAME, value) printf(" \"TURN_" #NAME "\": %d,\n", (value));
 	RTS_PROTO_TURN_STATUSES(STATUS_)
+#define ANSWER_(NAME, value) printf(" \"PRECHECK_" #NAME "\": %d,\n", (value));
+	RTS_PROTO_PRECHECK_ANSWERS(ANSWER_)
 	printf(" \"MESSAGES\": {");
 	for (size_t i = 0; i < rts_msg_n_descs; i++) {
 		const struct rts_msg_desc *d = &rts_msg_descs[i];

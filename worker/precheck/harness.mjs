@@ -29,7 +29,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 
 // Bounds (bytes of UTF-8 unless said otherwise). The host's copies are in common/limits.h
-// once the daemon side exists; change both together.
+// (RTS_PRECHECK_*, RTS_BROKER_*); change both together.
 const INPUT_MAX = 512 * 1024; // the whole stdin object, as RTS_WORKER_INPUT_MAX
 const INPUT_TIMEOUT_MS = 30000; // runnerd writes the input and closes stdin at once
 const SCRIPT_MAX = 64 * 1024; // the script's source

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* image build --rich: an image whose build context a script assembles first (DESIGN.md 8.5;
- * HACKING.md "Rich worker"): make-context.sh fills a fresh temporary directory, docker
- * builds it, the directory goes again. */
+/* image build --precheck and --rich: images whose build context a script assembles first
+ * (HACKING.md "Precheck runtime" and "Rich worker"): make-context.sh fills a fresh
+ * temporary directory, docker builds it, the directory goes again. */
 #include "config.h"
 
 #include <ftw.h>
@@ -13,7 +13,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* The context holds node, its libraries and the node_modules: a few hundred MB, many files. */
+/* The context holds node and its libraries (about 100 MB), for the rich image also its
+ * node_modules (a few hundred MB, many files). */
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
@@ -45,21 +46,21 @@ static bool run_ok(char *const argv[], const char *what)
 	return ok;
 }
 
-int cli_image_build_rich(const char *tag, const char *dir, const char *content)
+int cli_image_build_context(const char *what, const char *subdir, const char *tag, const char *dir,
+			    const char *content)
 {
 	char abs_dir[PATH_MAX];
 	if (!realpath(dir, abs_dir)) {
-		log_error_errno(errno, "%s: %m (pass --dir with the rich worker directory; the source tree's is "
-				       "worker/pi)",
-				dir);
+		log_error_errno(errno, "%s: %m (pass --dir with the %s directory; the source tree's is worker/%s)", dir,
+				what, subdir);
 		return CLI_EXIT_FAILED;
 	}
 	cleanup_free char *script = rts_xasprintf("%s/make-context.sh", abs_dir);
 	struct stat st;
 	if (stat(script, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_error("%s has no make-context.sh: install the package, or pass --dir with the rich worker "
-			  "directory (the source tree's is worker/pi)",
-			  abs_dir);
+		log_error("%s has no make-context.sh: install the package, or pass --dir with the %s directory "
+			  "(the source tree's is worker/%s)",
+			  abs_dir, what, subdir);
 		return CLI_EXIT_FAILED;
 	}
 	char abs_content[PATH_MAX];
@@ -67,20 +68,19 @@ int cli_image_build_rich(const char *tag, const char *dir, const char *content)
 		log_error_errno(errno, "--content %s: %m", content);
 		return CLI_EXIT_FAILED;
 	}
-	char ctx[] = "/tmp/roundtable-sandbox-rich-XXXXXX";
+	cleanup_free char *ctx = rts_xasprintf("/tmp/roundtable-sandbox-%s-XXXXXX", subdir);
 	if (!mkdtemp(ctx)) {
 		log_error_errno(errno, "cannot create a build context directory: %m");
 		return CLI_EXIT_FAILED;
 	}
-	/* sh, so a lost mode bit does not matter; npm runs as the caller, with the caller's
-	 * npm configuration (registry, proxy, cache: npm_config_* in the environment). */
-	char *make[] = {"/bin/sh", script, "--source", abs_dir, NULL, NULL, ctx, NULL};
+	/* make-context.sh takes an empty directory; sh, so a lost mode bit does not matter.
+	 * It runs as the caller, with the caller's npm configuration (npm_config_* in the
+	 * environment: registry, proxy, cache) where it runs npm. */
+	char *make[] = {"/bin/sh", script, "--source", abs_dir, ctx, NULL, NULL, NULL};
 	if (content) {
 		make[4] = "--content";
 		make[5] = abs_content;
-	} else {
-		make[4] = ctx;
-		make[5] = NULL;
+		make[6] = ctx;
 	}
 	char *const build[] = {RTS_DOCKER, "build", "-t", (char *)tag, ctx, NULL};
 	int ex = CLI_EXIT_FAILED;
