@@ -52,6 +52,8 @@ richworker's "#rw WORD" directives, which the worker forwards as part of the tur
                         tool results, so an agent loop ends after its tools answered)
     #quiet              after tool results, say only how many came back ("tool results: N
                         received"), never their text
+    #recall             "recall: " and the texts of the earlier user messages the request
+                        carries, " | " between them (what a conversation's history holds)
     #usage N            report N input tokens (message_start and the Message's usage), so
                         a client's context accounting (compaction) can be steered
   pacing
@@ -155,6 +157,20 @@ def tool_results(messages):
     return out or None
 
 
+def earlier_user_texts(messages):
+    """The texts of the user messages before the last one that has text, oldest first."""
+    out = []
+    for m in messages if isinstance(messages, list) else []:
+        if not isinstance(m, dict) or m.get("role") != "user":
+            continue
+        c = m.get("content")
+        t = c if isinstance(c, str) else "".join(
+            b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text") if isinstance(c, list) else ""
+        if t:
+            out.append(t)
+    return out[:-1]
+
+
 SUMMARY_PROMPT = "you are a context summarization assistant"
 
 
@@ -205,6 +221,7 @@ class Plan:
         self.fail = None   # silent, silent-after, silent-headers, error-event, no-stop, cut, ...
         self.fail_arg = None
         self.extra_headers = "#headers" in low
+        self.recall = results is None and "#recall" in low
         self.script = None
         if m := re.search(r"#script\s+([a-z0-9_-]{1,64})", low):
             self.script = m.group(1)
@@ -365,6 +382,8 @@ class Handler(BaseHTTPRequestHandler):
             plan.text = f"summary: {len(raw)} bytes of conversation"
         else:
             plan = Plan(last_user_text(messages), bearer, tool_results(messages))
+            if plan.recall:
+                plan.text = "recall: " + " | ".join(earlier_user_texts(messages))
         if plan.script:
             return self.scripted(plan.script)
         if plan.sleep_ms:
