@@ -52,6 +52,7 @@ enum brokerd_result {
 	BROKERD_UPSTREAM_ERROR,
 	BROKERD_UPSTREAM_TIMEOUT,
 	BROKERD_UNAVAILABLE,
+	BROKERD_CONFLICT, /* rich mode: not now (a reply packet outside its turn, ...) */
 	BROKERD_RESULT_MAX_,
 };
 
@@ -101,6 +102,17 @@ struct brokerd_call {
 	const char *body;	      /* request body, body_len bytes (not NUL-terminated) */
 	size_t body_len;
 	struct brokerd_cancel cancel; /* turn closing, turn deadline and request deadline */
+	/* Rich turns only (zero for sealed ones): the model credential the reflection filter
+	 * must know (NULL: cfg->api_key); the MCP servers whose keys it reads (mcp_scoped:
+	 * exactly the n_mcp_servers indexes into cfg->mcp, else every server); the upstream
+	 * deadline (0: BROKERD_UPSTREAM_TIMEOUT_MS); whether an http:// upstream may be used
+	 * (rich.allowHttpMcp). */
+	const struct rts_key_source *model_key;
+	bool mcp_scoped;
+	const size_t *mcp_servers;
+	size_t n_mcp_servers;
+	uint32_t upstream_timeout_ms;
+	bool allow_http;
 	/* Set by the handler for the audit entry (brokerd/audit.h): the rule that decided (a
 	 * static name; NULL: the route's default when allowed, else the result code), and
 	 * whether the request reached an upstream or a tool process. */

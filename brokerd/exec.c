@@ -25,7 +25,16 @@ static int run_of(const struct brokerd_exec *e, enum brokerd_run_kind *kind, uin
 		*index = (uint32_t)(e->tool - cfg->tools);
 		return 0;
 	}
-	if (!e->key || e->tool)
+	if (e->hook && !e->tool && !e->key && !e->probe) {
+		for (uint32_t h = 0; h < BROKERD_HOOKS; h++)
+			if (e->hook == brokerd_hook_command(cfg, (enum brokerd_hook)h)) {
+				*kind = BROKERD_RUN_HOOK;
+				*index = h;
+				return 0;
+			}
+		return -EINVAL;
+	}
+	if (!e->key || e->tool || e->hook)
 		return -EINVAL;
 	*kind = e->probe ? BROKERD_RUN_PROBE_KEY : BROKERD_RUN_KEY_COMMAND;
 	/* Numbered as rts_config_key_source() numbers key sources (brokerd/toolbox.h). */

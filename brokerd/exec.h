@@ -27,6 +27,7 @@ struct brokerd_exec {
 	 * check that the sandbox comes up). */
 	const struct rts_tool *tool;
 	const struct rts_key_source *key;
+	char *const *hook; /* or a rich hook's argv of that config (brokerd_hook_command()) */
 	bool probe;
 	const char *input;	   /* written to stdin, then stdin is closed */
 	size_t input_len;

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <limits.h>
-#include <microhttpd.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,31 +9,63 @@
 #include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/head.h"
-#include "brokerd/http.h"
-#include "brokerd/turn.h"
 #include "common/log.h"
+#include "common/sock.h"
 #include "common/util.h"
 
 #define ACCEPT_BATCH 16u      /* accepts per listener wake-up (the listener is level-triggered) */
 #define PEEKS_MAX 64u	      /* a head arriving in more pieces is refused (each peek re-reads it) */
 #define DRAIN_MAX (64u * 1024u) /* unread bytes discarded before a refused connection is closed */
-#define HANDOFF_STALE_MS 5000u /* a hand-off libmicrohttpd did not take up by then never will be */
 
-#define ANSWER_HEAD "Content-Type: application/json\r\nConnection: close\r\n"
+/* ---- the answers ---- */
 
-static const char answer_bad_request[] = "HTTP/1.1 400 Bad Request\r\n" ANSWER_HEAD
-					 "Content-Length: 23\r\n\r\n{\"error\":\"bad_request\"}";
-static const char answer_too_large[] = "HTTP/1.1 413 Content Too Large\r\n" ANSWER_HEAD
-				       "Content-Length: 21\r\n\r\n{\"error\":\"too_large\"}";
+static const char *reason_phrase(unsigned status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Content Too Large";
+	case 429: return "Too Many Requests";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
+}
+
+static char answers[BROKERD_RESULT_MAX_][192];
+static pthread_once_t answers_once = PTHREAD_ONCE_INIT;
+
+static void answers_fill(void)
+{
+	for (int r = 0; r < BROKERD_RESULT_MAX_; r++) {
+		char body[64];
+		int n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", brokerd_result_code((enum brokerd_result)r));
+		unsigned status = brokerd_result_status((enum brokerd_result)r);
+		snprintf(answers[r], sizeof(answers[r]),
+			 "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+			 "Content-Length: %d\r\n\r\n%s",
+			 status, reason_phrase(status), n, body);
+	}
+}
 
 const char *brokerd_gate_answer(enum brokerd_result r)
 {
-	return r == BROKERD_TOO_LARGE ? answer_too_large : answer_bad_request;
+	pthread_once(&answers_once, answers_fill);
+	if ((unsigned)r >= BROKERD_RESULT_MAX_ || r == BROKERD_OK)
+		r = BROKERD_BAD_REQUEST;
+	return answers[r];
 }
+
+/* ---- connections waiting for their head ---- */
 
 /* A connection whose head has not been checked yet. Main thread only. */
 struct brokerd_pending {
-	struct brokerd_turn *t;
+	struct brokerd_gate *g;
 	int fd;
 	sd_event_source *src;
 	struct sockaddr_un addr;
@@ -45,39 +76,16 @@ struct brokerd_pending {
 	struct brokerd_pending *prev, *next;
 };
 
-static unsigned count_call(struct brokerd_turn *t)
-{
-	pthread_mutex_lock(&t->lock);
-	if (t->calls < UINT_MAX)
-		t->calls++;
-	unsigned n = t->calls;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
-/* Connections of this listener that are open: waiting here, handed over, or served. */
-static unsigned open_connections(struct brokerd_turn *t)
-{
-	unsigned n = t->n_pending;
-	pthread_mutex_lock(&t->lock);
-	for (struct brokerd_conn *c = t->handoff; c; c = c->next)
-		n++;
-	for (struct brokerd_conn *c = t->conns; c; c = c->next)
-		n++;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
 static void pending_free(struct brokerd_pending *p)
 {
-	struct brokerd_turn *t = p->t;
+	struct brokerd_gate *g = p->g;
 	if (p->prev)
 		p->prev->next = p->next;
 	else
-		t->pending = p->next;
+		g->pending = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
-	t->n_pending--;
+	g->n_pending--;
 	sd_event_source_disable_unref(p->src);
 	if (p->fd >= 0)
 		close(p->fd);
@@ -89,8 +97,17 @@ static void pending_free(struct brokerd_pending *p)
 static void audit(struct brokerd_pending *p, unsigned call_no, enum brokerd_result r, const char *rule,
 		  const char *what)
 {
-	log_debug("turn %s: call %u: %s", p->t->b.turn_id, call_no, what);
-	brokerd_audit_call(&p->t->b, call_no, "none", rule, r, false, rts_now_ms() - p->accepted_ms);
+	struct brokerd_gate *g = p->g;
+	uint64_t ms = rts_now_ms() - p->accepted_ms;
+	if (g->ops->audit) {
+		log_debug("turn %s: call %u: %s", g->log_turn ? g->log_turn : "-", call_no, what);
+		g->ops->audit(g, call_no, rule, r, ms);
+	} else if (r == BROKERD_RESULT_MAX_)
+		rts_log_turn(LOG_DEBUG, g->log_turn, g->log_hash, "closed", ms, "call %u route none closed unanswered (%s)",
+			     call_no, what);
+	else
+		rts_log_turn(LOG_DEBUG, g->log_turn, g->log_hash, brokerd_result_code(r), ms,
+			     "call %u route none status %u (%s)", call_no, brokerd_result_status(r), what);
 }
 
 /* Discard what the peer sent (bounded) and close. Closing an AF_UNIX socket with unread
@@ -114,70 +131,38 @@ static void close_drained(struct brokerd_pending *p)
 static void drop(struct brokerd_pending *p, const char *rule, const char *what)
 {
 	if (p->got_bytes)
-		audit(p, count_call(p->t), BROKERD_RESULT_MAX_, rule, what);
+		audit(p, p->g->ops->count(p->g), BROKERD_RESULT_MAX_, rule, what);
 	close_drained(p);
 }
 
 /* Answer r and close. */
 static void refuse(struct brokerd_pending *p, enum brokerd_result r, const char *rule, const char *why)
 {
-	audit(p, count_call(p->t), r, rule, why);
+	audit(p, p->g->ops->count(p->g), r, rule, why);
 	const char *answer = brokerd_gate_answer(r);
 	/* A fresh connection's send buffer is empty: this short write does not block. */
 	if (send(p->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		log_debug("turn %s: cannot answer a refused request head: %m", p->t->b.turn_id);
+		log_debug("cannot answer a refused request head: %m");
 	close_drained(p);
 }
 
-/* Give a connection with a valid head to libmicrohttpd. */
 static void handoff(struct brokerd_pending *p)
 {
-	struct brokerd_turn *t = p->t;
-	struct brokerd_conn *c = rts_xcalloc(1, sizeof(*c));
-	c->turn = t;
-	c->fd = p->fd;
-	c->accepted_ms = p->accepted_ms;
-	c->handed_ms = rts_now_ms();
-	c->deadline_ms = p->accepted_ms + RTS_BROKER_REQUEST_DEADLINE_MS;
-	c->state = BROKERD_CONN_NEW;
-	c->call_no = count_call(t);
-
+	struct brokerd_gate *g = p->g;
+	unsigned call_no = g->ops->count(g);
 	int fd = steal_fd(&p->fd);
 	struct sockaddr_un addr = p->addr;
 	socklen_t addr_len = p->addr_len;
-	/* The event source must be gone before libmicrohttpd owns (and may close) the fd. */
+	uint64_t accepted_ms = p->accepted_ms;
+	/* The event source must be gone before the owner's server owns (and may close) the fd. */
 	pending_free(p);
-
-	pthread_mutex_lock(&t->lock);
-	/* An entry for the same fd number is stale: that descriptor was closed and reused. */
-	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct brokerd_conn *old = *q;
-			*q = old->next;
-			free(old);
-			break;
-		}
-	c->next = t->handoff;
-	t->handoff = c;
-	pthread_mutex_unlock(&t->lock);
-
-	/* libmicrohttpd closes the socket when this fails. */
-	if (MHD_add_connection(t->mhd, fd, (const struct sockaddr *)&addr, addr_len) != MHD_YES) {
-		log_warning_errno(errno, "turn %s: cannot hand a connection to the HTTP server: %m", t->b.turn_id);
-		pthread_mutex_lock(&t->lock);
-		struct brokerd_conn *mine = brokerd_gate_claim_locked(t, fd);
-		pthread_mutex_unlock(&t->lock);
-		if (mine)
-			brokerd_audit_call(&t->b, mine->call_no, "none", "server_error", BROKERD_RESULT_MAX_, false,
-					   rts_now_ms() - mine->accepted_ms);
-		free(mine);
-	}
+	g->ops->handoff(g, fd, &addr, addr_len, accepted_ms, call_no);
 }
 
 /* Look at what the connection has sent so far. */
 static void peek(struct brokerd_pending *p, uint32_t revents)
 {
-	/* Main thread only, so one buffer serves every turn. */
+	/* Main thread only, so one buffer serves every listener. */
 	static char buf[BROKERD_HEAD_MAX];
 	ssize_t n = recv(p->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0) {
@@ -192,12 +177,15 @@ static void peek(struct brokerd_pending *p, uint32_t revents)
 	p->got_bytes = true;
 	struct brokerd_head h;
 	switch (brokerd_head_scan(buf, (size_t)n, &h)) {
-	case BROKERD_HEAD_COMPLETE:
-		if (h.content_length > RTS_BROKER_BODY_MAX)
-			refuse(p, BROKERD_TOO_LARGE, "body_too_large", "body larger than the limit");
-		else
+	case BROKERD_HEAD_COMPLETE: {
+		const char *rule = "listener", *why = "refused by the listener";
+		enum brokerd_result r = p->g->ops->admit_head(p->g, &h, &rule, &why);
+		if (r == BROKERD_OK)
 			handoff(p);
+		else
+			refuse(p, r, rule, why);
 		return;
+	}
 	case BROKERD_HEAD_INVALID:
 		refuse(p, BROKERD_BAD_REQUEST, "head_syntax", h.why);
 		return;
@@ -218,104 +206,95 @@ static int on_pending(sd_event_source *s, int fd, uint32_t revents, void *userda
 
 static int on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
-	struct brokerd_turn *t = userdata;
+	struct brokerd_gate *g = userdata;
 	for (unsigned i = 0; i < ACCEPT_BATCH; i++) {
 		struct sockaddr_un addr;
 		socklen_t addr_len = sizeof(addr);
 		cleanup_close int c = accept4(fd, (struct sockaddr *)&addr, &addr_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (c < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(errno, "turn %s: accept on the broker socket: %m", t->b.turn_id);
+				log_warning_errno(errno, "accept on a broker socket: %m");
 			return 0;
 		}
 		/* Seed: at most 16 connections per listener. Beyond that a connection is closed
 		 * at once, unanswered and uncounted. */
-		if (open_connections(t) >= BROKERD_CONNECTIONS_PER_TURN) {
-			log_debug("turn %s: connection refused: %u connections open", t->b.turn_id,
-				  BROKERD_CONNECTIONS_PER_TURN);
+		if (g->n_pending + g->ops->open_beyond(g) >= g->max_connections) {
+			log_debug("broker socket of channel %.12s: connection refused: %u connections open", g->log_hash,
+				  g->max_connections);
 			brokerd_metrics_connection_refused();
 			continue;
 		}
 		struct brokerd_pending *p = rts_xcalloc(1, sizeof(*p));
-		p->t = t;
+		p->g = g;
 		p->addr = addr;
 		p->addr_len = addr_len;
 		p->accepted_ms = rts_now_ms();
 		/* Edge-triggered: a head that is still incomplete after a peek stays readable,
 		 * and only new bytes should wake us. */
-		int r = sd_event_add_io(t->ev, &p->src, c, EPOLLIN | EPOLLRDHUP | EPOLLET, on_pending, p);
+		int r = sd_event_add_io(g->ev, &p->src, c, EPOLLIN | EPOLLRDHUP | EPOLLET, on_pending, p);
 		if (r < 0) {
-			log_warning_errno(r, "turn %s: cannot watch a connection: %m", t->b.turn_id);
+			log_warning_errno(r, "cannot watch a connection: %m");
 			free(p);
 			continue;
 		}
 		p->fd = steal_fd(&c);
-		p->next = t->pending;
-		if (t->pending)
-			t->pending->prev = p;
-		t->pending = p;
-		t->n_pending++;
+		p->next = g->pending;
+		if (g->pending)
+			g->pending->prev = p;
+		g->pending = p;
+		g->n_pending++;
 		/* The worker writes its head right after connect: it is usually here already. */
 		peek(p, 0);
 	}
 	return 0;
 }
 
-int brokerd_gate_start(struct brokerd_turn *t, sd_event *ev)
+int brokerd_gate_start(struct brokerd_gate *g, sd_event *ev, int listen_fd)
 {
-	t->ev = ev;
-	return sd_event_add_io(ev, &t->listen_src, t->listen_fd, EPOLLIN, on_listen, t);
+	g->ev = ev;
+	g->listen_fd = listen_fd;
+	int r = rts_fd_set_nonblock(listen_fd, true);
+	if (r >= 0)
+		r = sd_event_add_io(ev, &g->listen_src, listen_fd, EPOLLIN, on_listen, g);
+	if (r < 0) {
+		close(listen_fd);
+		g->listen_fd = -1;
+		return r;
+	}
+	return 0;
 }
 
-void brokerd_gate_stop(struct brokerd_turn *t)
+void brokerd_gate_stop(struct brokerd_gate *g)
 {
-	t->listen_src = sd_event_source_disable_unref(t->listen_src);
-	if (t->listen_fd >= 0)
-		close(t->listen_fd);
-	t->listen_fd = -1;
-	while (t->pending)
-		pending_free(t->pending);
+	g->listen_src = sd_event_source_disable_unref(g->listen_src);
+	if (g->listen_fd >= 0)
+		close(g->listen_fd);
+	g->listen_fd = -1;
+	while (g->pending)
+		pending_free(g->pending);
 }
 
-void brokerd_gate_sweep(struct brokerd_turn *t, uint64_t now_ms)
+/* The handed fd must be what runnerd promised: a listening AF_UNIX stream socket. */
+int brokerd_gate_check_listener(int fd)
 {
-	for (struct brokerd_pending *p = t->pending, *next; p; p = next) {
+	int v;
+	socklen_t len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+		return -ENOTSOCK;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
+		return -ENOTSOCK;
+	len = sizeof(v);
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 1)
+		return -ENOTSOCK;
+	return 0;
+}
+
+void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms)
+{
+	for (struct brokerd_pending *p = g->pending, *next; p; p = next) {
 		next = p->next;
-		if (now_ms >= p->accepted_ms + BROKERD_HEADER_DEADLINE_MS || now_ms >= t->b.deadline_ms)
+		if (now_ms >= p->accepted_ms + BROKERD_HEADER_DEADLINE_MS || now_ms >= g->deadline_ms)
 			drop(p, "header_deadline", "header deadline");
 	}
-	pthread_mutex_lock(&t->lock);
-	for (struct brokerd_conn **q = &t->handoff; *q;) {
-		struct brokerd_conn *c = *q;
-		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
-			*q = c->next;
-			free(c);
-		} else {
-			q = &c->next;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-}
-
-struct brokerd_conn *brokerd_gate_claim_locked(struct brokerd_turn *t, int fd)
-{
-	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct brokerd_conn *c = *q;
-			*q = c->next;
-			c->next = NULL;
-			return c;
-		}
-	return NULL;
-}
-
-void brokerd_gate_free_handoffs(struct brokerd_turn *t)
-{
-	pthread_mutex_lock(&t->lock);
-	while (t->handoff) {
-		struct brokerd_conn *c = t->handoff;
-		t->handoff = c->next;
-		free(c);
-	}
-	pthread_mutex_unlock(&t->lock);
 }

@@ -1,52 +1,91 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The front door of a turn's broker socket: brokerd accepts every connection itself,
- * holds it until its request head has arrived (at most BROKERD_HEADER_DEADLINE_MS), checks
- * the head's bytes with brokerd_head_scan() and only then hands the connection to
- * libmicrohttpd (MHD_add_connection; the server runs with MHD_USE_NO_LISTEN_SOCKET).
+/* The front door of a broker socket (a sealed turn's, or a rich channel's): brokerd accepts
+ * every connection itself, holds it until its request head has arrived (at most
+ * BROKERD_HEADER_DEADLINE_MS), checks the head's bytes with brokerd_head_scan() and only
+ * then hands the connection on to libmicrohttpd (MHD_add_connection; the servers run with
+ * MHD_USE_NO_LISTEN_SOCKET).
  *
  * The head is read with MSG_PEEK, so libmicrohttpd later reads exactly the bytes that
- * were checked. A head that fails the check is answered here with 400 and
- * {"error":"bad_request"} (413 and {"error":"too_large"} when its Content-Length exceeds
- * RTS_BROKER_BODY_MAX, so libmicrohttpd never meets a length it would refuse itself), and
- * the connection is closed without reading on: nothing is forwarded and no later byte on
- * it is parsed. This is also where the per-listener
- * connection limit and the header deadline are enforced, and where every request is
- * counted against the turn's call budget (refused ones included).
+ * were checked. A head that fails the check is answered here with brokerd's own JSON
+ * error (400 bad_request for its syntax, or whatever the owner's admit_head decides from
+ * the target and Content-Length, e.g. 413 too_large), and the connection is closed without
+ * reading on: nothing is forwarded and no later byte on it is parsed. This is also where
+ * the per-listener connection limit and the header deadline are enforced.
  *
- * Everything here runs on the main thread (sd-event), except the *_locked helpers, which
- * libmicrohttpd's threads call with the turn lock held. */
+ * The owner (struct brokerd_turn, a rich channel) embeds a struct brokerd_gate and says
+ * through its ops what a connection counts against, what a head may ask for and where a
+ * connection goes. Everything here runs on the main thread (sd-event). */
 #ifndef BROKERD_GATE_H
 #define BROKERD_GATE_H
 
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/head.h"
 
-struct brokerd_turn;
-struct brokerd_conn;
+struct brokerd_gate;
+struct brokerd_pending;
 
-/* Start accepting on t->listen_fd (non-blocking, owned by t). Returns 0 or -errno. */
-int brokerd_gate_start(struct brokerd_turn *t, sd_event *ev);
+struct brokerd_gate_ops {
+	/* Connections of this listener that are open beyond the gate's own: handed over or
+	 * served. */
+	unsigned (*open_beyond)(struct brokerd_gate *g);
+	/* Count one request that sent bytes against the owner's budget; returns its number for
+	 * the log (0: the owner counts elsewhere). */
+	unsigned (*count)(struct brokerd_gate *g);
+	/* A whole head that passed brokerd_head_scan(): BROKERD_OK to hand the connection
+	 * over, else the refusal to answer, with *rule (a static audit rule name,
+	 * brokerd/audit.h) and *why (static, for the debug log). */
+	enum brokerd_result (*admit_head)(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					  const char **why);
+	/* The decision on a call the gate ended itself (result BROKERD_RESULT_MAX_: closed
+	 * unanswered; rule: static), ms after it was accepted; call_no from count. NULL: the
+	 * gate writes a debug log line only. */
+	void (*audit)(struct brokerd_gate *g, unsigned call_no, const char *rule, enum brokerd_result r, uint64_t ms);
+	/* Take the connection: fd is the callee's from now on (libmicrohttpd closes it). */
+	void (*handoff)(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
+			uint64_t accepted_ms, unsigned call_no);
+};
+
+struct brokerd_gate {
+	/* Set by the owner before brokerd_gate_start(). */
+	const struct brokerd_gate_ops *ops;
+	void *owner;
+	const char *log_turn;	  /* turn id for log lines, or NULL */
+	const char *log_hash;	  /* channel hash for log lines */
+	uint64_t deadline_ms;	  /* connections still waiting for a head are dropped then too */
+	unsigned max_connections; /* beyond this, a new connection is closed at once, uncounted */
+
+	/* The gate's own, main thread only. */
+	sd_event *ev;
+	int listen_fd; /* -1 once stopped */
+	sd_event_source *listen_src;
+	struct brokerd_pending *pending; /* accepted, head not checked yet */
+	unsigned n_pending;
+};
+
+/* Start accepting on listen_fd (a listening socket, taken over: made non-blocking here and
+ * closed by brokerd_gate_stop()). Returns 0 or -errno (listen_fd is closed then too). */
+int brokerd_gate_start(struct brokerd_gate *g, sd_event *ev, int listen_fd);
 
 /* Stop accepting, close the listener and every connection still waiting for its head.
- * Idempotent. */
-void brokerd_gate_stop(struct brokerd_turn *t);
+ * Idempotent; also fine on a gate never started (listen_fd -1). */
+void brokerd_gate_stop(struct brokerd_gate *g);
 
 /* Close connections whose head did not arrive within BROKERD_HEADER_DEADLINE_MS or before
- * the turn deadline, and forget hand-offs libmicrohttpd never took up. */
-void brokerd_gate_sweep(struct brokerd_turn *t, uint64_t now_ms);
+ * g->deadline_ms. */
+void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms);
 
-/* For libmicrohttpd's "connection started" notification: the state the gate prepared for
- * the connection on fd, taken out of the hand-off list, or NULL. t->lock held. */
-struct brokerd_conn *brokerd_gate_claim_locked(struct brokerd_turn *t, int fd);
+/* 0 when fd is what runnerd promises to hand over: a listening AF_UNIX SOCK_STREAM socket;
+ * else -ENOTSOCK. */
+int brokerd_gate_check_listener(int fd);
 
-/* Free hand-offs that were never claimed (after the server stopped). */
-void brokerd_gate_free_handoffs(struct brokerd_turn *t);
-
-/* The whole answer the gate writes for r (BROKERD_BAD_REQUEST or BROKERD_TOO_LARGE):
- * status line, Content-Type: application/json, Content-Length, Connection: close, then
- * {"error":CODE}. Static string. */
+/* The whole answer the gate writes for r (any result but BROKERD_OK): status line,
+ * Content-Type: application/json, Content-Length, Connection: close, then {"error":CODE}.
+ * Static string. */
 const char *brokerd_gate_answer(enum brokerd_result r);
 
 #endif

@@ -188,7 +188,7 @@ void brokerd_http_on_connection(void *cls, struct MHD_Connection *mc, void **soc
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 		int fd = ci ? ci->connect_fd : -1;
 		pthread_mutex_lock(&t->lock);
-		struct brokerd_conn *c = brokerd_gate_claim_locked(t, fd);
+		struct brokerd_conn *c = brokerd_turn_claim_locked(t, fd);
 		if (!c) {
 			/* Only when the gate already forgot this hand-off as stale (gate.c).
 			 * Counting the call twice is the safe side of that race. */

@@ -276,14 +276,17 @@ static int prime_source(struct brokerd_keyring *k, const struct rts_key_source *
 	return r == 0 || held ? 0 : r;
 }
 
-int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cfg, const struct brokerd_binding *b,
-			  const struct brokerd_cancel *cancel)
+int brokerd_keyring_prime_scoped(struct brokerd_keyring *k, const struct rts_config *cfg,
+				 const struct rts_key_source *model_src, bool scoped, const size_t *mcp, size_t n,
+				 const struct brokerd_binding *b, const struct brokerd_cancel *cancel)
 {
-	int r = prime_source(k, &cfg->api_key, true, b, cancel);
+	int r = prime_source(k, model_src, true, b, cancel);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < cfg->n_mcp; i++) {
-		if (!cfg->mcp[i].has_api_key)
+	size_t count = scoped ? n : cfg->n_mcp;
+	for (size_t j = 0; j < count; j++) {
+		size_t i = scoped ? mcp[j] : j;
+		if (i >= cfg->n_mcp || !cfg->mcp[i].has_api_key)
 			continue;
 		if (prime_source(k, &cfg->mcp[i].api_key, false, b, cancel) == -ECANCELED)
 			return -ECANCELED;
@@ -291,10 +294,77 @@ int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cf
 	return 0;
 }
 
+int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cfg, const struct brokerd_binding *b,
+			  const struct brokerd_cancel *cancel)
+{
+	return brokerd_keyring_prime_scoped(k, cfg, &cfg->api_key, false, NULL, 0, b, cancel);
+}
+
+char *brokerd_keyring_mask(struct brokerd_keyring *k, const char *text, size_t len, size_t max_chars)
+{
+	static const char mask[] = "[masked]";
+	char *buf = rts_xmalloc(len + 1);
+	memcpy(buf, text ? text : "", len);
+	buf[len] = '\0';
+	size_t n = len;
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; i < k->n_sources; i++)
+		for (size_t j = 0; j < k->sources[i].n; j++) {
+			const char *key = k->sources[i].raw[j];
+			size_t kl = k->sources[i].raw_len[j];
+			char *hit;
+			size_t from = 0;
+			while (kl > 0 && from < n && (hit = memmem(buf + from, n - from, key, kl))) {
+				size_t at = (size_t)(hit - buf);
+				/* The mask is never longer than a key worth masking. */
+				size_t ml = kl < sizeof(mask) - 1 ? kl : sizeof(mask) - 1;
+				memcpy(buf + at, mask, ml);
+				memmove(buf + at + ml, buf + at + kl, n - at - kl + 1);
+				n -= kl - ml;
+				from = at + ml;
+			}
+		}
+	pthread_mutex_unlock(&k->lock);
+	if (brokerd_keyring_reflected(k, buf, n, NULL)) {
+		explicit_bzero(buf, len + 1);
+		free(buf);
+		return rts_xstrdup("(withheld: it holds a credential in an encoded form)");
+	}
+	bool utf8 = rts_utf8_valid(buf, n);
+	size_t chars = 0, i = 0;
+	for (; i < n; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (c < 0x20 || c == 0x7f)
+			buf[i] = ' ';
+		else if (c >= 0x80 && !utf8)
+			buf[i] = '?';
+		if ((utf8 ? (c & 0xc0) != 0x80 : true) && ++chars > max_chars)
+			break;
+	}
+	if (i < n) {
+		buf = rts_xrealloc(buf, i + 4);
+		memcpy(buf + i, "...", 4);
+	}
+	return buf;
+}
+
+size_t brokerd_keyring_longest(struct brokerd_keyring *k)
+{
+	size_t longest = 0;
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; i < k->n_sources; i++)
+		for (size_t j = 0; j < k->sources[i].n; j++)
+			if (k->sources[i].raw_len[j] > longest)
+				longest = k->sources[i].raw_len[j];
+	pthread_mutex_unlock(&k->lock);
+	return longest;
+}
+
 enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call)
 {
 	const struct brokerd_binding *b = call->binding;
-	int r = brokerd_keyring_prime(call->keys, call->cfg, b, &call->cancel);
+	int r = brokerd_keyring_prime_scoped(call->keys, call->cfg, call->model_key ? call->model_key : &call->cfg->api_key,
+					     call->mcp_scoped, call->mcp_servers, call->n_mcp_servers, b, &call->cancel);
 	if (r == 0)
 		return BROKERD_OK;
 	if (r == -ENOKEY)

@@ -75,8 +75,28 @@ void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source 
 int brokerd_keyring_prime(struct brokerd_keyring *k, const struct rts_config *cfg, const struct brokerd_binding *b,
 			  const struct brokerd_cancel *cancel);
 
-/* brokerd_keyring_prime() for call's turn, logged: BROKERD_OK, or BROKERD_UNAVAILABLE
- * (with a "no_key" line when no model key can be read) when the call must be refused. */
+/* brokerd_keyring_prime() with the model key read from model_src instead of cfg->api_key
+ * (a rich turn's oauthToken), and, when scoped, only the n MCP servers at the indexes
+ * mcp[] into cfg->mcp (a rich profile's). */
+int brokerd_keyring_prime_scoped(struct brokerd_keyring *k, const struct rts_config *cfg,
+				 const struct rts_key_source *model_src, bool scoped, const size_t *mcp, size_t n,
+				 const struct brokerd_binding *b, const struct brokerd_cancel *cancel);
+
+/* For a log line that must quote upstream text (seed, "Host options and hooks": upstream
+ * failures are logged with the error body cut to 2,000 characters with credentials
+ * masked): a copy of the len bytes at text with every remembered key replaced by
+ * "[masked]", control bytes by spaces and bytes of invalid UTF-8 by '?', cut to max_chars
+ * characters ("..." appended when cut). When the text still holds a key in an encoded form
+ * (reflect.h), the whole text is withheld instead. Caller frees. */
+char *brokerd_keyring_mask(struct brokerd_keyring *k, const char *text, size_t len, size_t max_chars);
+
+/* The length of the longest key the keyring holds (0 when it holds none): what a filter
+ * reading a stream must keep back to see a key split across its pieces. */
+size_t brokerd_keyring_longest(struct brokerd_keyring *k);
+
+/* brokerd_keyring_prime() for call's turn (call->model_key and call's MCP scope when set),
+ * logged: BROKERD_OK, or BROKERD_UNAVAILABLE (with a "no_key" line when no model key can
+ * be read) when the call must be refused. */
 enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call);
 
 /* True when text (len bytes) or the decoded strings of o (may be NULL) contain any

@@ -18,6 +18,7 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/rich.h"
 #include "brokerd/exec.h"
 #include "brokerd/launcher.h"
 #include "brokerd/toolbox.h"
@@ -62,6 +63,7 @@ struct brokerd {
 	struct brokerd_turn *closing; /* being torn down by a closer thread */
 	unsigned n_turns;	      /* both lists */
 	bool stopping;
+	struct brokerd_rich *rich;    /* rich channels (rich.c) */
 
 	/* Closer threads hand finished turns back through this list and eventfd. */
 	int done_fd;
@@ -162,9 +164,17 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 		brokerd_turn_free(t);
 		d->n_turns--;
 	}
-	if (d->stopping && d->n_turns == 0)
+	if (d->stopping && d->n_turns == 0 && brokerd_rich_idle(d->rich))
 		sd_event_exit(d->ev, d->exit_status);
 	return 0;
+}
+
+/* The rich side finished stopping. */
+static void on_rich_idle(void *arg)
+{
+	struct brokerd *d = arg;
+	if (d->stopping && d->n_turns == 0)
+		sd_event_exit(d->ev, d->exit_status);
 }
 
 static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata)
@@ -300,6 +310,18 @@ static int brokerd_on_close(struct rts_link *link, void *owner, struct rts_msg_b
 	return rts_link_send_broker_closed(l->link, &(struct rts_msg_broker_closed){.turn_id = m->turn_id, .calls = 0});
 }
 
+/* Rich channels: rich.c decides (rich.h). */
+#define RICH_HANDLER(name, msg)                                                                                        \
+	static int brokerd_on_rich_##name(struct rts_link *link, void *owner, struct rts_msg_##msg *m)                \
+	{                                                                                                              \
+		return brokerd_rich_on_##name(((struct brokerd_link *)owner)->d->rich, link, m);                      \
+	}
+RICH_HANDLER(bind, rich_bind)
+RICH_HANDLER(wait_ready, rich_wait_ready)
+RICH_HANDLER(unbind, rich_unbind)
+RICH_HANDLER(turn, broker_rich_turn)
+RICH_HANDLER(cancel, broker_rich_cancel)
+RICH_HANDLER(attach_fetch, broker_attach_fetch)
 /* brokerd's metrics text (brokerd/audit.h), for `roundtable-sandbox metrics`. */
 static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg_broker_metrics *m)
 {
@@ -318,6 +340,12 @@ static int brokerd_on_metrics(struct rts_link *link, void *owner, struct rts_msg
 static const struct rts_link_dispatch brokerd_dispatch_runnerd[] = {
 	RTS_LINK_ON(BROKER_BIND, brokerd_on_bind),
 	RTS_LINK_ON(BROKER_CLOSE, brokerd_on_close),
+	RTS_LINK_ON(RICH_BIND, brokerd_on_rich_bind),
+	RTS_LINK_ON(RICH_WAIT_READY, brokerd_on_rich_wait_ready),
+	RTS_LINK_ON(RICH_UNBIND, brokerd_on_rich_unbind),
+	RTS_LINK_ON(BROKER_RICH_TURN, brokerd_on_rich_turn),
+	RTS_LINK_ON(BROKER_RICH_CANCEL, brokerd_on_rich_cancel),
+	RTS_LINK_ON(BROKER_ATTACH_FETCH, brokerd_on_rich_attach_fetch),
 	RTS_LINK_ON(BROKER_METRICS, brokerd_on_metrics),
 	RTS_LINK_ON(PRECHECK_BIND, brokerd_on_precheck_bind),
 	RTS_LINK_DISPATCH_END,
@@ -339,6 +367,7 @@ static void link_forget(struct brokerd_link *l)
 	for (struct brokerd_turn *t = d->closing; t; t = t->next)
 		if (t->owner == l)
 			t->owner = NULL;
+	brokerd_rich_link_down(d->rich, l->link);
 	for (struct brokerd_link **p = &d->links; *p; p = &(*p)->next)
 		if (*p == l) {
 			*p = l->next;
@@ -389,7 +418,8 @@ static void on_stop(struct rts_daemon *daemon)
 		link_forget(d->links);
 		rts_link_free(link);
 	}
-	if (d->n_turns == 0)
+	brokerd_rich_stop(d->rich);
+	if (d->n_turns == 0 && brokerd_rich_idle(d->rich))
 		sd_event_exit(d->ev, d->exit_status);
 }
 
@@ -431,8 +461,8 @@ static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, con
 		fatal_f("cannot start the host tool launcher: %s", strerror(-r));
 	brokerd_exec_init(l);
 	bool key_command = false;
-	for (size_t i = 0; i <= cfg->n_mcp && !key_command; i++) {
-		const struct rts_key_source *k = i == 0 ? &cfg->api_key : cfg->mcp[i - 1].has_api_key ? &cfg->mcp[i - 1].api_key : NULL;
+	for (size_t i = 0; i < rts_config_key_sources(cfg) && !key_command; i++) {
+		const struct rts_key_source *k = rts_config_key_source(cfg, i, NULL, 0);
 		key_command = k && k->kind == RTS_KEY_COMMAND;
 	}
 	for (size_t i = 0; i <= cfg->n_tools; i++) {
@@ -501,6 +531,7 @@ int main(int argc, char **argv)
 	if (launcher &&
 	    (r = sd_event_add_io(d.ev, &launcher_src, brokerd_launcher_fd(launcher), EPOLLIN, on_launcher_gone, &d)) < 0)
 		fatal_f("cannot set up the event loop: %s", strerror(-r));
+	d.rich = brokerd_rich_new(cfg, d.ev, on_rich_idle, &d);
 
 	/* Start-up is over and no thread exists yet. Host tools and key commands do not
 	 * inherit the filter: the launcher was forked before it. */
@@ -509,6 +540,11 @@ int main(int argc, char **argv)
 	/* Only the integration tests' build (tests/testbuild): never mistaken for the real one. */
 	log_warning("test build: upstream deadline %u ms instead of 60000 ms; never install this binary",
 		    (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
+#endif
+#ifdef BROKERD_TEST_RICH_SILENCE_MS
+	log_warning("test build: rich silence limit %u ms, start-up scope %u ms, long poll %u ms; never install "
+		    "this binary",
+		    (unsigned)BROKERD_RICH_SILENCE_MS, (unsigned)BROKERD_RICH_STARTUP_MS, (unsigned)BROKERD_RICH_LONG_POLL_MS);
 #endif
 	rts_daemon_ready(&daemon, "Serving turns");
 	int status = rts_daemon_run(&daemon);
@@ -520,6 +556,7 @@ int main(int argc, char **argv)
 		free(l);
 	}
 	rts_link_server_free(d.server);
+	brokerd_rich_free(d.rich);
 	sd_event_source_disable_unref(done_src);
 	sd_event_source_disable_unref(launcher_src);
 	brokerd_exec_init(NULL);

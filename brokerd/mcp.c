@@ -200,6 +200,8 @@ enum brokerd_result brokerd_mcp_handle(struct brokerd_call *call, char **answer)
 		.body_len = strlen(up_body),
 		.max_answer = RTS_UPSTREAM_ANSWER_MAX,
 		.cancel = call->cancel,
+		.timeout_ms = call->upstream_timeout_ms,
+		.allow_http = call->allow_http,
 	};
 	cleanup_json json_object *ans = NULL;
 	res = brokerd_upstream_json(call, "mcp", &ur, &ans);

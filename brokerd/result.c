@@ -21,6 +21,7 @@ static const struct {
 	[BROKERD_UPSTREAM_ERROR] = {502, "upstream_error"},
 	[BROKERD_UPSTREAM_TIMEOUT] = {504, "upstream_timeout"},
 	[BROKERD_UNAVAILABLE] = {503, "unavailable"},
+	[BROKERD_CONFLICT] = {409, "conflict"},
 };
 
 unsigned brokerd_result_status(enum brokerd_result r)

@@ -51,10 +51,31 @@ static uint32_t n_key_sources(const struct rts_config *cfg)
 	return (uint32_t)rts_config_key_sources(cfg);
 }
 
+char *const *brokerd_hook_command(const struct rts_config *cfg, enum brokerd_hook h)
+{
+	const struct rts_rich_conf *rc = &cfg->rich;
+	if (!rc->enabled)
+		return NULL;
+	switch (h) {
+	case BROKERD_HOOK_EFFORT_JUDGE:
+		return rc->effort_judge;
+	case BROKERD_HOOK_MEMORY:
+		return rc->memory_command;
+	case BROKERD_HOOK_COMPACTION:
+		return rc->compaction_command;
+	case BROKERD_HOOKS:
+		break;
+	}
+	return NULL;
+}
+
 bool brokerd_toolbox_needed(const struct rts_config *cfg)
 {
 	if (cfg->n_tools > 0)
 		return true;
+	for (int h = 0; h < BROKERD_HOOKS; h++)
+		if (brokerd_hook_command(cfg, (enum brokerd_hook)h))
+			return true;
 	char buf[96];
 	const char *label;
 	for (uint32_t i = 0; i < n_key_sources(cfg); i++) {
@@ -313,6 +334,8 @@ char *const *brokerd_toolbox_command(const struct brokerd_toolbox *tb, enum brok
 		return index < cfg->n_tools ? tb->probe_argv : NULL;
 	case BROKERD_RUN_PROBE_KEY:
 		return index == 0 ? tb->probe_argv : NULL;
+	case BROKERD_RUN_HOOK:
+		return index < BROKERD_HOOKS ? brokerd_hook_command(cfg, (enum brokerd_hook)index) : NULL;
 	}
 	return NULL;
 }
@@ -358,6 +381,8 @@ int brokerd_toolbox_argv(const struct brokerd_toolbox *tb, enum brokerd_run_kind
 	*argv = NULL;
 	const struct rts_config *cfg = tb->cfg;
 	bool tool = kind == BROKERD_RUN_TOOL || kind == BROKERD_RUN_PROBE_TOOL;
+	/* A hook is the operator's code fed guest text, like a tool: no key source for it. */
+	bool hide_keys = tool || kind == BROKERD_RUN_HOOK;
 	if (!brokerd_toolbox_command(tb, kind, index))
 		return -EINVAL;
 
@@ -383,7 +408,7 @@ int brokerd_toolbox_argv(const struct brokerd_toolbox *tb, enum brokerd_run_kind
 			push(&b, cfg->tools[index].write_paths[i]);
 		}
 	/* Last, so that nothing bound above can uncover them. */
-	size_t n_suite = rts_strv_len(tb->suite_dirs), n_keys = tool ? rts_strv_len(tb->key_dirs) : 0;
+	size_t n_suite = rts_strv_len(tb->suite_dirs), n_keys = hide_keys ? rts_strv_len(tb->key_dirs) : 0;
 	cleanup_free char **all = rts_xcalloc(n_suite + n_keys + 1, sizeof(char *));
 	for (size_t i = 0; i < n_suite; i++)
 		all[i] = tb->suite_dirs[i];

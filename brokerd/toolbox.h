@@ -52,6 +52,16 @@ enum brokerd_run_kind {
 	BROKERD_RUN_KEY_COMMAND = 2, /* key source index's command in the key commands' sandbox */
 	BROKERD_RUN_PROBE_TOOL = 3,  /* "tini --version" in tools[index]'s sandbox (start-up) */
 	BROKERD_RUN_PROBE_KEY = 4,   /* "tini --version" in the key commands' sandbox (index 0) */
+	BROKERD_RUN_HOOK = 5,	     /* a rich host hook (enum brokerd_hook) in the hooks' sandbox */
+};
+
+/* The rich mode's host hooks (rts_rich_conf), as BROKERD_RUN_HOOK's index. They run in a
+ * sandbox like a tool's without writePaths: key sources hidden, the host read-only. */
+enum brokerd_hook {
+	BROKERD_HOOK_EFFORT_JUDGE = 0, /* rich.effort.judge */
+	BROKERD_HOOK_MEMORY = 1,       /* rich.memory.command */
+	BROKERD_HOOK_COMPACTION = 2,   /* rich.compaction.command */
+	BROKERD_HOOKS = 3,
 };
 
 /* The sandbox of every run of one config. */
@@ -63,7 +73,10 @@ struct brokerd_toolbox {
 	char **probe_argv;	      /* {tini, "--version"} */
 };
 
-/* True when cfg runs any host command (a tool or a key command): only then is a
+/* The hook's argv in cfg, or NULL when it is not configured. */
+char *const *brokerd_hook_command(const struct rts_config *cfg, enum brokerd_hook h);
+
+/* True when cfg runs any host command (a tool, a rich hook or a key command): only then is a
  * launcher started, and only then do the rules of brokerd_toolbox_new() apply. */
 bool brokerd_toolbox_needed(const struct rts_config *cfg);
 
@@ -87,7 +100,7 @@ int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, c
 void brokerd_toolbox_free(struct brokerd_toolbox *tb);
 
 /* The command a run executes inside its sandbox: tools[index].command, the key source's
- * argv, or {tini, "--version"} for a probe. Borrowed from the config. NULL for a kind or
+ * argv, the rich hook's argv, or {tini, "--version"} for a probe. Borrowed from the config. NULL for a kind or
  * index the config does not have (a key source that is not a command included). */
 char *const *brokerd_toolbox_command(const struct brokerd_toolbox *tb, enum brokerd_run_kind kind, uint32_t index);
 

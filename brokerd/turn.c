@@ -2,9 +2,11 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/gate.h"
 #include "brokerd/head.h"
 #include "brokerd/http.h"
@@ -21,6 +23,7 @@
 /* libmicrohttpd's own connection limit is only a backstop above the gate's (which counts
  * a connection until libmicrohttpd reports it closed, slightly before it forgets it). */
 #define MHD_CONNECTION_LIMIT (2u * BROKERD_CONNECTIONS_PER_TURN)
+#define HANDOFF_STALE_MS 5000u /* a hand-off libmicrohttpd did not take up by then never will be */
 
 static bool field_ok(const char *s, size_t min, size_t max)
 {
@@ -53,22 +56,6 @@ static int check_binding(const struct rts_config *cfg, const struct brokerd_bind
 	return 0;
 }
 
-/* The handed fd must be what runnerd promised: a listening AF_UNIX stream socket. */
-static int check_listener(int fd)
-{
-	int v;
-	socklen_t len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
-		return -ENOTSOCK;
-	len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM)
-		return -ENOTSOCK;
-	len = sizeof(v);
-	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != 1)
-		return -ENOTSOCK;
-	return 0;
-}
-
 static void binding_release(struct brokerd_binding *b)
 {
 	free(b->channel);
@@ -77,12 +64,132 @@ static void binding_release(struct brokerd_binding *b)
 	free(b->principal_id);
 }
 
+/* ---- what the gate needs from a turn (gate.h) ---- */
+
+static struct brokerd_turn *gate_turn(struct brokerd_gate *g)
+{
+	return g->owner;
+}
+
+/* Every request that sent bytes counts against the call budget (refused ones included). */
+static unsigned gate_count(struct brokerd_gate *g)
+{
+	struct brokerd_turn *t = gate_turn(g);
+	pthread_mutex_lock(&t->lock);
+	if (t->calls < UINT_MAX)
+		t->calls++;
+	unsigned n = t->calls;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+static unsigned gate_open_beyond(struct brokerd_gate *g)
+{
+	struct brokerd_turn *t = gate_turn(g);
+	unsigned n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (struct brokerd_conn *c = t->handoff; c; c = c->next)
+		n++;
+	for (struct brokerd_conn *c = t->conns; c; c = c->next)
+		n++;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* libmicrohttpd never meets a length it would refuse itself. */
+static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					   const char **why)
+{
+	if (h->content_length > RTS_BROKER_BODY_MAX) {
+		*rule = "body_too_large";
+		*why = "body larger than the limit";
+		return BROKERD_TOO_LARGE;
+	}
+	return BROKERD_OK;
+}
+
+static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
+			 uint64_t accepted_ms, unsigned call_no)
+{
+	struct brokerd_turn *t = gate_turn(g);
+	struct brokerd_conn *c = rts_xcalloc(1, sizeof(*c));
+	c->turn = t;
+	c->fd = fd;
+	c->accepted_ms = accepted_ms;
+	c->handed_ms = rts_now_ms();
+	c->deadline_ms = accepted_ms + RTS_BROKER_REQUEST_DEADLINE_MS;
+	c->state = BROKERD_CONN_NEW;
+	c->call_no = call_no;
+
+	pthread_mutex_lock(&t->lock);
+	/* An entry for the same fd number is stale: that descriptor was closed and reused. */
+	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
+		if ((*q)->fd == fd) {
+			struct brokerd_conn *old = *q;
+			*q = old->next;
+			free(old);
+			break;
+		}
+	c->next = t->handoff;
+	t->handoff = c;
+	pthread_mutex_unlock(&t->lock);
+
+	/* libmicrohttpd closes the socket when this fails. */
+	if (MHD_add_connection(t->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
+		log_warning_errno(errno, "turn %s: cannot hand a connection to the HTTP server: %m", t->b.turn_id);
+		pthread_mutex_lock(&t->lock);
+		struct brokerd_conn *mine = brokerd_turn_claim_locked(t, fd);
+		pthread_mutex_unlock(&t->lock);
+		if (mine)
+			brokerd_audit_call(&t->b, mine->call_no, "none", "server_error", BROKERD_RESULT_MAX_, false,
+					   rts_now_ms() - mine->accepted_ms);
+		free(mine);
+	}
+}
+
+static void gate_audit(struct brokerd_gate *g, unsigned call_no, const char *rule, enum brokerd_result r, uint64_t ms)
+{
+	brokerd_audit_call(&gate_turn(g)->b, call_no, "none", rule, r, false, ms);
+}
+
+static const struct brokerd_gate_ops turn_gate_ops = {
+	.open_beyond = gate_open_beyond,
+	.count = gate_count,
+	.admit_head = gate_admit_head,
+	.audit = gate_audit,
+	.handoff = gate_handoff,
+};
+
+struct brokerd_conn *brokerd_turn_claim_locked(struct brokerd_turn *t, int fd)
+{
+	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
+		if ((*q)->fd == fd) {
+			struct brokerd_conn *c = *q;
+			*q = c->next;
+			c->next = NULL;
+			return c;
+		}
+	return NULL;
+}
+
+/* Free hand-offs that were never claimed (after the server stopped). */
+static void free_handoffs(struct brokerd_turn *t)
+{
+	pthread_mutex_lock(&t->lock);
+	while (t->handoff) {
+		struct brokerd_conn *c = t->handoff;
+		t->handoff = c->next;
+		free(c);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void brokerd_turn_free(struct brokerd_turn *t)
 {
 	if (!t)
 		return;
-	brokerd_gate_stop(t);
-	brokerd_gate_free_handoffs(t);
+	brokerd_gate_stop(&t->gate);
+	free_handoffs(t);
 	binding_release(&t->b);
 	brokerd_precheck_free(t->precheck);
 	brokerd_keyring_free(t->keys);
@@ -102,12 +209,7 @@ static int turn_new(const struct rts_config *cfg, const struct brokerd_binding *
 		brokerd_precheck_free(precheck);
 		return r;
 	}
-	r = check_listener(fd);
-	if (r < 0) {
-		brokerd_precheck_free(precheck);
-		return r;
-	}
-	r = rts_fd_set_nonblock(fd, true);
+	r = brokerd_gate_check_listener(fd);
 	if (r < 0) {
 		brokerd_precheck_free(precheck);
 		return r;
@@ -123,7 +225,13 @@ static int turn_new(const struct rts_config *cfg, const struct brokerd_binding *
 	t->cfg = cfg;
 	t->precheck = precheck;
 	t->keys = brokerd_keyring_new();
-	t->listen_fd = steal_fd(&fd);
+	t->gate = (struct brokerd_gate){.ops = &turn_gate_ops,
+					.owner = t,
+					.log_turn = t->b.turn_id,
+					.log_hash = t->b.channel_hash,
+					.deadline_ms = t->b.deadline_ms,
+					.max_connections = BROKERD_CONNECTIONS_PER_TURN,
+					.listen_fd = -1};
 	atomic_init(&t->closing, false);
 	pthread_mutex_init(&t->lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -156,7 +264,7 @@ static int turn_new(const struct rts_config *cfg, const struct brokerd_binding *
 		brokerd_turn_free(t);
 		return -EIO;
 	}
-	r = brokerd_gate_start(t, ev);
+	r = brokerd_gate_start(&t->gate, ev, steal_fd(&fd));
 	if (r < 0) {
 		MHD_stop_daemon(t->mhd);
 		t->mhd = NULL;
@@ -181,7 +289,7 @@ int brokerd_turn_new_precheck(const struct rts_config *cfg, const struct brokerd
 
 void brokerd_turn_begin_close(struct brokerd_turn *t)
 {
-	brokerd_gate_stop(t);
+	brokerd_gate_stop(&t->gate);
 	if (atomic_exchange(&t->closing, true))
 		return;
 	uint64_t one = 1;
@@ -196,13 +304,22 @@ void brokerd_turn_stop(struct brokerd_turn *t)
 		MHD_stop_daemon(t->mhd);
 	t->mhd = NULL;
 	/* Connections added but never started were closed by MHD_stop_daemon(). */
-	brokerd_gate_free_handoffs(t);
+	free_handoffs(t);
 }
 
 void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms)
 {
-	brokerd_gate_sweep(t, now_ms);
+	brokerd_gate_sweep(&t->gate, now_ms);
 	pthread_mutex_lock(&t->lock);
+	for (struct brokerd_conn **q = &t->handoff; *q;) {
+		struct brokerd_conn *c = *q;
+		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
+			*q = c->next;
+			free(c);
+		} else {
+			q = &c->next;
+		}
+	}
 	for (struct brokerd_conn *c = t->conns; c; c = c->next) {
 		uint64_t limit = c->deadline_ms < t->b.deadline_ms ? c->deadline_ms : t->b.deadline_ms;
 		if (c->shut || c->fd < 0 || now_ms < limit)

@@ -17,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/gate.h"
 
 struct MHD_Daemon;
 struct brokerd_conn;
@@ -39,11 +40,7 @@ struct brokerd_turn {
 	struct brokerd_conn *handoff; /* admitted by the gate, not yet started by libmicrohttpd */
 
 	/* main thread only */
-	sd_event *ev;
-	int listen_fd;			  /* the broker socket; -1 once the turn is closing */
-	sd_event_source *listen_src;
-	struct brokerd_pending *pending;  /* accepted, request head not checked yet */
-	unsigned n_pending;
+	struct brokerd_gate gate; /* the broker socket's front door (gate.h) */
 	void *owner;		  /* the runnerd link that bound the turn; NULL once it is gone */
 	bool answer_close;	  /* send BROKER_CLOSED when the teardown is done */
 	pthread_t closer;	  /* the thread running brokerd_turn_stop() */
@@ -92,5 +89,9 @@ void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms);
 
 /* Calls made so far (for BROKER_CLOSED). */
 unsigned brokerd_turn_calls(struct brokerd_turn *t);
+
+/* For libmicrohttpd's "connection started" notification: the state the gate prepared for
+ * the connection on fd, taken out of the hand-off list, or NULL. t->lock held. */
+struct brokerd_conn *brokerd_turn_claim_locked(struct brokerd_turn *t, int fd);
 
 #endif

@@ -342,17 +342,30 @@ bool brokerd_content_type_is_json(const char *ct)
 	return brokerd_content_type_is(ct, "application/json");
 }
 
-static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_slist *headers, struct sink *sink,
-		 struct attempt *at, long timeout_ms)
+void *brokerd_upstream_multi_take(void)
 {
-	CURLcode c = CURLE_OK;
+	return multi_take();
+}
+
+void brokerd_upstream_multi_give(void *multi)
+{
+	if (multi)
+		multi_give(multi);
+}
+
 #define SET(opt, val)                                                                                                  \
 	do {                                                                                                           \
 		if (c == CURLE_OK)                                                                                     \
 			c = curl_easy_setopt(e, opt, val);                                                             \
 	} while (0)
-	SET(CURLOPT_URL, req->url);
-	SET(CURLOPT_PROTOCOLS_STR, "https");
+
+/* What every upstream transfer sets alike: the URL and its schemes, no redirect, no proxy,
+ * verified TLS 1.2 or later with ca_file, the cached CA store. */
+static CURLcode setopt_origin(CURL *e, const char *url, const char *ca_file, bool allow_http)
+{
+	CURLcode c = CURLE_OK;
+	SET(CURLOPT_URL, url);
+	SET(CURLOPT_PROTOCOLS_STR, allow_http ? "http,https" : "https");
 	SET(CURLOPT_REDIR_PROTOCOLS_STR, "https");
 	/* A redirect is an answer like any other non-2xx: refused by the caller. */
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -362,6 +375,33 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 	SET(CURLOPT_SSL_VERIFYPEER, 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, 2L);
 	SET(CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	SET(CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
+	if (ca_file) {
+		/* caFile is trusted instead of the system store, not in addition to it. */
+		SET(CURLOPT_CAINFO, ca_file);
+		SET(CURLOPT_CAPATH, (char *)NULL);
+	}
+	return c;
+}
+
+int brokerd_upstream_setopt_common(void *easy, const char *url, const char *ca_file, bool allow_http,
+				   const char *body, size_t body_len)
+{
+	CURL *e = easy;
+	CURLcode c = setopt_origin(e, url, ca_file, allow_http);
+	/* A streamed answer's connection is not kept: the checks that make a kept connection
+	 * safe (on_prereq(), above) are this file's own calls'. */
+	SET(CURLOPT_FORBID_REUSE, 1L);
+	SET(CURLOPT_POST, 1L);
+	SET(CURLOPT_POSTFIELDS, body);
+	SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	return c == CURLE_OK ? 0 : -EPROTO;
+}
+
+static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_slist *headers, struct sink *sink,
+		 struct attempt *at, long timeout_ms)
+{
+	CURLcode c = setopt_origin(e, req->url, req->ca_file, req->allow_http);
 	/* One request at a time per connection (see the top of this file). */
 	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SET(CURLOPT_UNRESTRICTED_AUTH, 0L);
@@ -369,12 +409,6 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 	SET(CURLOPT_MAXLIFETIME_CONN, LIFETIME_MAX_S);
 	if (share)
 		SET(CURLOPT_SHARE, share);
-	SET(CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
-	if (req->ca_file) {
-		/* caFile is trusted instead of the system store, not in addition to it. */
-		SET(CURLOPT_CAINFO, req->ca_file);
-		SET(CURLOPT_CAPATH, (char *)NULL);
-	}
 	SET(CURLOPT_POST, 1L);
 	SET(CURLOPT_READFUNCTION, on_read);
 	SET(CURLOPT_READDATA, at);
@@ -389,9 +423,9 @@ static int setup(CURL *e, const struct brokerd_upstream_req *req, struct curl_sl
 	SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)req->max_answer);
 	SET(CURLOPT_TIMEOUT_MS, timeout_ms);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-#undef SET
 	return c == CURLE_OK ? 0 : -EPROTO;
 }
+#undef SET
 
 /* One transfer of req on m. Returns 0 with *a filled, or a negative errno as
  * brokerd_upstream_post(); at->stale when on_prereq() refused a kept connection before
@@ -493,8 +527,9 @@ int brokerd_upstream_post(const struct brokerd_upstream_req *req, struct brokerd
 	if (now >= req->cancel.deadline_ms)
 		return -ETIMEDOUT;
 	uint64_t left = req->cancel.deadline_ms - now;
-	if (left > BROKERD_UPSTREAM_TIMEOUT_MS)
-		left = BROKERD_UPSTREAM_TIMEOUT_MS;
+	uint64_t own = req->timeout_ms ? req->timeout_ms : BROKERD_UPSTREAM_TIMEOUT_MS;
+	if (left > own)
+		left = own;
 	uint64_t deadline = now + left;
 
 	/* Headers from scratch. "Expect:" stops libcurl from adding 100-continue; nothing
@@ -549,8 +584,8 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 	uint64_t started = rts_now_ms();
 	/* Which bound this call runs under, as brokerd_upstream_post picks it: its own
 	 * upstream deadline unless the request's or the turn's comes first. */
-	bool upstream_bound = req->cancel.deadline_ms > started &&
-			      req->cancel.deadline_ms - started > BROKERD_UPSTREAM_TIMEOUT_MS;
+	uint64_t own = req->timeout_ms ? req->timeout_ms : BROKERD_UPSTREAM_TIMEOUT_MS;
+	bool upstream_bound = req->cancel.deadline_ms > started && req->cancel.deadline_ms - started > own;
 	uint64_t started_us = now_us();
 	int r = brokerd_upstream_post(req, &a);
 	uint64_t took = rts_now_ms() - started;
@@ -564,8 +599,7 @@ enum brokerd_result brokerd_upstream_json(struct brokerd_call *call, const char 
 		call->rule = "upstream_timeout";
 		if (upstream_bound)
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
-				     "%s upstream timed out: upstream deadline of %u ms", what,
-				     (unsigned)BROKERD_UPSTREAM_TIMEOUT_MS);
+				     "%s upstream timed out: upstream deadline of %u ms", what, (unsigned)own);
 		else
 			rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "upstream_timeout", took,
 				     "%s upstream timed out: %s deadline", what,

@@ -25,6 +25,8 @@ struct brokerd_upstream_req {
 	size_t body_len;
 	size_t max_answer;   /* answer body bytes; more is -EFBIG */
 	struct brokerd_cancel cancel; /* turn closing and the call's deadline */
+	uint32_t timeout_ms; /* the upstream deadline; 0: BROKERD_UPSTREAM_TIMEOUT_MS */
+	bool allow_http;     /* http:// too (rich.allowHttpMcp); else https only */
 };
 
 struct brokerd_upstream_answer {
@@ -50,6 +52,16 @@ void brokerd_upstream_answer_release(struct brokerd_upstream_answer *a);
 /* Free the libcurl handles kept between calls (upstream.c). At exit, after every call has
  * returned and before curl_global_cleanup(). */
 void brokerd_upstream_cleanup(void);
+
+/* For transfers of their own (brokerd/stream.c): a multi handle from the pool (the CA
+ * store cache; NULL when libcurl has none to give) and back, and the options every
+ * upstream transfer shares: url, https only (http too with allow_http), no redirects, no
+ * proxy, peer and host verification with ca_file (NULL: the system store), TLS 1.2 or
+ * later, no connection reuse, the request body as POST. Returns 0 or -EPROTO. */
+void *brokerd_upstream_multi_take(void);
+void brokerd_upstream_multi_give(void *multi);
+int brokerd_upstream_setopt_common(void *easy, const char *url, const char *ca_file, bool allow_http,
+				   const char *body, size_t body_len);
 
 /* The common tail of every upstream call a route makes: post req, then require a 2xx
  * status, a JSON Content-Type, a JSON document (depth RTS_JSON_DEPTH_MAX) and no reflection

@@ -50,7 +50,7 @@ int cli_control_send(struct cli_control *c, json_object *req, int64_t *id)
 	json_object_object_add(req, "id", json_object_new_int64(*id));
 	cleanup_free char *line = rts_json_dump(req);
 	size_t len = strlen(line);
-	if (len > RTS_CONTROL_LINE_MAX)
+	if (len > RTS_CONTROL_RICH_LINE_MAX)
 		return -E2BIG;
 	line = rts_xrealloc(line, len + 2);
 	line[len++] = '\n';

@@ -12,10 +12,11 @@
 
 #include "common/limits.h"
 
-/* Longest answer line we accept from statd, newline excluded (bytes). A reply event carries
- * at most RTS_REPLY_MAX bytes of text; the `channels` answer lists every recorded channel
- * (statd bounds its state file to 4 MiB), which JSON escaping cannot push past this. */
-#define CLI_ANSWER_MAX (16u * 1024u * 1024u)
+/* Longest answer line we accept from statd, newline excluded (bytes): a rich reply event
+ * with its files (RTS_CONTROL_EVENT_MAX); the `channels` answer lists every recorded
+ * channel (statd bounds its state file to 4 MiB), which JSON escaping cannot push past
+ * this. */
+#define CLI_ANSWER_MAX RTS_CONTROL_EVENT_MAX
 
 struct cli_control;
 
@@ -28,8 +29,8 @@ void cli_control_free(struct cli_control *c);
 
 /* Give req (a JSON object; the caller keeps its reference) the next request id of this
  * connection as "id", serialise it and send it as one line. *id receives the id.
- * Returns 0, -E2BIG when the line (newline excluded) would exceed RTS_CONTROL_LINE_MAX, the
- * longest statd reads (we refuse to send it rather than have statd reject it), or -errno
+ * Returns 0, -E2BIG when the line (newline excluded) would exceed RTS_CONTROL_RICH_LINE_MAX,
+ * the longest statd reads (we refuse to send it rather than have statd reject it), or -errno
  * from the socket
  * (-EPIPE when statd closed the connection). */
 int cli_control_send(struct cli_control *c, json_object *req, int64_t *id);

@@ -295,11 +295,13 @@ int cli_doctor(const struct rts_opts *o, int argc, char **argv)
 		doctor_check_unit_paths(&d);
 		doctor_check_time_zone(&d);
 		doctor_check_brokerd_inputs(&d);
+		doctor_check_rich_inputs(&d);
 	}
 	if (!offline) {
 		if (doctor_check_docker(&d) && cfg) {
 			doctor_check_docker_root(&d);
 			doctor_check_image(&d);
+			doctor_check_rich_log(&d);
 		}
 		doctor_check_runtime_dir(&d);
 		doctor_check_control_socket(&d);

@@ -103,13 +103,20 @@ void doctor_check_unit_paths(struct doctor *d);
 void doctor_check_config_file(struct doctor *d, const char *path);
 void doctor_check_time_zone(struct doctor *d);
 void doctor_check_brokerd_inputs(struct doctor *d);
+/* Rich mode (config "rich"): the OAuth token's source, the judge, memory and compaction
+ * commands, and the rich broker socket's path length. Nothing without the key. */
+void doctor_check_rich_inputs(struct doctor *d);
 
 /* ---- doctor_docker.c ---- */
 
 /* True when the Docker daemon answers (the checks below need it). */
 bool doctor_check_docker(struct doctor *d);
 void doctor_check_docker_root(struct doctor *d);
+/* The images that run with --pull never are in the local store: image, precheck.image
+ * (with precheck) and rich.image (with rich). */
 void doctor_check_image(struct doctor *d);
+/* Rich mode: a journald log driver has a journal to write to (dockerd under systemd). */
+void doctor_check_rich_log(struct doctor *d);
 
 /* ---- doctor_sockets.c ---- */
 

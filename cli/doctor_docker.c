@@ -140,4 +140,40 @@ void doctor_check_image(struct doctor *d)
 							"with the host's nodejs)", RTS_PKGLIBDIR);
 		check_image(d, "precheck image", d->cfg->precheck.image, pfix);
 	}
+	/* runnerd starts a rich channel's container from rich.image, with --pull never too. */
+	if (d->cfg->rich.enabled)
+		check_image(d, "rich image", d->cfg->rich.image, "build the rich worker image under that tag");
+}
+
+/* The journald log driver writes to the journal of the dockerd it runs in: without systemd
+ * and its journal there, Docker refuses to create the container at all (seed: "the Docker
+ * daemon must then run under systemd with journald, or containers fail to start"). */
+void doctor_check_rich_log(struct doctor *d)
+{
+	const struct rts_rich_conf *r = &d->cfg->rich;
+	if (!r->enabled)
+		return;
+	if (strcmp(r->log_driver, "journald") != 0) {
+		doctor_report(d, DOCTOR_OK, "rich log", "rich containers log to the %s driver (docker logs reads it "
+		              "where the driver allows)", r->log_driver);
+		return;
+	}
+	char init[32] = "";
+	FILE *f = fopen("/proc/1/comm", "re");
+	if (f) {
+		if (!fgets(init, sizeof(init), f))
+			init[0] = '\0';
+		fclose(f);
+		init[strcspn(init, "\n")] = '\0';
+	}
+	struct stat st;
+	bool journal = stat("/run/systemd/journal/socket", &st) == 0 && S_ISSOCK(st.st_mode);
+	if (strcmp(init, "systemd") != 0 || !journal)
+		doctor_report(d, DOCTOR_FAIL, "rich log", "rich.log.driver is journald, but %s: dockerd must run under "
+		              "systemd with journald, or every rich container fails to start; fix: run dockerd as "
+		              "docker.service under systemd, or set rich.log.driver to another driver (json-file, local)",
+		              journal ? "PID 1 is not systemd" : "there is no journal (/run/systemd/journal/socket)");
+	else
+		doctor_report(d, DOCTOR_OK, "rich log", "journald: rich containers log tagged sandbox/<first 16 hex of "
+		              "the channel hash> (dockerd must run under systemd, as docker.service does)");
 }

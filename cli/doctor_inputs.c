@@ -170,6 +170,30 @@ void doctor_check_time_zone(struct doctor *d)
 	doctor_report(d, DOCTOR_OK, "timeZone", "%s", d->cfg->time_zone);
 }
 
+void doctor_check_rich_inputs(struct doctor *d)
+{
+	const struct rts_rich_conf *r = &d->cfg->rich;
+	if (!r->enabled)
+		return;
+	check_key_source(d, "rich.oauthToken", &r->oauth_token);
+	/* brokerd runs these per turn with the guest's text or the session at hand. */
+	if (r->effort_judge)
+		check_program(d, "rich.effort.judge", r->effort_judge[0]);
+	if (r->memory_command)
+		check_program(d, "rich.memory", r->memory_command[0]);
+	if (r->compaction_command)
+		check_program(d, "rich.compaction", r->compaction_command[0]);
+	size_t len = rts_rich_broker_sock_path_len(d->cfg->run_root);
+	if (len > RTS_BROKER_SOCK_PATH_MAX)
+		doctor_report(d, DOCTOR_FAIL, "rich path lengths", "runRoot %s makes rich broker socket paths "
+		              "(runRoot/" RTS_RICH_DIR_PREFIX "<16 hex>/broker.sock) of %zu characters, more than %u; "
+		              "fix: choose a runRoot of at most %zu characters", d->cfg->run_root, len,
+		              RTS_BROKER_SOCK_PATH_MAX, RTS_BROKER_SOCK_PATH_MAX - (len - strlen(d->cfg->run_root)));
+	else
+		doctor_report(d, DOCTOR_OK, "rich path lengths", "rich broker socket paths %zu of %u characters", len,
+		              RTS_BROKER_SOCK_PATH_MAX);
+}
+
 void doctor_check_brokerd_inputs(struct doctor *d)
 {
 	const struct rts_config *c = d->cfg;

@@ -6,20 +6,24 @@
  * Commands that talk to statd over DIR/control.sock (default DIR /run/roundtable-sandbox).
  * They read no config file, so they work for an account that cannot read it:
  *
- *   on CHANNEL | off CHANNEL
+ *   on CHANNEL | off CHANNEL | rich CHANNEL PROFILE
  *       Set the channel's mode; statd answers once the channel's queued work is done. A
- *       channel never seen before is fine. Prints "CHANNEL<TAB>MODE".
+ *       channel never seen before is fine. Prints "CHANNEL<TAB>MODE" ("<TAB>PROFILE" after
+ *       it for rich).
  *   status [--json] [CHANNEL]
- *       With CHANNEL, prints the lines "channel<TAB>KEY", "mode<TAB>on|off",
+ *       With CHANNEL, prints the lines "channel<TAB>KEY", "mode<TAB>on|off|rich", for a rich
+ *       channel "profile<TAB>NAME" and "logTag<TAB>sandbox/<16 hex>", then
  *       "running<TAB>yes|no", "queued<TAB>N", "fresh<TAB>yes|no". Without, prints
- *       "channels<TAB>N", "on<TAB>N", "running<TAB>N", "queued<TAB>N" for the whole service.
+ *       "channels<TAB>N", "on<TAB>N", "rich<TAB>N", "running<TAB>N", "queued<TAB>N" for the
+ *       whole service ("rich" only when statd reports it).
  *   fresh CHANNEL
  *       The channel's next successful turn starts without history (memory is kept).
  *       Prints "CHANNEL<TAB>fresh".
  *   cancel CHANNEL
  *       Cancels the running turn and the queued turns. Prints "CHANNEL<TAB>cancelled<TAB>N".
  *   channels [--json]
- *       One line "CHANNEL<TAB>MODE" per known channel, sorted by key.
+ *       One line "CHANNEL<TAB>MODE" ("<TAB>PROFILE" for rich) per known channel, sorted by
+ *       key.
  *   metrics
  *       Prints the service's metrics in the Prometheus text format (0.0.4), gathered by
  *       statd from the three daemons; roundtable_sandbox_daemon_up says which answered.
@@ -30,6 +34,11 @@
  *       Exit 0 only for a "sandbox" route and its reply: every other answer (pass, drop, an
  *       error whatever its route, no route, an unknown one) and no answer at all are
  *       non-zero with one line on stderr, as a bot must treat them: not for a host agent.
+ *       For a rich channel: --image FILE (up to 8 PNG, JPEG, WebP or GIF files, the type
+ *       read from their first bytes), --attach URL (up to 10, fetched by the host with the
+ *       controlled fetch), --files-dir DIR (the reply's files are written there, each
+ *       created new: O_CREAT|O_EXCL|O_NOFOLLOW below DIR, never over an existing file or
+ *       through a link; a name that is taken fails the command after the others).
  *
  * Commands that read the config (--config, default RTS_DEFAULT_CONFIG):
  *
@@ -102,12 +111,15 @@ const char cli_usage[] =
 	"Commands (through statd's control socket in DIR):\n"
 	"  on CHANNEL          route the channel's addressed guest messages into the sandbox\n"
 	"  off CHANNEL         restore normal routing once queued work is done\n"
+	"  rich CHANNEL PROFILE\n"
+	"                      route them to the channel's long-lived rich container\n"
 	"  status [--json] [CHANNEL]\n"
 	"                      the channel's state, or the whole service's\n"
 	"  fresh CHANNEL       start the channel's next turn without history\n"
 	"  cancel CHANNEL      cancel the channel's running and queued turns\n"
 	"  channels [--json]   list channels and their modes\n"
-	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T] (TEXT | --stdin)\n"
+	"  say CHANNEL --author ID --name NAME [--principal P] [--tier T]\n"
+	"      [--image FILE]... [--attach URL]... [--files-dir DIR] (TEXT | --stdin)\n"
 	"                      run one guest turn and print the reply\n"
 	"Commands that read the config:\n"
 	"  precheck --channel C --target T [--tier X] [--approve S/T]... [--fired-at ISO] FILE\n"
@@ -187,6 +199,7 @@ static const struct cli_command {
 } cli_commands[] = {
 	{"on", cli_cmd_mode},
 	{"off", cli_cmd_mode},
+	{"rich", cli_cmd_mode},
 	{"status", cli_cmd_status},
 	{"fresh", cli_cmd_channel_op},
 	{"cancel", cli_cmd_channel_op},

@@ -75,7 +75,7 @@ int cli_control_start(const struct rts_opts *o, json_object *req, struct cli_con
 	r = cli_control_send(c, req, id);
 	if (r == -E2BIG)
 		return cli_usage_error("the request would be longer than the %u bytes statd accepts",
-				       RTS_CONTROL_LINE_MAX);
+				       RTS_CONTROL_RICH_LINE_MAX);
 	if (r < 0)
 		return unreachable(r, "sending to the control socket");
 	*conn = steal_pointer(&c);

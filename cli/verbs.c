@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/proto.h"
+#include "common/tools.h"
 #include "common/util.h"
 
 /* VERB CHANNEL: the request {"op": op, "channel": CHANNEL} in *req (caller owns it), or
@@ -26,14 +27,25 @@ static int channel_request(int argc, char **argv, const char *op, json_object **
 	return CLI_EXIT_OK;
 }
 
-/* on CHANNEL, off CHANNEL */
+/* on CHANNEL, off CHANNEL, rich CHANNEL PROFILE */
 int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv)
 {
 	cleanup_json json_object *req = NULL;
+	bool rich = strcmp(argv[0], "rich") == 0;
+	if (rich) {
+		if (argc != 3)
+			return cli_usage_error("rich takes CHANNEL and PROFILE");
+		if (!rts_name_valid(argv[2], RTS_NAME_MAX))
+			return cli_usage_error("PROFILE must be a profile name of the config's rich key "
+					       "([a-z][a-z0-9_]{0,47})");
+		argc = 2;
+	}
 	int ex = channel_request(argc, argv, "mode", &req);
 	if (ex != CLI_EXIT_OK)
 		return ex;
 	json_object_object_add(req, "mode", json_object_new_string(argv[0]));
+	if (rich)
+		json_object_object_add(req, "profile", json_object_new_string(argv[2]));
 	cleanup_json json_object *answer = NULL;
 	ex = cli_control_request(o, req, NULL, NULL, &answer);
 	if (ex != CLI_EXIT_OK)
@@ -43,11 +55,27 @@ int cli_cmd_mode(const struct rts_opts *o, int argc, char **argv)
 	json_object *mode = cli_need(answer, "mode", json_type_string, &ok);
 	if (!ok)
 		return CLI_EXIT_FAILED;
+	json_object *profile = rts_json_get(answer, "profile");
+	if (rich && (!profile || !json_object_is_type(profile, json_type_string))) {
+		log_error("statd's answer lacks \"profile\"");
+		return CLI_EXIT_FAILED;
+	}
 	cli_put_field(stdout, channel);
 	putchar('\t');
 	cli_put_field(stdout, mode);
+	if (rich) {
+		putchar('\t');
+		cli_put_field(stdout, profile);
+	}
 	putchar('\n');
 	return CLI_EXIT_OK;
+}
+
+/* The member key when it is a string, else NULL: optional members of newer answers. */
+static json_object *opt_string(json_object *answer, const char *key)
+{
+	json_object *v = rts_json_get(answer, key);
+	return v && json_object_is_type(v, json_type_string) ? v : NULL;
 }
 
 static const struct option json_options[] = {
@@ -94,6 +122,15 @@ int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
 		cli_put_field(stdout, channel);
 		fputs("\nmode\t", stdout);
 		cli_put_field(stdout, mode);
+		/* A rich channel's profile and the tag of its container's log lines. */
+		static const char *const rich_lines[] = {"profile", "logTag"};
+		for (size_t k = 0; k < RTS_ARRAY_SIZE(rich_lines); k++) {
+			json_object *v = opt_string(answer, rich_lines[k]);
+			if (v) {
+				printf("\n%s\t", rich_lines[k]);
+				cli_put_field(stdout, v);
+			}
+		}
 		printf("\nrunning\t%s\nqueued\t%" PRId64 "\nfresh\t%s\n", json_object_get_boolean(running) ? "yes" : "no",
 		       json_object_get_int64(queued), json_object_get_boolean(fresh) ? "yes" : "no");
 		return CLI_EXIT_OK;
@@ -108,8 +145,12 @@ int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
 		cli_print_json(answer);
 		return CLI_EXIT_OK;
 	}
-	for (size_t k = 0; k < RTS_ARRAY_SIZE(counts); k++)
+	for (size_t k = 0; k < RTS_ARRAY_SIZE(counts); k++) {
 		printf("%s\t%" PRId64 "\n", counts[k], json_object_get_int64(v[k]));
+		json_object *rich = rts_json_get(answer, "rich");
+		if (k == 1 && rich && json_object_is_type(rich, json_type_int))
+			printf("rich\t%" PRId64 "\n", json_object_get_int64(rich));
+	}
 	return CLI_EXIT_OK;
 }
 
@@ -178,6 +219,11 @@ int cli_cmd_channels(const struct rts_opts *o, int argc, char **argv)
 		cli_put_field(stdout, rts_json_get(e, "channel"));
 		putchar('\t');
 		cli_put_field(stdout, rts_json_get(e, "mode"));
+		json_object *profile = opt_string(e, "profile");
+		if (profile) {
+			putchar('\t');
+			cli_put_field(stdout, profile);
+		}
 		putchar('\n');
 	}
 	return CLI_EXIT_OK;

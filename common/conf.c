@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "common/conf.h"
+#include "common/conf_int.h"
 #include "common/json.h"
 #include "common/jspec.h"
 #include "common/precheck.h"
@@ -45,7 +46,7 @@ static bool path_check(struct rts_jctx *ctx, json_object *v, void *base)
 	return path_ok(json_object_get_string(v), &why) || rts_jfail(ctx, "%s", why);
 }
 
-static bool time_zone_check(struct rts_jctx *ctx, json_object *v, void *base)
+bool rts_conf_time_zone_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	const char *tz = json_object_get_string(v);
 	bool ok = tz[0] != '/' && !strstr(tz, "..");
@@ -55,13 +56,13 @@ static bool time_zone_check(struct rts_jctx *ctx, json_object *v, void *base)
 	return ok || rts_jfail(ctx, "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"");
 }
 
-static bool image_check(struct rts_jctx *ctx, json_object *v, void *base)
+bool rts_conf_image_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	return rts_image_ref_ok(json_object_get_string(v)) ||
 	       rts_jfail(ctx, "must be a Docker image reference ([a-z0-9][A-Za-z0-9._/:@-]*)");
 }
 
-static bool https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
+bool rts_conf_https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	const char *u = json_object_get_string(v);
 	bool ok = strncmp(u, "https://", 8) == 0 && strlen(u) > 8;
@@ -70,28 +71,24 @@ static bool https_url_check(struct rts_jctx *ctx, json_object *v, void *base)
 	return ok || rts_jfail(ctx, "must be an https:// URL without spaces or control characters");
 }
 
-static bool name_check(struct rts_jctx *ctx, json_object *v, void *base)
+bool rts_conf_name_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	return rts_name_valid(json_object_get_string(v), RTS_NAME_MAX) ||
 	       rts_jfail(ctx, "must match [a-z][a-z0-9_]{0,47}");
 }
 
 /* argv: the program is named by an absolute path (no $PATH lookup). */
-static bool argv_check(struct rts_jctx *ctx, json_object *v, void *base)
+bool rts_conf_argv_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	return json_object_get_string(json_object_array_get_idx(v, 0))[0] == '/' ||
 	       rts_jfail_at(ctx, "[0]", "must be an absolute path to the program");
 }
 
-static const struct rts_jfield argv_item = {.types = RTS_JT_STRING, .max = 4096, .store = RTS_JS_STRDUP};
-/* A NULL-terminated argv of 1 to 64 strings stored at offset off, then checked by chk. */
-#define ARGV_FIELD(k, flags_, off, chk)                                                                                \
-	{.key = (k), .types = RTS_JT_ARRAY, .flags = (flags_), .min = 1, .max = 64, .each = &argv_item,                \
-	 .check = (chk), .store = RTS_JS_ARRAY, .at = (off), .elem_size = sizeof(char *), .items = "strings (argv)"}
+const struct rts_jfield rts_conf_argv_item = {.types = RTS_JT_STRING, .max = 4096, .store = RTS_JS_STRDUP};
 
 /* ---- key sources ---- */
 
-static void key_source_free(struct rts_key_source *k)
+void rts_conf_key_source_free(struct rts_key_source *k)
 {
 	free(k->value);
 	rts_strv_free(k->argv);
@@ -148,14 +145,14 @@ static bool env_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool command_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	if (!argv_check(ctx, v, base))
+	if (!rts_conf_argv_check(ctx, v, base))
 		return false;
 	key_kind(base, RTS_KEY_COMMAND);
 	return true;
 }
 
 #define KS_VALUE offsetof(struct rts_key_source, value)
-static const struct rts_jspec key_source_spec = {
+const struct rts_jspec rts_conf_key_source_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		{.key = "credential", .types = RTS_JT_STRING, .flags = RTS_JF_ALTERNATIVE, .min = 1, .max = 64,
@@ -168,7 +165,6 @@ static const struct rts_jspec key_source_spec = {
 		{0},
 	},
 };
-#define KEY_SOURCE_WHAT "an object with one of credential, file, env or command"
 
 /* ---- tools ---- */
 
@@ -216,7 +212,7 @@ static bool parameters_check(struct rts_jctx *ctx, json_object *o, void *base)
  * and struct rts_mcp_tool start alike). */
 #define TOOL_FIELDS(type)                                                                                              \
 	{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,               \
-	 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(type, name)},                                     \
+	 .check = rts_conf_name_check, .store = RTS_JS_STRDUP, .at = offsetof(type, name)},                                     \
 	{.key = "description", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED | RTS_JF_ENCODED,                      \
 	 .max = RTS_DESCRIPTION_MAX, .store = RTS_JS_STRDUP, .at = offsetof(type, description)},                       \
 	{.key = "parameters", .types = RTS_JT_OBJECT, .flags = RTS_JF_REQUIRED, .check = parameters_check,             \
@@ -262,7 +258,7 @@ static const struct rts_jspec tool_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		TOOL_FIELDS(struct rts_tool),
-		ARGV_FIELD("command", RTS_JF_REQUIRED, offsetof(struct rts_tool, command), argv_check),
+		ARGV_FIELD("command", RTS_JF_REQUIRED, offsetof(struct rts_tool, command), rts_conf_argv_check),
 		{.key = "timeoutMs", .types = RTS_JT_INT, .min = RTS_TOOL_TIMEOUT_MS_MIN,
 		 .max = RTS_TOOL_TIMEOUT_MS_MAX,
 		 .store = RTS_JS_UINT32, .at = offsetof(struct rts_tool, timeout_ms)},
@@ -282,14 +278,25 @@ static const struct rts_jspec mcp_tool_spec = {
 	.fields = (const struct rts_jfield[]){TOOL_FIELDS(struct rts_mcp_tool), {0}},
 };
 
+/* https://, or http:// for a server only rich channels reach: config_check() allows that
+ * only with rich.allowHttpMcp (seed: allowHttpMcp is the only way to a cleartext endpoint). */
+static bool mcp_url_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	const char *u = json_object_get_string(v);
+	bool ok = (strncmp(u, "https://", 8) == 0 && strlen(u) > 8) || (strncmp(u, "http://", 7) == 0 && strlen(u) > 7);
+	for (const char *p = u; ok && *p; p++)
+		ok = (unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f;
+	return ok || rts_jfail(ctx, "must be an https:// URL without spaces or control characters");
+}
+
 static const struct rts_jspec mcp_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,
-		 .check = name_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, name)},
+		 .check = rts_conf_name_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, name)},
 		{.key = "url", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
-		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, url)},
-		{.key = "apiKey", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &key_source_spec,
+		 .check = mcp_url_check, .store = RTS_JS_STRDUP, .at = offsetof(struct rts_mcp_server, url)},
+		{.key = "apiKey", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &rts_conf_key_source_spec,
 		 .store = RTS_JS_OBJECT, .at = offsetof(struct rts_mcp_server, api_key),
 		 .present_at = offsetof(struct rts_mcp_server, has_api_key), .what = KEY_SOURCE_WHAT},
 		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT, .min = 1,
@@ -389,18 +396,18 @@ static const struct rts_jspec precheck_server_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		{.key = "name", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_NAME_MAX,
-		 .check = name_check, .store = RTS_JS_STRDUP, .at = PSRV(name)},
+		 .check = rts_conf_name_check, .store = RTS_JS_STRDUP, .at = PSRV(name)},
 		/* Fixed by the operator; never from a script (seed: "url is a fixed HTTPS Streamable
 		 * HTTP endpoint"; no cleartext). */
 		{.key = "url", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
-		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = PSRV(url)},
+		 .check = rts_conf_https_url_check, .store = RTS_JS_STRDUP, .at = PSRV(url)},
 		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_REQUIRED | RTS_JF_COUNT, .min = 1,
 		 .max = RTS_MAX_MCP_TOOLS, .items = "tool names",
 		 .each = &(const struct rts_jfield){.types = RTS_JT_STRING, .min = 1, .max = RTS_PRECHECK_TOOL_NAME_MAX,
 						    .check = precheck_tool_check, .store = RTS_JS_STRDUP},
 		 .check = strings_unique_check, .store = RTS_JS_ARRAY, .at = PSRV(tools), .count_at = PSRV(n_tools),
 		 .elem_size = sizeof(char *)},
-		{.key = "token", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &key_source_spec,
+		{.key = "token", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &rts_conf_key_source_spec,
 		 .store = RTS_JS_OBJECT, .at = PSRV(token), .present_at = PSRV(has_token), .what = KEY_SOURCE_WHAT},
 		{0},
 	},
@@ -440,7 +447,7 @@ static const struct rts_jspec precheck_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
 		{.key = "image", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = RTS_IMAGE_MAX,
-		 .check = image_check, .store = RTS_JS_STRDUP, .at = PRE(image),
+		 .check = rts_conf_image_check, .store = RTS_JS_STRDUP, .at = PRE(image),
 		 .missing = "is required (the precheck image: roundtable-sandbox image build --precheck)"},
 		{.key = "runRoot", .types = RTS_JT_STRING, .min = 1, .max = 1024, .check = path_check,
 		 .store = RTS_JS_STRDUP, .at = PRE(run_root)},
@@ -466,7 +473,7 @@ _Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint
 
 static const struct rts_jspec config_spec = {
 	.fields = (const struct rts_jfield[]){
-		{.key = "image", .types = RTS_JT_STRING, .min = 1, .max = RTS_IMAGE_MAX, .check = image_check,
+		{.key = "image", .types = RTS_JT_STRING, .min = 1, .max = RTS_IMAGE_MAX, .check = rts_conf_image_check,
 		 .store = RTS_JS_STRDUP, .at = CONF(image)},
 		PATH_FIELD("runRoot", run_root),
 		PATH_FIELD("workspaceRoot", workspace_root),
@@ -483,9 +490,9 @@ static const struct rts_jspec config_spec = {
 		 .store = RTS_JS_STRDUP, .at = CONF(model),
 		 	.missing = "is required (the model name the endpoint serves)"},
 		{.key = "modelUrl", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .min = 1, .max = 2048,
-		 .check = https_url_check, .store = RTS_JS_STRDUP, .at = CONF(model_url),
+		 .check = rts_conf_https_url_check, .store = RTS_JS_STRDUP, .at = CONF(model_url),
 		 .missing = "is required (the https:// Chat Completions URL)"},
-		{.key = "apiKey", .types = RTS_JT_OBJECT, .object = &key_source_spec, .store = RTS_JS_OBJECT,
+		{.key = "apiKey", .types = RTS_JT_OBJECT, .object = &rts_conf_key_source_spec, .store = RTS_JS_OBJECT,
 		 .at = CONF(api_key), .what = KEY_SOURCE_WHAT},
 		UINT_FIELD("maxOutputTokens", RTS_MAX_OUTPUT_TOKENS_MIN, RTS_MAX_OUTPUT_TOKENS_MAX,
 			   CONF(max_output_tokens)),
@@ -495,7 +502,7 @@ static const struct rts_jspec config_spec = {
 		{.key = "systemPrompt", .types = RTS_JT_STRING, .flags = RTS_JF_ENCODED, .max = RTS_SYSTEM_PROMPT_MAX,
 		 .store = RTS_JS_STRDUP, .at = CONF(system_prompt)},
 		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX,
-		 .check = time_zone_check,
+		 .check = rts_conf_time_zone_check,
 		 .store = RTS_JS_STRDUP, .at = CONF(time_zone)},
 		PATH_FIELD("caFile", ca_file),
 		{.key = "tools", .types = RTS_JT_ARRAY, .flags = RTS_JF_COUNT, .max = RTS_MAX_TOOLS, .unique = "name",
@@ -511,6 +518,9 @@ static const struct rts_jspec config_spec = {
 		 	.store = RTS_JS_OBJECT},
 		 .store = RTS_JS_ARRAY, .at = CONF(mcp), .count_at = CONF(n_mcp),
 		 	.elem_size = sizeof(struct rts_mcp_server)},
+		/* After tools and mcp: profiles name them. */
+		{.key = "rich", .types = RTS_JT_OBJECT, .flags = RTS_JF_PRESENT, .object = &rts_conf_rich_spec,
+		 .store = RTS_JS_OBJECT, .at = CONF(rich), .present_at = CONF(rich.enabled)},
 		{.key = "fetch", .types = RTS_JT_OBJECT, .object = &fetch_spec, .store = RTS_JS_OBJECT,
 		 .at = CONF(fetch)},
 		{.key = "initialChannels", .types = RTS_JT_ARRAY, .max = RTS_INITIAL_CHANNELS_MAX,
@@ -541,6 +551,15 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base)
 	 * the first tool that would not fit is refused here, counted the way the worker
 	 * counts. */
 	char at[64];
+	for (size_t i = 0; i < c->n_mcp; i++)
+		if (strncmp(c->mcp[i].url, "http://", 7) == 0 && !(c->rich.enabled && c->rich.allow_http_mcp)) {
+			snprintf(at, sizeof(at), "mcp[%zu].url", i);
+			return rts_jfail_at(ctx, at,
+					    "must be an https:// URL (http:// only with \"rich\": {\"allowHttpMcp\": true}, "
+					    "for servers of rich profiles)");
+		}
+	if (c->rich.enabled && !rts_conf_rich_check(ctx, c))
+		return false;
 	/* host_fetch's public name and route are the ones a host tool named "fetch" gets:
 	 * while the built-in tool is on, such a tool is refused rather than shadowed. */
 	for (size_t i = 0; c->fetch.enabled && i < c->n_tools; i++)
@@ -592,6 +611,7 @@ static void set_defaults(struct rts_config *c)
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");
+	rts_conf_rich_defaults(&c->rich);
 	c->fetch = (struct rts_fetch_conf){.enabled = false, .max_bytes = RTS_FETCH_BYTES_DEFAULT,
 					   .timeout_ms = RTS_FETCH_TIMEOUT_DEFAULT_MS,
 					   .max_redirects = RTS_FETCH_REDIRECTS_DEFAULT};
@@ -643,7 +663,7 @@ static void precheck_free(struct rts_precheck *p)
 			free(srv->name);
 			free(srv->url);
 			rts_strv_free(srv->tools);
-			key_source_free(&srv->token);
+			rts_conf_key_source_free(&srv->token);
 		}
 		free(g->servers);
 	}
@@ -655,7 +675,7 @@ size_t rts_config_key_sources(const struct rts_config *cfg)
 	size_t n = 1 + cfg->n_mcp;
 	for (size_t g = 0; g < cfg->precheck.n_grants; g++)
 		n += cfg->precheck.grants[g].n_servers;
-	return n;
+	return n + (cfg->rich.enabled ? 1u : 0u);
 }
 
 const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg, size_t i, char *label, size_t len)
@@ -683,6 +703,11 @@ const struct rts_key_source *rts_config_key_source(const struct rts_config *cfg,
 		}
 		i -= gr->n_servers;
 	}
+	if (i == 0 && cfg->rich.enabled) {
+		if (label)
+			snprintf(label, len, "rich.oauthToken");
+		return &cfg->rich.oauth_token;
+	}
 	return NULL;
 }
 
@@ -698,7 +723,7 @@ void rts_config_free(struct rts_config *c)
 	free(c->provider);
 	free(c->model);
 	free(c->model_url);
-	key_source_free(&c->api_key);
+	rts_conf_key_source_free(&c->api_key);
 	free(c->system_prompt);
 	free(c->time_zone);
 	for (size_t i = 0; i < c->n_tools; i++) {
@@ -714,7 +739,7 @@ void rts_config_free(struct rts_config *c)
 		struct rts_mcp_server *s = &c->mcp[i];
 		free(s->name);
 		free(s->url);
-		key_source_free(&s->api_key);
+		rts_conf_key_source_free(&s->api_key);
 		for (size_t j = 0; j < s->n_tools; j++) {
 			free(s->tools[j].name);
 			free(s->tools[j].description);
@@ -726,6 +751,7 @@ void rts_config_free(struct rts_config *c)
 	free(c->mcp);
 	rts_strv_free(c->initial_channels);
 	free(c->ca_file);
+	rts_conf_rich_free(&c->rich);
 	precheck_free(&c->precheck);
 	free(c);
 }

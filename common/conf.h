@@ -79,6 +79,72 @@ struct rts_limits {
 	uint32_t pids;	    /* RTS_PIDS_* */
 };
 
+/* Rich mode ("rich" key; DESIGN.md 8.5; seed "Host options and hooks"). Absent: no rich
+ * mode (enabled false, every other member zero). */
+enum rts_effort {
+	RTS_EFFORT_LOW,
+	RTS_EFFORT_MEDIUM,
+	RTS_EFFORT_HIGH,
+	RTS_EFFORT_XHIGH,
+};
+
+enum rts_memory_visibility {
+	RTS_MEMORY_PRIVATE, /* a nonempty prompt block is private to the turn's reader */
+	RTS_MEMORY_SHARED,  /* declared party-wide facts: taints no reader record */
+};
+
+struct rts_rich_profile {
+	char *name;	   /* the map key: [a-z][a-z0-9_]{0,47} */
+	char *model;	   /* the Anthropic model every call of the profile uses */
+	char *prompt;	   /* persona text for the worker, or NULL */
+	char **mcp;	   /* names of mcp[] servers, NULL-terminated (config checks they exist) */
+	size_t n_mcp;
+	char **tools;	   /* names of tools[] host tools, NULL-terminated (checked likewise) */
+	size_t n_tools;
+	size_t *mcp_index; /* mcp[i] is cfg->mcp[mcp_index[i]]; set by the config check */
+	size_t *tool_index; /* tools[i] is cfg->tools[tool_index[i]] */
+};
+
+struct rts_rich_log_option {
+	char *name;  /* the map key: a docker --log-opt name */
+	char *value;
+};
+
+struct rts_rich_conf {
+	bool enabled;
+	char *image;		       /* the rich worker image */
+	struct rts_rich_profile *profiles;
+	size_t n_profiles;
+	struct rts_key_source oauth_token; /* read per model call, like apiKey */
+	char *upstream;		       /* Anthropic base URL without a trailing slash */
+	enum rts_effort effort_default; /* the level before any judgment */
+	char **effort_judge;	       /* argv or NULL: gets {text, level}, prints a level */
+	char **memory_command;	       /* argv or NULL: gets {channel, id, name, principalId} */
+	enum rts_memory_visibility memory_visibility;
+	char **compaction_command;     /* argv or NULL: the host compactor */
+	char *compaction_engine;       /* recorded as details.engine */
+	uint32_t compaction_timeout_ms; /* at most half of turn_timeout_ms */
+	uint32_t compaction_max_request; /* bytes of a /worker/compact request */
+	struct rts_limits limits;      /* the channel container */
+	uint32_t tmp_mb;	       /* its /tmp */
+	char *log_driver;	       /* docker --log-driver */
+	struct rts_rich_log_option *log_options;
+	size_t n_log_options;
+	uint32_t start_timeout_ms;     /* RTS_RICH_TIMEOUT_MS_* */
+	uint32_t turn_timeout_ms;
+	uint32_t max_calls;	       /* credential-bearing calls per turn */
+	uint32_t max_output_tokens;    /* per model call */
+	char *time_zone;
+	bool allow_http_mcp;	       /* http:// mcp[] URLs allowed (rich channels only) */
+};
+
+/* The profile called name, or NULL. */
+const struct rts_rich_profile *rts_rich_profile_find(const struct rts_rich_conf *r, const char *name);
+
+/* "low", "medium", "high", "xhigh" (static). */
+const char *rts_effort_name(enum rts_effort e);
+/* The level named s, or -1. */
+int rts_effort_parse(const char *s, size_t len);
 /* The precheck runner (DESIGN.md 8.3, seed: "Precheck scripts"). A grant names the MCP
  * servers a precheck script of a matching schedule may call; the first grant whose
  * channel, target and tiers match wins, and none matching leaves the script no way out. */
@@ -143,6 +209,7 @@ struct rts_config {
 	struct rts_fetch_conf fetch;
 	char **initial_channels; /* NULL-terminated */
 	char *ca_file;		 /* NULL: the system trust store */
+	struct rts_rich_conf rich; /* rich.enabled false: no rich mode */
 	bool has_precheck;	 /* "precheck" is present: the precheck runner is on */
 	struct rts_precheck precheck;
 	char installation_id[RTS_INSTALLATION_ID_LEN + 1];
@@ -164,7 +231,8 @@ static inline int rts_config_read_json(const char *path, json_object **out, char
 
 /* Every key source of a config, numbered in a fixed order so that another process with the
  * same config (brokerd's launcher) names the same source by the same number: 0 apiKey,
- * 1..n_mcp mcp[i].apiKey, then precheck.grants[g].servers[s].token in order. A slot whose
+ * 1..n_mcp mcp[i].apiKey, then precheck.grants[g].servers[s].token in order, then
+ * rich.oauthToken when rich mode is configured. A slot whose
  * key is not configured gives NULL. label (len bytes, may be NULL) receives the key path
  * for messages. */
 size_t rts_config_key_sources(const struct rts_config *cfg);

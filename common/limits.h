@@ -156,6 +156,88 @@
  * (seed: runRoot plus the per-turn suffix within 100 characters). */
 #define RTS_BROKER_SOCK_PATH_MAX 100u
 
+/* ---- Rich mode (config "rich"; DESIGN.md 8.5; seed "Explicit Pi/subscription mode" to
+ * "Pi isolation and continuity") ---- */
+
+/* Config ranges, checked by common/conf_rich.c (seed, "Host options and hooks":
+ * startTimeoutMs and turnTimeoutMs 1-600 seconds, defaults 90 and 600 seconds; "128
+ * credential-bearing calls and 128,000 output tokens per model call; configurable 1-1,000
+ * calls and 1,025-200,000 tokens"). */
+#define RTS_RICH_TIMEOUT_MS_MIN 1000u
+#define RTS_RICH_TIMEOUT_MS_MAX 600000u
+#define RTS_RICH_START_TIMEOUT_MS_DEFAULT 90000u
+#define RTS_RICH_TURN_TIMEOUT_MS_DEFAULT 600000u
+#define RTS_RICH_MAX_CALLS_MIN 1u
+#define RTS_RICH_MAX_CALLS_MAX 1000u
+#define RTS_RICH_MAX_CALLS_DEFAULT 128u
+#define RTS_RICH_MAX_OUTPUT_TOKENS_MIN 1025u
+#define RTS_RICH_MAX_OUTPUT_TOKENS_MAX 200000u
+#define RTS_RICH_MAX_OUTPUT_TOKENS_DEFAULT 128000u
+/* The channel container (seed, "Pi isolation and continuity": 1.5 GiB RAM with no extra
+ * swap, one CPU, 256 PIDs, a 512 MiB temporary file system). Memory, CPU and PID ranges
+ * are the sealed container's. */
+#define RTS_RICH_MEMORY_MB_DEFAULT 1536u
+#define RTS_RICH_CPUS_DEFAULT 1.0
+#define RTS_RICH_PIDS_DEFAULT 256u
+#define RTS_RICH_TMP_MB_MIN 1u
+#define RTS_RICH_TMP_MB_MAX 65536u
+#define RTS_RICH_TMP_MB_DEFAULT 512u
+/* Profiles (names as tool names, [a-z][a-z0-9_]{0,47}) and a profile's persona prompt,
+ * which the worker gets with every turn. */
+#define RTS_RICH_PROFILES_MAX 64u
+#define RTS_RICH_MODEL_MAX 256u
+#define RTS_RICH_PROMPT_MAX (256u * 1024u)
+/* The Docker log driver's options (docker run --log-opt NAME=VALUE). */
+#define RTS_RICH_LOG_OPTIONS_MAX 32u
+#define RTS_RICH_LOG_NAME_MAX 64u
+#define RTS_RICH_LOG_VALUE_MAX 1024u
+/* The host compactor (seed, "Compaction": timeoutMs default the smaller of 120 s and a
+ * third of turnTimeoutMs, at most half of turnTimeoutMs; maxRequestBytes default 32 MiB). */
+#define RTS_RICH_COMPACTION_TIMEOUT_MS_DEFAULT 120000u
+#define RTS_RICH_COMPACTION_REQUEST_MIN 1024u
+#define RTS_RICH_COMPACTION_REQUEST_DEFAULT (32u * 1024u * 1024u)
+#define RTS_RICH_ENGINE_MAX 64u
+
+/* A rich turn (seed, "Worker content and files"): current text, speaker memory context and
+ * final text at most 100,000 characters each (Unicode code points); at most eight
+ * PNG/JPEG/WebP/GIF images, 20 MiB each and 64 MiB in all, decoded; at most ten
+ * attachments, 25 MiB each and 50 MiB in all; reply files: ten, 10 MiB each, 50 MiB in
+ * all, decoded. */
+#define RTS_RICH_TEXT_CHARS_MAX 100000u
+#define RTS_RICH_TEXT_BYTES_MAX (4u * RTS_RICH_TEXT_CHARS_MAX) /* UTF-8: four bytes at most */
+#define RTS_RICH_IMAGES_MAX 8u
+#define RTS_RICH_IMAGE_BYTES_MAX (20u * 1024u * 1024u)
+#define RTS_RICH_IMAGES_TOTAL_MAX (64u * 1024u * 1024u)
+#define RTS_RICH_ATTACHMENTS_MAX 10u
+#define RTS_RICH_ATTACHMENT_BYTES_MAX (25u * 1024u * 1024u)
+#define RTS_RICH_ATTACHMENTS_TOTAL_MAX (50u * 1024u * 1024u)
+#define RTS_RICH_REPLY_FILES_MAX 10u
+#define RTS_RICH_REPLY_FILE_BYTES_MAX (10u * 1024u * 1024u)
+#define RTS_RICH_REPLY_FILES_TOTAL_MAX (50u * 1024u * 1024u)
+#define RTS_RICH_FILE_NAME_MAX 255u /* bytes of a reply file or attachment name */
+#define RTS_RICH_MIME_MAX 127u	    /* bytes of a media type */
+#define RTS_ATTACH_URL_MAX 8192u    /* bytes of an attachment URL statd asks brokerd to fetch */
+
+/* The rich listener (seed, "Pi isolation and continuity": credential-bearing calls have
+ * four in-flight slots, 96 MiB input bodies and 50 MiB upstream-response limits; worker
+ * replies have a 72 MiB encoded packet limit). */
+#define RTS_RICH_BODY_MAX (96u * 1024u * 1024u)
+#define RTS_RICH_UPSTREAM_ANSWER_MAX (50u * 1024u * 1024u)
+#define RTS_RICH_REPLY_PACKET_MAX (72u * 1024u * 1024u)
+#define RTS_RICH_IN_FLIGHT_MAX 4u
+
+/* Sealed memfds between the daemons (common/memfd.h): the turn input statd writes and
+ * brokerd reads (images base64-encoded, the text escaped at worst), and the reply brokerd
+ * writes and statd reads (built from a validated reply packet). */
+#define RTS_RICH_TURN_INPUT_MAX (96u * 1024u * 1024u)
+#define RTS_RICH_REPLY_MAX RTS_RICH_REPLY_PACKET_MAX
+
+/* The control protocol with rich messages: a request line of a message carrying images
+ * (base64) and attachment URLs, which statd reads and the CLI writes; an event line with a
+ * reply and its files, which statd writes and the CLI reads. Lines above
+ * RTS_CONTROL_LINE_MAX share a budget in statd (statd/statd.h). */
+#define RTS_CONTROL_RICH_LINE_MAX (96u * 1024u * 1024u)
+#define RTS_CONTROL_EVENT_MAX (RTS_RICH_REPLY_MAX + 64u * 1024u)
 /* ---- The precheck runner (DESIGN.md 8.3; seed: "Precheck scripts"; HACKING.md "Precheck
  * runtime") ---- */
 
@@ -225,6 +307,36 @@ _Static_assert(RTS_TOOL_TIMEOUT_MS_DEFAULT <= RTS_TOOL_TIMEOUT_MS_MAX, "the defa
 _Static_assert(RTS_TURN_TIMEOUT_MS_MIN <= RTS_TURN_TIMEOUT_MS_DEFAULT &&
 		       RTS_TURN_TIMEOUT_MS_DEFAULT <= RTS_TURN_TIMEOUT_MS_MAX,
 	       "the default turn deadline must be valid");
+/* Rich mode. base64 takes four bytes per three; a text of RTS_RICH_TEXT_CHARS_MAX
+ * characters takes at most six bytes per byte escaped. */
+_Static_assert(RTS_RICH_START_TIMEOUT_MS_DEFAULT >= RTS_RICH_TIMEOUT_MS_MIN &&
+		       RTS_RICH_TURN_TIMEOUT_MS_DEFAULT <= RTS_RICH_TIMEOUT_MS_MAX,
+	       "the rich defaults must lie in their range");
+_Static_assert(RTS_RICH_MAX_OUTPUT_TOKENS_MIN <= RTS_RICH_MAX_OUTPUT_TOKENS_DEFAULT &&
+		       RTS_RICH_MAX_OUTPUT_TOKENS_DEFAULT <= RTS_RICH_MAX_OUTPUT_TOKENS_MAX,
+	       "the default output limit must be valid");
+_Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + 1u) + 6u * RTS_RICH_TEXT_BYTES_MAX + 64u * 1024u <=
+		       RTS_RICH_TURN_INPUT_MAX,
+	       "every turn input statd may build must fit what brokerd reads");
+_Static_assert(4u * (RTS_RICH_REPLY_FILES_TOTAL_MAX / 3u + RTS_RICH_REPLY_FILES_MAX) + 6u * RTS_RICH_TEXT_BYTES_MAX +
+			       RTS_RICH_REPLY_FILES_MAX * (6u * RTS_RICH_FILE_NAME_MAX + RTS_RICH_MIME_MAX + 64u) <=
+		       RTS_RICH_REPLY_MAX,
+	       "every reply brokerd builds from a valid reply packet must fit what statd reads");
+_Static_assert(RTS_RICH_COMPACTION_REQUEST_DEFAULT <= RTS_RICH_BODY_MAX, "the default compaction request bound");
+/* A rich message: the images' base64 (each padded), the text and the speaker fields and
+ * the channel key escaped at worst, every attachment's URL and name escaped at worst, the
+ * member names and the id. */
+_Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + RTS_RICH_IMAGES_MAX) +
+			       6u * (RTS_RICH_TEXT_BYTES_MAX + RTS_CHANNEL_MAX + 4u * RTS_SPEAKER_FIELD_MAX) +
+			       RTS_RICH_ATTACHMENTS_MAX * 6u * (RTS_ATTACH_URL_MAX + RTS_RICH_FILE_NAME_MAX + 64u) +
+			       64u * 1024u <=
+		       RTS_CONTROL_RICH_LINE_MAX,
+	       "every rich message statd accepts must fit one control line");
+/* statd's turn input holds the images as sent and everything else escaped at worst. */
+_Static_assert(4u * (RTS_RICH_IMAGES_TOTAL_MAX / 3u + RTS_RICH_IMAGES_MAX) + 6u * RTS_RICH_TEXT_BYTES_MAX +
+			       RTS_RICH_ATTACHMENTS_MAX * (6u * (RTS_RICH_FILE_NAME_MAX + 4096u) + 256u) + 64u * 1024u <=
+		       RTS_RICH_TURN_INPUT_MAX,
+	       "every turn input statd builds must fit what brokerd reads");
 _Static_assert(RTS_FETCH_TIMEOUT_MIN_MS <= RTS_FETCH_TIMEOUT_DEFAULT_MS &&
 		       RTS_FETCH_TIMEOUT_DEFAULT_MS <= RTS_FETCH_TIMEOUT_MAX_MS &&
 		       RTS_FETCH_REDIRECTS_DEFAULT <= RTS_FETCH_REDIRECTS_MAX &&

@@ -123,7 +123,8 @@ static void vlog_full(int prio, const char *turn_id, const char *channel_hash, c
 {
 	if (prio > log_max_prio)
 		return;
-	char buf[1024];
+	/* Room for an upstream error body cut to 2,000 characters (brokerd's rich mode). */
+	char buf[4096];
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	sanitize(buf);
 	emit(prio, turn_id, channel_hash, outcome, duration_ms, buf);

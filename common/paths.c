@@ -58,6 +58,11 @@ size_t rts_broker_sock_path_len(const char *run_root)
 	return strlen(run_root) + 1 + RTS_TURN_ID_LEN + 1 + strlen(RTS_BROKER_SOCK_NAME);
 }
 
+size_t rts_rich_broker_sock_path_len(const char *run_root)
+{
+	return strlen(run_root) + 1 + strlen(RTS_RICH_DIR_PREFIX) + 16 + 1 + strlen(RTS_BROKER_SOCK_NAME);
+}
+
 int rts_time_zone_file(const char *tz, char **path)
 {
 	*path = rts_xasprintf(RTS_ZONEINFO_DIR "/%s", tz);

@@ -27,6 +27,10 @@ bool rts_path_within(const char *path, const char *dir);
 /* Length in characters of runRoot/<turn id>/broker.sock for this run_root: what must fit
  * RTS_BROKER_SOCK_PATH_MAX (seed: broker socket paths of at most 100 characters). */
 size_t rts_broker_sock_path_len(const char *run_root);
+/* The same for a rich channel's runRoot/rich-<16 hex>/broker.sock (DESIGN.md 8.5), which
+ * is longer: runnerd checks it at start when the config has rich mode. */
+#define RTS_RICH_DIR_PREFIX "rich-"
+size_t rts_rich_broker_sock_path_len(const char *run_root);
 
 /* The zone file of tz (a name the config accepted) in RTS_ZONEINFO_DIR, newly allocated in
  * *path (caller frees, also on failure). Returns 0 when it is a regular file, -ENOENT when

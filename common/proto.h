@@ -42,8 +42,11 @@
  * field every version keeps.
  * 3: METRICS, METRICS_TEXT, BROKER_METRICS, BROKER_METRICS_TEXT (issue 15); the precheck
  * runner (DESIGN.md 8.3): PRECHECK_RUN, PRECHECK_DONE, PRECHECK_CANCEL on runnerd.sock and
- * PRECHECK_BIND on brokerd.sock. */
-#define RTS_PROTO_VERSION 3u
+ * PRECHECK_BIND on brokerd.sock.
+ * 4: rich mode (DESIGN.md 8.5): the RICH_* and BROKER_RICH_* / BROKER_ATTACH_* messages of
+ * brokerd.sock, the RICH_* and ATTACH_* messages of runnerd.sock; payloads too big for a
+ * packet travel as sealed memfds (common/memfd.h). */
+#define RTS_PROTO_VERSION 4u
 
 /* Largest packet on either link. The biggest payload is a TURN_RUN carrying a guest
  * message of up to RTS_TEXT_MAX bytes; this leaves ample room for the other fields and
@@ -128,6 +131,173 @@ enum rts_proto_dir {
 	F(X, STR, turn_id, RTS_TURN_ID_LEN)    \
 	F(X, U32, calls, 0)
 
+/* ---- Rich mode on runnerd.sock (DESIGN.md 8.5). statd keeps the mode and the queue;
+ * runnerd keeps one long-lived container per rich channel and relays turns and attachment
+ * fetches to brokerd. Requests may be outstanding side by side; every answer names what
+ * it answers. ---- */
+
+/* statd -> runnerd, after every HELLO once the rich channels were ensured (a RICH_ENSURE
+ * each, sent before this on the same link): the sync is complete. runnerd then removes
+ * every rich container of this installation whose channel no RICH_ENSURE of this link
+ * claimed (the channel is no longer rich, or its profile is gone). channels: how many
+ * RICH_ENSUREs the sync sent (for the log line). */
+#define RTS_PROTO_FIELDS_RICH_SYNC(F, X) F(X, U32, channels, 0)
+/* runnerd -> statd: removed: the containers the sync removes. */
+#define RTS_PROTO_FIELDS_RICH_SYNCED(F, X) F(X, U32, removed, 0)
+/* statd -> runnerd: make sure the channel's container runs the current generation (the
+ * profile, the rich config, the image ID): adopt a running one, replace a stale one or
+ * start one, and wait for its worker to announce itself within rich.startTimeoutMs. fd:
+ * O_PATH|O_DIRECTORY of the verified workspace, the same directory as workspace. seq:
+ * statd's number for the request, echoed in its RICH_STATE. */
+#define RTS_PROTO_FIELDS_RICH_ENSURE(F, X)      \
+	F(X, U32, seq, 0)                         \
+	F(X, STR, channel, RTS_CHANNEL_MAX)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, STR, profile, RTS_NAME_MAX)          \
+	F(X, STR, workspace, RTS_PROTO_PATH_MAX)
+/* statd -> runnerd: stop the channel's container: unbind it at brokerd, docker rm -f the
+ * exact name, remove its broker directory. reason: RTS_RICH_STOP_*. A channel without a
+ * container is answered STOPPED. */
+#define RTS_PROTO_FIELDS_RICH_STOP(F, X)        \
+	F(X, U32, seq, 0)                         \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, U32, reason, 0)
+/* runnerd -> statd: the answer to RICH_ENSURE or RICH_STOP seq: state RTS_RICH_STATE_*,
+ * error 0 or a negative errno saying why it FAILED. */
+#define RTS_PROTO_FIELDS_RICH_STATE(F, X)       \
+	F(X, U32, seq, 0)                         \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, U32, state, 0)                       \
+	F(X, I32, error, 0)
+/* statd -> runnerd: run a turn on the channel's container (statd sends a RICH_ENSURE
+ * before every turn; the turn waits for it). runnerd arms rich.turnTimeoutMs and relays
+ * the turn to brokerd; TURN_CANCEL cancels it and force-removes the container. fd: sealed
+ * memfd with the turn input JSON (at most RTS_RICH_TURN_INPUT_MAX bytes), relayed unread. */
+#define RTS_PROTO_FIELDS_RICH_TURN(F, X)             \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)            \
+	F(X, STR, channel, RTS_CHANNEL_MAX)            \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)      \
+	F(X, STR, speaker_id, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, speaker_name, RTS_SPEAKER_FIELD_MAX) \
+	F(X, STR, principal_id, RTS_SPEAKER_FIELD_MAX) \
+	F(X, STR, profile, RTS_NAME_MAX)
+/* runnerd -> statd: the rich turn ended. status: enum rts_turn_status; calls: brokerd's
+ * count. fd: sealed memfd with the reply JSON {"text","files"} (at most
+ * RTS_RICH_REPLY_MAX bytes) relayed unread, empty unless status is OK. */
+#define RTS_PROTO_FIELDS_RICH_TURN_DONE(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)     \
+	F(X, U32, status, 0)                    \
+	F(X, U32, calls, 0)
+/* statd -> runnerd, relayed to brokerd as BROKER_ATTACH_FETCH: fetch attachment index of a
+ * turn statd is preparing with the controlled fetch, at most max_bytes. */
+#define RTS_PROTO_FIELDS_ATTACH_FETCH(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)   \
+	F(X, U32, index, 0)                   \
+	F(X, STR, url, RTS_ATTACH_URL_MAX)    \
+	F(X, U64, max_bytes, 0)
+/* runnerd -> statd, relayed from BROKER_ATTACH_DATA (result -ENOTCONN when brokerd could
+ * not be reached). fd: sealed memfd with the body, empty unless result is 0. */
+#define RTS_PROTO_FIELDS_ATTACH_DATA(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)  \
+	F(X, U32, index, 0)                  \
+	F(X, I32, result, 0)                 \
+	F(X, STR, mime, RTS_RICH_MIME_MAX)
+
+/* RICH_STATE's state. */
+#define RTS_RICH_STATE_READY 1u	  /* the worker announced itself */
+#define RTS_RICH_STATE_STOPPED 2u /* no container runs for the channel */
+#define RTS_RICH_STATE_FAILED 3u  /* it could not be started, or not be removed (error says why) */
+/* RICH_STOP's reason (runnerd's log line says it). */
+#define RTS_RICH_STOP_OFF 0u	 /* the channel's mode left rich */
+#define RTS_RICH_STOP_FRESH 1u	 /* a fresh start archives the sessions after the removal */
+#define RTS_RICH_STOP_CHANGED 2u /* the channel's profile changed */
+#define RTS_RICH_STOP_REASONS 3u
+
+/* ---- Rich mode on brokerd.sock (DESIGN.md 8.5). A rich channel has one long-lived
+ * container; brokerd serves its worker on a listener runnerd binds once per container and
+ * hands over with RICH_BIND, and runnerd relays each of statd's turns as BROKER_RICH_TURN.
+ * Several requests may be outstanding on the link at once; answers name what they answer.
+ * A carried fd is always there (a message "without payload" carries an empty memfd): the
+ * fd column is fixed per type. Every memfd is sealed (F_SEAL_SHRINK, GROW, WRITE, SEAL) and
+ * its receiver checks the seals and the size before reading (common/memfd.h). ---- */
+
+/* runnerd -> brokerd: serve the worker of a rich channel. fd: the listening SOCK_STREAM
+ * socket bound at runRoot/rich-<first 16 hex of the hash>/broker.sock. Replaces a listener
+ * of the same channel (a re-created container, a restarted runnerd). profile: the
+ * channel's rich profile (the config's rich.profiles key). */
+#define RTS_PROTO_FIELDS_RICH_BIND(F, X)        \
+	F(X, STR, channel, RTS_CHANNEL_MAX)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, STR, profile, RTS_NAME_MAX)
+/* brokerd -> runnerd: result 0, or a negative errno (-EINVAL a bad field or an unknown
+ * profile, -ENOTSOCK, -EBUSY too many channels, -ESHUTDOWN, -EIO). */
+#define RTS_PROTO_FIELDS_RICH_BOUND(F, X)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, I32, result, 0)
+/* runnerd -> brokerd: answer once the worker of the bound channel has announced itself
+ * (POST /worker/ready since the bind), or at deadline_ms (CLOCK_MONOTONIC ms). */
+#define RTS_PROTO_FIELDS_RICH_WAIT_READY(F, X)  \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, U64, deadline_ms, 0)
+/* brokerd -> runnerd: result 0 (ready), -ETIME (not by the deadline), -ENOENT (no such
+ * channel bound, or it was unbound or replaced meanwhile). capabilities: what the worker
+ * declared, bits RTS_RICH_CAP_*; private_history: 1 when it reported retained private
+ * history. */
+#define RTS_PROTO_FIELDS_RICH_READY(F, X)       \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN) \
+	F(X, I32, result, 0)                      \
+	F(X, U8, capabilities, 0)                 \
+	F(X, U8, private_history, 0)
+/* runnerd -> brokerd: stop serving the channel (its container is going): the listener and
+ * every connection are closed, a turn of the channel ends CANCELLED. Unknown channels are
+ * answered too. */
+#define RTS_PROTO_FIELDS_RICH_UNBIND(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
+#define RTS_PROTO_FIELDS_RICH_UNBOUND(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
+/* runnerd -> brokerd: admit a turn of a bound rich channel: identity is bound now and
+ * revoked when BROKER_RICH_DONE is sent (seed: "The host binds identity immediately
+ * before enqueueing a turn and revokes it when the turn settles"). fd: sealed memfd with
+ * the turn input JSON statd built (at most RTS_RICH_TURN_INPUT_MAX bytes). deadline_ms:
+ * CLOCK_MONOTONIC ms, the hard bound of every call of the turn. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_TURN(F, X)        \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)              \
+	F(X, STR, channel, RTS_CHANNEL_MAX)              \
+	F(X, STR, channel_hash, RTS_HASH_HEX_LEN)        \
+	F(X, STR, speaker_id, RTS_SPEAKER_FIELD_MAX)     \
+	F(X, STR, speaker_name, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, principal_id, RTS_SPEAKER_FIELD_MAX)   \
+	F(X, STR, profile, RTS_NAME_MAX)                 \
+	F(X, U64, deadline_ms, 0)
+/* brokerd -> runnerd: the turn settled. status: enum rts_turn_status (TIMEOUT when brokerd
+ * saw the deadline pass first). calls: credential-bearing calls, refused ones included.
+ * fd: sealed memfd with the reply JSON {"text","files"} (at most RTS_RICH_REPLY_MAX bytes),
+ * empty unless status is OK. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_DONE(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)       \
+	F(X, U32, status, 0)                      \
+	F(X, U32, calls, 0)
+/* runnerd -> brokerd: end the turn now (deadline, cancel, shutdown); the pending
+ * BROKER_RICH_DONE answers it with CANCELLED. Unknown ids are ignored. */
+#define RTS_PROTO_FIELDS_BROKER_RICH_CANCEL(F, X) F(X, STR, turn_id, RTS_TURN_ID_LEN)
+/* runnerd -> brokerd (relayed from statd): fetch attachment index of a turn with the
+ * controlled fetch (common/fetch.h), at most max_bytes. */
+#define RTS_PROTO_FIELDS_BROKER_ATTACH_FETCH(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)          \
+	F(X, U32, index, 0)                          \
+	F(X, STR, url, RTS_ATTACH_URL_MAX)           \
+	F(X, U64, max_bytes, 0)
+/* brokerd -> runnerd: result 0, -EACCES (a fetch rule refused the URL or an address),
+ * -EFBIG, -ETIMEDOUT or -EIO (anything else). mime: the answer's media type ("" when it
+ * had none or it was malformed). fd: sealed memfd with the body (empty unless result is
+ * 0). */
+#define RTS_PROTO_FIELDS_BROKER_ATTACH_DATA(F, X) \
+	F(X, STR, turn_id, RTS_TURN_ID_LEN)         \
+	F(X, U32, index, 0)                         \
+	F(X, I32, result, 0)                        \
+	F(X, STR, mime, RTS_RICH_MIME_MAX)
+
+/* RICH_READY's capabilities (seed, "Worker capability handshake"). */
+#define RTS_RICH_CAP_PRIVATE_TO 1u
+#define RTS_RICH_CAP_READER_RECORDS 2u
 /* ---- metrics (issue 15, DESIGN.md 8.4): `roundtable-sandbox metrics` ----
  * statd asks runnerd, runnerd asks brokerd; each daemon renders its own Prometheus text
  * (common/metrics.h lists which families are whose) and statd joins them. A text is
@@ -235,10 +405,30 @@ enum rts_precheck_answer {
 	M(TURN_RUN, turn_run, 10, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)        \
 	M(TURN_DONE, turn_done, 11, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)     \
 	M(TURN_CANCEL, turn_cancel, 12, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)  \
+	M(RICH_SYNC, rich_sync, 24, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)      \
+	M(RICH_SYNCED, rich_synced, 25, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(RICH_ENSURE, rich_ensure, 26, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)  \
+	M(RICH_STATE, rich_state, 27, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)   \
+	M(RICH_STOP, rich_stop, 28, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)      \
+	M(RICH_TURN, rich_turn, 30, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)      \
+	M(RICH_TURN_DONE, rich_turn_done, 31, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 1) \
+	M(ATTACH_FETCH, attach_fetch, 32, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(ATTACH_DATA, attach_data, 33, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 1) \
 	M(BROKER_BIND, broker_bind, 20, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)  \
 	M(BROKER_BOUND, broker_bound, 21, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(BROKER_CLOSE, broker_close, 22, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
 	M(BROKER_CLOSED, broker_closed, 23, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(RICH_BIND, rich_bind, 40, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1)     \
+	M(RICH_BOUND, rich_bound, 41, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)  \
+	M(RICH_WAIT_READY, rich_wait_ready, 42, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(RICH_READY, rich_ready, 43, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0)  \
+	M(RICH_UNBIND, rich_unbind, 44, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(RICH_UNBOUND, rich_unbound, 45, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 0) \
+	M(BROKER_RICH_TURN, broker_rich_turn, 46, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 1) \
+	M(BROKER_RICH_DONE, broker_rich_done, 47, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 1) \
+	M(BROKER_RICH_CANCEL, broker_rich_cancel, 48, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(BROKER_ATTACH_FETCH, broker_attach_fetch, 50, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_LISTENER, 0) \
+	M(BROKER_ATTACH_DATA, broker_attach_data, 51, RTS_PROTO_LINK_BROKERD, RTS_PROTO_TO_CONNECTOR, 1) \
 	/* the precheck runner */                                                          \
 	M(PRECHECK_RUN, precheck_run, 60, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0) \
 	M(PRECHECK_DONE, precheck_done, 61, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0) \

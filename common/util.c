@@ -113,6 +113,20 @@ uint64_t rts_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+int rts_format_local_time(time_t t, char *out, size_t outlen)
+{
+	struct tm tm;
+	char raw[40];
+	if (outlen < 32 || !localtime_r(&t, &tm))
+		return -EINVAL;
+	size_t n = strftime(raw, sizeof(raw), "%Y-%m-%dT%H:%M:%S%z", &tm);
+	/* %z is "+HHMM"; RFC 3339 wants "+HH:MM". */
+	if (n < 5 || (raw[n - 5] != '+' && raw[n - 5] != '-'))
+		return -EINVAL;
+	snprintf(out, outlen, "%.*s:%s", (int)(n - 2), raw, raw + n - 2);
+	return 0;
+}
+
 int rts_random_hex(char *out, size_t n_bytes)
 {
 	static const char hex[] = "0123456789abcdef";

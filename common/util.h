@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RTS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -71,6 +72,12 @@ int rts_write_all(int fd, const void *buf, size_t len);
 
 /* Monotonic clock in milliseconds. */
 uint64_t rts_now_ms(void);
+
+/* Format t as local time in the process's current time zone (TZ, which the daemons set
+ * once at start-up to the config's time zone) as RFC 3339 "YYYY-MM-DDTHH:MM:SS+HH:MM", the
+ * "now" a worker is told. out must hold at least 32 bytes. Returns 0 or -EINVAL
+ * (localtime_r or strftime failed, or outlen is too small). */
+int rts_format_local_time(time_t t, char *out, size_t outlen);
 
 /* Fill out[0..2*n] with n random bytes as lowercase hex plus a NUL. Uses getrandom(2).
  * Returns 0 or -errno. */

@@ -26,6 +26,57 @@ static int runnerd_on_broker_closed(struct rts_link *l, void *owner, struct rts_
 	return 0;
 }
 
+static bool hash_valid(const char *h)
+{
+	return strlen(h) == RTS_HASH_HEX_LEN && strspn(h, "0123456789abcdef") == RTS_HASH_HEX_LEN;
+}
+
+static int runnerd_on_rich_bound(struct rts_link *l, void *owner, struct rts_msg_rich_bound *m)
+{
+	struct runnerd *rd = owner;
+	if (!hash_valid(m->channel_hash) || m->result > 0)
+		return -EBADMSG;
+	runnerd_rich_bound(&rd->riches, rd->broker.gen, m->channel_hash, m->result);
+	return 0;
+}
+
+static int runnerd_on_rich_ready(struct rts_link *l, void *owner, struct rts_msg_rich_ready *m)
+{
+	struct runnerd *rd = owner;
+	if (!hash_valid(m->channel_hash) || m->result > 0 || m->private_history > 1 ||
+	    (m->capabilities & ~(RTS_RICH_CAP_PRIVATE_TO | RTS_RICH_CAP_READER_RECORDS)))
+		return -EBADMSG;
+	runnerd_rich_ready(&rd->riches, rd->broker.gen, m);
+	return 0;
+}
+
+static int runnerd_on_rich_unbound(struct rts_link *l, void *owner, struct rts_msg_rich_unbound *m)
+{
+	if (!hash_valid(m->channel_hash))
+		return -EBADMSG;
+	/* Informational: a removal never waits for it. */
+	log_debug("brokerd unbound channel %.12s", m->channel_hash);
+	return 0;
+}
+
+static int runnerd_on_broker_rich_done(struct rts_link *l, void *owner, struct rts_msg_broker_rich_done *m)
+{
+	struct runnerd *rd = owner;
+	if (!rts_turn_id_valid(m->turn_id) || m->status >= RTS_TURN_STATUS_MAX_)
+		return -EBADMSG;
+	runnerd_rich_done(&rd->riches, rd->broker.gen, m);
+	return 0;
+}
+
+static int runnerd_on_broker_attach_data(struct rts_link *l, void *owner, struct rts_msg_broker_attach_data *m)
+{
+	struct runnerd *rd = owner;
+	if (!rts_turn_id_valid(m->turn_id) || m->index >= RTS_RICH_ATTACHMENTS_MAX || m->result > 0)
+		return -EBADMSG;
+	runnerd_attach_data(rd, rd->broker.gen, m);
+	return 0;
+}
+
 static int runnerd_on_broker_metrics_text(struct rts_link *l, void *owner, struct rts_msg_broker_metrics_text *m)
 {
 	return runnerd_metrics_brokerd_text(owner, m->seq, m->text);
@@ -35,14 +86,27 @@ static int runnerd_on_broker_metrics_text(struct rts_link *l, void *owner, struc
 static const struct rts_link_dispatch runnerd_dispatch_brokerd[] = {
 	RTS_LINK_ON(BROKER_BOUND, runnerd_on_broker_bound),
 	RTS_LINK_ON(BROKER_CLOSED, runnerd_on_broker_closed),
+	RTS_LINK_ON(RICH_BOUND, runnerd_on_rich_bound),
+	RTS_LINK_ON(RICH_READY, runnerd_on_rich_ready),
+	RTS_LINK_ON(RICH_UNBOUND, runnerd_on_rich_unbound),
+	RTS_LINK_ON(BROKER_RICH_DONE, runnerd_on_broker_rich_done),
+	RTS_LINK_ON(BROKER_ATTACH_DATA, runnerd_on_broker_attach_data),
 	RTS_LINK_ON(BROKER_METRICS_TEXT, runnerd_on_broker_metrics_text),
 	RTS_LINK_DISPATCH_END,
 };
 
+/* Everything that waits for the link. */
+static void broker_up_all(struct runnerd *rd)
+{
+	runnerd_turns_broker_up(&rd->turns);
+	runnerd_riches_broker_up(&rd->riches);
+	runnerd_attach_broker_up(rd);
+}
+
 static void runnerd_brokerd_up(struct rts_link *l, void *owner)
 {
 	struct runnerd *rd = owner;
-	runnerd_turns_broker_up(&rd->turns);
+	broker_up_all(rd);
 	runnerd_metrics_broker_up(rd);
 }
 
@@ -55,6 +119,8 @@ static void runnerd_brokerd_down(struct rts_link *l, void *owner, int err, bool 
 	/* Turns bound through this connection fail; turns still waiting fail too when the
 	 * link never came up, else they get a fresh connection. */
 	runnerd_turns_broker_lost(&rd->turns, rd->broker.gen, !was_up);
+	runnerd_riches_broker_lost(&rd->riches, rd->broker.gen, !was_up);
+	runnerd_attach_broker_lost(rd, rd->broker.gen, !was_up);
 	runnerd_metrics_broker_down(rd);
 }
 
@@ -77,7 +143,7 @@ void runnerd_broker_want(struct runnerd *rd)
 {
 	struct runnerd_broker *b = &rd->broker;
 	if (rts_link_up(b->link)) {
-		runnerd_turns_broker_up(&rd->turns);
+		broker_up_all(rd);
 		return;
 	}
 	/* Being made (its on_up follows), or failed (its on_down reconnects for turns that
@@ -91,6 +157,8 @@ void runnerd_broker_want(struct runnerd *rd)
 		log_error_errno(r, "cannot start connecting to brokerd: %m");
 		b->link = NULL;
 		runnerd_turns_broker_lost(&rd->turns, b->gen, true);
+		runnerd_riches_broker_lost(&rd->riches, b->gen, true);
+		runnerd_attach_broker_lost(rd, b->gen, true);
 		runnerd_metrics_broker_down(rd);
 	}
 }

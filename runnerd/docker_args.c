@@ -4,9 +4,12 @@
 #include <math.h>
 
 #include "common/ids.h"
+#include "common/json.h"
 #include "common/proto.h"
+#include "common/tools.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
+#include "runnerd/proc.h"
 
 static bool hex_of_len(const char *s, size_t len)
 {
@@ -56,6 +59,30 @@ int runnerd_format_cpus(double cpus, char *out, size_t outlen)
 	return 0;
 }
 
+/* The confinement every container of ours gets, sealed turn or rich channel alike: no
+ * network, a read-only root, no capabilities, no new privileges, the numeric uid and gid
+ * (no passwd lookup happens in the image: there is none in FROM scratch), the memory limit
+ * with no swap on top, the CPUs and the process limit. Appended at v[*n]. */
+static void push_confinement(char **v, size_t *n, uid_t uid, gid_t gid, const struct rts_limits *limits,
+			     const char *cpus)
+{
+	const char *fixed[] = {"--network", "none", "--read-only", "--cap-drop", "ALL", "--security-opt",
+			       "no-new-privileges"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed); i++)
+		v[(*n)++] = rts_xstrdup(fixed[i]);
+	v[(*n)++] = rts_xstrdup("--user");
+	v[(*n)++] = rts_xasprintf("%lu:%lu", (unsigned long)uid, (unsigned long)gid);
+	v[(*n)++] = rts_xstrdup("--memory");
+	v[(*n)++] = rts_xasprintf("%um", limits->memory_mb);
+	/* Equal to --memory: no swap on top (seed: "1.5 GiB RAM with no additional swap"). */
+	v[(*n)++] = rts_xstrdup("--memory-swap");
+	v[(*n)++] = rts_xasprintf("%um", limits->memory_mb);
+	v[(*n)++] = rts_xstrdup("--cpus");
+	v[(*n)++] = rts_xstrdup(cpus);
+	v[(*n)++] = rts_xstrdup("--pids-limit");
+	v[(*n)++] = rts_xasprintf("%u", limits->pids);
+}
+
 char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 {
 	char cpus[16];
@@ -72,8 +99,6 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	/* Attach stdin and stdout only: the container's stderr is guest-written text and must
 	 * never reach the host log; what remains on the CLI's stderr is the CLI's own. */
 	const char *fixed_head[] = {"run", "-i", "--attach", "stdin", "--attach", "stdout", "--rm"};
-	const char *fixed_sandbox[] = {"--network",	"none", "--read-only", "--cap-drop",
-				       "ALL",		"--security-opt", "no-new-privileges"};
 	char *v[64];
 	size_t n = 0;
 	v[n++] = rts_xstrdup(s->docker);
@@ -85,20 +110,7 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_INSTALLATION, s->installation_id);
 	v[n++] = rts_xstrdup("--label");
 	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_CHANNEL, s->channel_hash);
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(fixed_sandbox); i++)
-		v[n++] = rts_xstrdup(fixed_sandbox[i]);
-	/* Numeric so no passwd lookup happens in the image (there is none in FROM scratch). */
-	v[n++] = rts_xstrdup("--user");
-	v[n++] = rts_xasprintf("%lu:%lu", (unsigned long)s->uid, (unsigned long)s->gid);
-	v[n++] = rts_xstrdup("--memory");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	/* Equal to --memory: no swap on top of the memory limit. */
-	v[n++] = rts_xstrdup("--memory-swap");
-	v[n++] = rts_xasprintf("%um", s->limits.memory_mb);
-	v[n++] = rts_xstrdup("--cpus");
-	v[n++] = rts_xstrdup(cpus);
-	v[n++] = rts_xstrdup("--pids-limit");
-	v[n++] = rts_xasprintf("%u", s->limits.pids);
+	push_confinement(v, &n, s->uid, s->gid, &s->limits, cpus);
 	v[n++] = rts_xstrdup("--tmpfs");
 	v[n++] = rts_xasprintf("/tmp:rw,nosuid,nodev,size=%um", precheck ? RTS_PRECHECK_TMPFS_MB : 16u);
 	/* No daemon-side log files a guest could grow; stdout reaches us through the attach. */
@@ -132,18 +144,22 @@ bool runnerd_stale_name_ok(const char *installation_id, const char *name)
 	return rts_turn_id_valid(name + RTS_INSTALLATION_ID_LEN + 1);
 }
 
-char **runnerd_docker_rm_argv(const char *docker, const char *name)
+/* name is one of ours, sealed or rich, of whatever installation (which is the part after
+ * the prefix). */
+static bool our_name(const char *name)
 {
-	if (!docker || docker[0] != '/' || !name)
-		return NULL;
-	/* The installation id is the part between the prefix and the turn id. */
 	size_t plen = strlen(RTS_CONTAINER_PREFIX);
-	if (strlen(name) != plen + RTS_INSTALLATION_ID_LEN + 1 + RTS_TURN_ID_LEN)
-		return NULL;
+	if (!name || strncmp(name, RTS_CONTAINER_PREFIX, plen) != 0 || strlen(name) < plen + RTS_INSTALLATION_ID_LEN)
+		return false;
 	char inst[RTS_INSTALLATION_ID_LEN + 1];
 	memcpy(inst, name + plen, RTS_INSTALLATION_ID_LEN);
 	inst[RTS_INSTALLATION_ID_LEN] = '\0';
-	if (!runnerd_stale_name_ok(inst, name))
+	return runnerd_stale_name_ok(inst, name) || runnerd_rich_name_ok(inst, name);
+}
+
+char **runnerd_docker_rm_argv(const char *docker, const char *name)
+{
+	if (!docker || docker[0] != '/' || !our_name(name))
 		return NULL;
 	char **v = rts_xcalloc(5, sizeof(char *));
 	v[0] = rts_xstrdup(docker);
@@ -277,4 +293,272 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
 	}
 	return 0;
+}
+
+/* ---- rich channels ---- */
+
+char *runnerd_rich_name(const char *installation_id, const char *channel_hash)
+{
+	if (!hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN) || !hex_of_len(channel_hash, RTS_HASH_HEX_LEN))
+		return NULL;
+	return rts_xasprintf(RTS_CONTAINER_PREFIX "%s-rich-%.*s", installation_id, (int)RUNNERD_RICH_PREFIX_LEN,
+			     channel_hash);
+}
+
+bool runnerd_rich_name_ok(const char *installation_id, const char *name)
+{
+	if (!hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN) || !name || strlen(name) != RUNNERD_RICH_NAME_LEN)
+		return false;
+	size_t plen = strlen(RTS_CONTAINER_PREFIX);
+	if (strncmp(name, RTS_CONTAINER_PREFIX, plen) != 0)
+		return false;
+	name += plen;
+	if (strncmp(name, installation_id, RTS_INSTALLATION_ID_LEN) != 0)
+		return false;
+	name += RTS_INSTALLATION_ID_LEN;
+	if (strncmp(name, "-rich-", 6) != 0)
+		return false;
+	return hex_of_len(name + 6, RUNNERD_RICH_PREFIX_LEN);
+}
+
+/* A log option goes into one argument NAME=VALUE: the config allows [a-z0-9._-] names and
+ * printable ASCII values; checked again here. */
+static bool log_option_ok(const struct rts_rich_log_option *o)
+{
+	if (!o->name || !o->value || !o->name[0] || strlen(o->name) > RTS_RICH_LOG_NAME_MAX ||
+	    strlen(o->value) > RTS_RICH_LOG_VALUE_MAX)
+		return false;
+	for (const char *c = o->name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.'))
+			return false;
+	for (const char *c = o->value; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			return false;
+	return true;
+}
+
+/* Docker's log drivers that take a "tag" option. */
+static bool driver_takes_tag(const char *driver)
+{
+	static const char *const tagged[] = {"journald", "syslog", "fluentd", "gelf", "splunk", "awslogs"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(tagged); i++)
+		if (strcmp(driver, tagged[i]) == 0)
+			return true;
+	return false;
+}
+
+char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *s)
+{
+	char cpus[16];
+	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
+	    !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) || !s->profile || !rts_name_valid(s->profile, RTS_NAME_MAX) ||
+	    !hex_of_len(s->generation, RUNNERD_GENERATION_LEN) || s->uid == 0 || s->gid == 0 ||
+	    !mount_path_ok(s->workspace) || !mount_path_ok(s->broker_dir) || !rts_image_ref_ok(s->image) ||
+	    s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
+	    s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX || s->tmp_mb < RTS_RICH_TMP_MB_MIN ||
+	    s->tmp_mb > RTS_RICH_TMP_MB_MAX || runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0 ||
+	    !s->log_driver || !s->log_driver[0] || s->log_driver[0] == '-' || !s->time_zone || !s->time_zone[0] ||
+	    strlen(s->time_zone) > RTS_TIME_ZONE_MAX || s->n_log_options > RTS_RICH_LOG_OPTIONS_MAX)
+		return NULL;
+	for (const char *c = s->time_zone; *c; c++)
+		if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
+			return NULL;
+	bool operator_tag = false;
+	for (size_t i = 0; i < s->n_log_options; i++) {
+		if (!log_option_ok(&s->log_options[i]))
+			return NULL;
+		operator_tag |= strcmp(s->log_options[i].name, "tag") == 0;
+	}
+
+	size_t cap = 64 + 2 * s->n_log_options;
+	char **v = rts_xcalloc(cap + 1, sizeof(char *));
+	size_t n = 0;
+	v[n++] = rts_xstrdup(s->docker);
+	v[n++] = rts_xstrdup("run");
+	v[n++] = rts_xstrdup("-d");
+	v[n++] = rts_xstrdup("--name");
+	v[n++] = runnerd_rich_name(s->installation_id, s->channel_hash);
+	v[n++] = rts_xstrdup("--label");
+	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_INSTALLATION, s->installation_id);
+	v[n++] = rts_xstrdup("--label");
+	v[n++] = rts_xasprintf("%s=%s", RTS_LABEL_CHANNEL, s->channel_hash);
+	v[n++] = rts_xstrdup("--label");
+	v[n++] = rts_xstrdup(RUNNERD_LABEL_KIND "=rich");
+	v[n++] = rts_xstrdup("--label");
+	v[n++] = rts_xasprintf("%s=%s", RUNNERD_LABEL_PROFILE, s->profile);
+	v[n++] = rts_xstrdup("--label");
+	v[n++] = rts_xasprintf("%s=%s", RUNNERD_LABEL_GENERATION, s->generation);
+	push_confinement(v, &n, s->uid, s->gid, &s->limits, cpus);
+	v[n++] = rts_xstrdup("--tmpfs");
+	v[n++] = rts_xasprintf("/tmp:rw,nosuid,nodev,size=%um", s->tmp_mb);
+	/* The worker's logs outlive the container (seed: journald tagged sandbox/<channel>). */
+	v[n++] = rts_xstrdup("--log-driver");
+	v[n++] = rts_xstrdup(s->log_driver);
+	if (driver_takes_tag(s->log_driver) && !operator_tag) {
+		v[n++] = rts_xstrdup("--log-opt");
+		v[n++] = rts_xasprintf("tag=sandbox/%.*s", (int)RUNNERD_RICH_PREFIX_LEN, s->channel_hash);
+	}
+	for (size_t i = 0; i < s->n_log_options; i++) {
+		v[n++] = rts_xstrdup("--log-opt");
+		v[n++] = rts_xasprintf("%s=%s", s->log_options[i].name, s->log_options[i].value);
+	}
+	v[n++] = rts_xstrdup("--pull");
+	v[n++] = rts_xstrdup("never");
+	/* The worker formats local time itself (Pi's system prompt); nothing else of the
+	 * host's environment goes in. */
+	v[n++] = rts_xstrdup("--env");
+	v[n++] = rts_xasprintf("TZ=%s", s->time_zone);
+	v[n++] = rts_xstrdup("--mount");
+	v[n++] = rts_xasprintf("type=bind,source=%s,target=/workspace", s->workspace);
+	v[n++] = rts_xstrdup("--mount");
+	v[n++] = rts_xasprintf("type=bind,source=%s,target=/run/broker,readonly", s->broker_dir);
+	v[n++] = rts_xstrdup(s->image);
+	v[n] = NULL;
+	return v;
+}
+
+static json_object *names_json(char **names, size_t n)
+{
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(a, json_object_new_string(names[i]));
+	return a;
+}
+
+void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich_profile *p, const char *image_id,
+			     uid_t uid, gid_t gid, char out[RUNNERD_GENERATION_LEN + 1])
+{
+	const struct rts_rich_conf *r = &cfg->rich;
+	cleanup_json json_object *o = json_object_new_object();
+	json_object *prof = json_object_new_object();
+	json_object_object_add(prof, "name", json_object_new_string(p->name));
+	json_object_object_add(prof, "model", json_object_new_string(p->model));
+	json_object_object_add(prof, "prompt", p->prompt ? json_object_new_string(p->prompt) : NULL);
+	json_object_object_add(prof, "mcp", names_json(p->mcp, p->n_mcp));
+	json_object_object_add(prof, "tools", names_json(p->tools, p->n_tools));
+	json_object_object_add(o, "profile", prof);
+	json_object *lim = json_object_new_object();
+	json_object_object_add(lim, "memoryMb", json_object_new_int64(r->limits.memory_mb));
+	json_object_object_add(lim, "cpus", json_object_new_double(r->limits.cpus));
+	json_object_object_add(lim, "pids", json_object_new_int64(r->limits.pids));
+	json_object_object_add(lim, "tmpMb", json_object_new_int64(r->tmp_mb));
+	json_object_object_add(o, "limits", lim);
+	json_object *log = json_object_new_object();
+	json_object_object_add(log, "driver", json_object_new_string(r->log_driver));
+	json_object *opts = json_object_new_array();
+	for (size_t i = 0; i < r->n_log_options; i++) {
+		json_object_array_add(opts, json_object_new_string(r->log_options[i].name));
+		json_object_array_add(opts, json_object_new_string(r->log_options[i].value));
+	}
+	json_object_object_add(log, "options", opts);
+	json_object_object_add(o, "log", log);
+	json_object_object_add(o, "timeZone", json_object_new_string(r->time_zone));
+	json_object_object_add(o, "maxOutputTokens", json_object_new_int64(r->max_output_tokens));
+	char user[48];
+	snprintf(user, sizeof(user), "%lu:%lu", (unsigned long)uid, (unsigned long)gid);
+	json_object_object_add(o, "user", json_object_new_string(user));
+	json_object_object_add(o, "imageId", json_object_new_string(image_id));
+	const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	char hex[RTS_HASH_HEX_LEN + 1];
+	rts_sha256_hex(text, strlen(text), hex);
+	memcpy(out, hex, RUNNERD_GENERATION_LEN);
+	out[RUNNERD_GENERATION_LEN] = '\0';
+}
+
+char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id)
+{
+	if (!docker || docker[0] != '/' || !hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN))
+		return NULL;
+	char **v = rts_xcalloc(10, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("ps");
+	v[2] = rts_xstrdup("-a");
+	v[3] = rts_xstrdup("--filter");
+	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
+	v[5] = rts_xstrdup("--filter");
+	v[6] = rts_xstrdup("label=" RUNNERD_LABEL_KIND "=rich");
+	v[7] = rts_xstrdup("--format");
+	v[8] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}\t{{json (.Label \"" RUNNERD_LABEL_GENERATION
+			   "\")}}");
+	return v;
+}
+
+/* A JSON-quoted label of exactly len lowercase hex digits: copied into out (len + 1). */
+static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
+{
+	if ((size_t)(end - p) != len + 2 || p[0] != '"' || end[-1] != '"')
+		return false;
+	memcpy(out, p + 1, len);
+	out[len] = '\0';
+	return hex_of_len(out, len);
+}
+
+int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out)
+{
+	if (!line)
+		return -EINVAL;
+	const char *f[4], *e[4], *p = line, *end = line + strlen(line);
+	for (size_t i = 0; i < 4; i++) {
+		f[i] = p;
+		const char *tab = memchr(p, '\t', (size_t)(end - p));
+		if (i < 3 && !tab)
+			return -EINVAL;
+		if (i == 3 && tab)
+			return -EINVAL; /* a fifth field: not our format */
+		e[i] = i < 3 ? tab : end;
+		p = i < 3 ? tab + 1 : end;
+	}
+	size_t name_len = (size_t)(e[0] - f[0]);
+	if (name_len != RUNNERD_RICH_NAME_LEN)
+		return -EINVAL;
+	memcpy(out->name, f[0], name_len);
+	out->name[name_len] = '\0';
+	if (!runnerd_rich_name_ok(installation_id, out->name))
+		return -EINVAL;
+	/* The label names the channel; the name's prefix must be that hash's. */
+	if (!quoted_hex(f[2], e[2], RTS_HASH_HEX_LEN, out->channel_hash) ||
+	    memcmp(out->channel_hash, out->name + name_len - RUNNERD_RICH_PREFIX_LEN, RUNNERD_RICH_PREFIX_LEN) != 0)
+		return -EINVAL;
+	if (!quoted_hex(f[3], e[3], RUNNERD_GENERATION_LEN, out->generation))
+		out->generation[0] = '\0';
+	out->running = (size_t)(e[1] - f[1]) == 7 && memcmp(f[1], "running", 7) == 0;
+	return 0;
+}
+
+char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned lines)
+{
+	if (!docker || docker[0] != '/' || !our_name(name) || lines == 0)
+		return NULL;
+	char **v = rts_xcalloc(6, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("logs");
+	v[2] = rts_xstrdup("--tail");
+	v[3] = rts_xasprintf("%u", lines);
+	v[4] = rts_xstrdup(name);
+	return v;
+}
+
+char **runnerd_docker_running_argv(const char *docker, const char *name)
+{
+	if (!docker || docker[0] != '/' || !our_name(name))
+		return NULL;
+	char **v = rts_xcalloc(7, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("container");
+	v[2] = rts_xstrdup("inspect");
+	v[3] = rts_xstrdup("--format");
+	v[4] = rts_xstrdup("{{.State.Running}}");
+	v[5] = rts_xstrdup(name);
+	return v;
+}
+
+bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round)
+{
+	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
+	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
+	if (in_progress && *rounds_left == 0 && !*extra_round) {
+		*extra_round = true;
+		*rounds_left = 1;
+	}
+	return !gone && (!in_progress || *rounds_left == 0);
 }

@@ -57,9 +57,10 @@ struct runnerd_run_spec {
  * image that is empty or starts with '-', or limits out of the config's ranges. */
 char **runnerd_docker_run_argv(const struct runnerd_run_spec *spec);
 
-/* `docker rm -f <name>` for the exact container name (rts_container_name). NULL when name
- * is not a roundtable-sandbox container name of the shape
- * roundtable-sandbox-<12 hex>-<16 hex>. Free with rts_strv_free. */
+/* `docker rm -f <name>` for the exact container name (rts_container_name, or
+ * runnerd_rich_name). NULL when name is not a roundtable-sandbox container name of the
+ * shape roundtable-sandbox-<12 hex>-<16 hex> or roundtable-sandbox-<12 hex>-rich-<16 hex>.
+ * Free with rts_strv_free. */
 char **runnerd_docker_rm_argv(const char *docker, const char *name);
 
 /* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --format FORMAT`:
@@ -124,5 +125,114 @@ double runnerd_cpus_for_host(double cpus, unsigned host_cpus);
  * trailing zeros dropped ("1", "0.5", "1.25"). out must hold at least 16 bytes. Returns 0, or -EINVAL when
  * cpus is out of range. */
 int runnerd_format_cpus(double cpus, char *out, size_t outlen);
+
+/* ---- rich channels (DESIGN.md 8.5; helpers' rich-design.md sections 1-2) ---- */
+
+#define RUNNERD_LABEL_KIND "io.roundtable-sandbox.kind"
+#define RUNNERD_LABEL_PROFILE "io.roundtable-sandbox.profile"
+#define RUNNERD_LABEL_GENERATION "io.roundtable-sandbox.generation"
+/* The first hex digits of a channel hash that name its container, its broker directory and
+ * its log tag, and the generation's length. */
+#define RUNNERD_RICH_PREFIX_LEN 16u
+#define RUNNERD_GENERATION_LEN 16u
+/* roundtable-sandbox-<12 hex>-rich-<16 hex> */
+#define RUNNERD_RICH_NAME_LEN \
+	(sizeof(RTS_CONTAINER_PREFIX) - 1 + RTS_INSTALLATION_ID_LEN + sizeof("-rich-") - 1 + RUNNERD_RICH_PREFIX_LEN)
+
+/* The name of a rich channel's container: roundtable-sandbox-<installation>-rich-<first 16
+ * hex of the channel hash> (heap), or NULL for ids of the wrong shape. */
+char *runnerd_rich_name(const char *installation_id, const char *channel_hash);
+/* True when name is exactly such a name of this installation. */
+bool runnerd_rich_name_ok(const char *installation_id, const char *name);
+
+/* Everything the docker run of a rich channel's container depends on. Borrowed. */
+struct runnerd_rich_spec {
+	const char *docker;
+	const char *installation_id;
+	const char *channel_hash;
+	const char *profile;	/* a profile name */
+	const char *generation; /* RUNNERD_GENERATION_LEN hex digits (runnerd_rich_generation) */
+	uid_t uid;
+	gid_t gid;
+	struct rts_limits limits; /* rich.limits */
+	uint32_t tmp_mb;	  /* rich.limits.tmpMb */
+	const char *log_driver;	  /* rich.log.driver */
+	const struct rts_rich_log_option *log_options;
+	size_t n_log_options;
+	const char *time_zone;	/* rich.timeZone: the container's TZ */
+	const char *workspace;	/* <workspaceRoot>/<channel_hash>, bound rw at /workspace */
+	const char *broker_dir; /* <runRoot>/rich-<prefix>, bound ro at /run/broker */
+	const char *image;	/* rich.image */
+};
+
+/* The docker run of a rich channel's long-lived container (seed, "Pi isolation and
+ * continuity"):
+ *   docker run -d --name roundtable-sandbox-<installation>-rich-<prefix>
+ *   --label io.roundtable-sandbox.installation=<installation>
+ *   --label io.roundtable-sandbox.channel=<channel hash>
+ *   --label io.roundtable-sandbox.kind=rich --label io.roundtable-sandbox.profile=<profile>
+ *   --label io.roundtable-sandbox.generation=<generation>
+ *   --network none --read-only --cap-drop ALL --security-opt no-new-privileges
+ *   --user UID:GID --memory <MiB>m --memory-swap <MiB>m --cpus <cpus> --pids-limit <pids>
+ *   --tmpfs /tmp:rw,nosuid,nodev,size=<tmpMb>m
+ *   --log-driver <driver> [--log-opt tag=sandbox/<prefix>] [--log-opt NAME=VALUE]...
+ *   --pull never --env TZ=<timeZone>
+ *   --mount type=bind,source=<workspace>,target=/workspace
+ *   --mount type=bind,source=<broker dir>,target=/run/broker,readonly <image>
+ * Detached and without --rm: the container outlives runnerd, and its logs stay readable
+ * until runnerd removes it. The tag is the channel hash's prefix, never the channel key
+ * (a bot's, possibly a guest's, choice), and is added only for drivers that take one
+ * (journald, syslog, fluentd, gelf, splunk, awslogs) when the operator's options do not
+ * name a tag. Returns a heap argv (rts_strv_free) or NULL for an invalid spec (the checks
+ * of runnerd_docker_run_argv, a profile or generation of the wrong shape, log options
+ * that are not NAME=printable ASCII, a tmp size of 0). */
+char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *spec);
+
+/* The generation of a rich container (rich-design.md section 1): the first
+ * RUNNERD_GENERATION_LEN hex digits of the sha256 of a JSON text of what it was made from:
+ * the profile as configured (name, model, prompt, MCP servers, host tools), the rich
+ * limits, /tmp size, log driver and options, time zone and output limit, the user and the
+ * image ID. Any change in these makes a container stale. out: 17 bytes. */
+void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich_profile *profile,
+			     const char *image_id, uid_t uid, gid_t gid, char out[RUNNERD_GENERATION_LEN + 1]);
+
+/* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --filter
+ * label=io.roundtable-sandbox.kind=rich --format FORMAT`, FORMAT being
+ *   {{.Names}}<TAB>{{.State}}<TAB>{{json (.Label "io.roundtable-sandbox.channel")}}<TAB>
+ *   {{json (.Label "io.roundtable-sandbox.generation")}}
+ * (labels JSON-quoted, so none can add a field or a line). NULL for a bad id. */
+char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id);
+
+/* A rich container found at start-up. */
+struct runnerd_rich_found {
+	char name[RUNNERD_RICH_NAME_LEN + 1];
+	char channel_hash[RTS_HASH_HEX_LEN + 1];
+	char generation[RUNNERD_GENERATION_LEN + 1]; /* "" when its label is missing or malformed */
+	bool running;
+	/* Not from the listing: runRoot has no rich-<prefix>/ for it (runRoot was made anew,
+	 * as systemd does when it removes a RuntimeDirectory=), so the container's
+	 * /run/broker is a directory nothing can reach again: it cannot be adopted. */
+	bool dir_gone;
+};
+
+/* Parse one line of the runnerd_docker_ps_rich_argv listing. 0 for a container of ours: a
+ * rich name of this installation whose channel label is a hash with that prefix; -EINVAL
+ * for any other line (left alone). */
+int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out);
+
+/* `docker logs --tail <lines> <name>` for an exact container name of ours (sealed or
+ * rich). NULL otherwise. */
+char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned lines);
+
+/* `docker container inspect --format {{.State.Running}} <name>` (a rich name). */
+char **runnerd_docker_running_argv(const char *docker, const char *name);
+
+struct runnerd_proc_result; /* runnerd/proc.h */
+/* One docker rm -f's result, for a turn's container and a rich channel's alike: true when
+ * the removal failed for good. "No such container" counts as gone (the CLI says so with
+ * status 0 or 1 depending on its version). "Already in progress" (dockerd is removing it:
+ * --rm after the CLI was killed) is settled only by a later removal, so it adds one more
+ * round to *rounds_left, once (*extra_round), when none is left. */
+bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round);
 
 #endif

@@ -2,6 +2,7 @@
 /* roundtable-sandbox-runnerd: runs each turn's container (DESIGN.md sections 2 to 4). */
 #include "config.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -75,6 +76,8 @@ static void startup_done(struct startup *st)
 		sd_event_exit(rd->event, 0);
 		return;
 	}
+	if (rd->cfg->rich.enabled)
+		runnerd_rich_dirs_clean(rd);
 	int r = rts_link_server_enable(rd->statd_server, true);
 	if (r < 0)
 		fatal_f("cannot watch %s: %s", RTS_SOCK_RUNNERD, strerror(-r));
@@ -84,6 +87,8 @@ static void startup_done(struct startup *st)
 }
 
 static void startup_rm_next(struct startup *st);
+static void startup_ps(struct startup *st);
+static void startup_rich(struct startup *st);
 
 static void startup_rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
@@ -166,6 +171,8 @@ static void startup_ps(struct startup *st)
 		startup_done(st);
 		return;
 	}
+	/* Rich containers are not stale: the listing below leaves them (their names are not a
+	 * turn's), runnerd_rich_found keeps them until statd's sync. */
 	int r = startup_spawn(st, runnerd_docker_ps_argv(RTS_DOCKER, rd->cfg->installation_id), RUNNERD_PS_OUTPUT_MAX,
 			      RUNNERD_PS_TIMEOUT_MS, startup_ps_done);
 	if (r < 0) {
@@ -202,12 +209,73 @@ static void startup_precheck_image(struct startup *st)
 	}
 }
 
+/* The rich containers a previous runnerd left running: kept (seed: a restart of the
+ * daemons does not kill them) until statd's sync says which channels are still rich. */
+static void startup_rich_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+{
+	struct startup *st = userdata;
+	struct runnerd *rd = st->rd;
+	if (!r->exited || r->status != 0 || r->out_overflow) {
+		log_warning("cannot list this installation's rich containers (docker ps %s); they are left alone",
+			    r->timed_out ? "timed out" : "failed");
+		startup_precheck_image(st);
+		return;
+	}
+	char *save = NULL;
+	unsigned n = 0;
+	for (char *line = strtok_r((char *)r->out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct runnerd_rich_found f;
+		if (runnerd_parse_rich_line(rd->cfg->installation_id, line, &f) < 0)
+			continue;
+		char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
+		snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%.*s", (int)RUNNERD_RICH_PREFIX_LEN, f.channel_hash);
+		struct stat sb;
+		f.dir_gone = fstatat(rd->run_root_fd, dir, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode);
+		runnerd_rich_found(&rd->riches, &f);
+		n++;
+	}
+	if (n)
+		log_notice("%u rich container(s) of this installation found", n);
+	startup_precheck_image(st);
+}
+
+static void startup_rich_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
+{
+	struct startup *st = userdata;
+	struct runnerd *rd = st->rd;
+	if (!(r->exited && r->status == 0 && !r->out_overflow))
+		log_warning("%s: rich.image: %s cannot be found in the local Docker image store: rich channels cannot "
+			    "start until it is built",
+			    rd->cfg->path, rd->cfg->rich.image);
+	int rr = startup_spawn(st, runnerd_docker_ps_rich_argv(RTS_DOCKER, rd->cfg->installation_id),
+			       RUNNERD_PS_OUTPUT_MAX, RUNNERD_PS_TIMEOUT_MS, startup_rich_done);
+	if (rr < 0) {
+		log_warning_errno(rr, "cannot run docker ps to find rich containers: %m");
+		startup_precheck_image(st);
+	}
+}
+
+static void startup_rich(struct startup *st)
+{
+	struct runnerd *rd = st->rd;
+	if (!rd->cfg->rich.enabled || rd->shutting_down) {
+		startup_precheck_image(st);
+		return;
+	}
+	int r = startup_spawn(st, runnerd_docker_image_inspect_argv(RTS_DOCKER, rd->cfg->rich.image),
+			      RUNNERD_CHECK_OUTPUT_MAX, RUNNERD_CHECK_TIMEOUT_MS, startup_rich_image_done);
+	if (r < 0) {
+		log_warning_errno(r, "cannot run docker image inspect: %m");
+		startup_precheck_image(st);
+	}
+}
+
 static void startup_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
 	struct startup *st = userdata;
 	const struct rts_config *c = st->rd->cfg;
 	if (r->exited && r->status == 0 && !r->out_overflow) {
-		startup_precheck_image(st);
+		startup_rich(st);
 		return;
 	}
 	if (r->exited && strstr(r->err, "No such image"))
@@ -290,9 +358,10 @@ static void startup_begin(struct runnerd *rd)
 static void on_stop(struct rts_daemon *daemon)
 {
 	struct runnerd *rd = daemon->userdata;
-	log_info("shutting down: cancelling %u turn(s)", rd->turns.n);
+	log_info("shutting down: cancelling %u turn(s); rich containers keep running", rd->turns.n);
 	rd->shutting_down = true;
 	(void)rts_link_server_enable(rd->statd_server, false);
+	runnerd_riches_shutdown(&rd->riches);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
 	runnerd_turns_shutdown(&rd->turns);
@@ -365,6 +434,15 @@ int main(int argc, char **argv)
 		log_error("%s: %s", rd.cfg->path, err);
 		return 1;
 	}
+	/* A rich channel's broker socket path is longer than a turn's (seed: at most 100). */
+	size_t rich_len = rts_rich_broker_sock_path_len(rd.cfg->run_root);
+	if (rd.cfg->rich.enabled && rich_len > RTS_BROKER_SOCK_PATH_MAX) {
+		log_error("%s: runRoot: %s is too long for rich mode: %s/" RTS_RICH_DIR_PREFIX "<16 hex>/%s would be %zu "
+			  "characters, the limit is %u",
+			  rd.cfg->path, rd.cfg->run_root, rd.cfg->run_root, RUNNERD_BROKER_SOCK, rich_len,
+			  RTS_BROKER_SOCK_PATH_MAX);
+		return 1;
+	}
 	/* Before touching run dirs or containers: a second runnerd of this installation would
 	 * otherwise remove the first one's live turns as stale. */
 	if (rts_dir_lock(rd.run_root_fd, "roundtable-sandbox-runnerd", "runRoot", rd.cfg->run_root, err, sizeof(err)) < 0) {
@@ -410,6 +488,8 @@ int main(int argc, char **argv)
 
 	runnerd_metrics_free(&rd);
 	runnerd_statd_free_all(&rd);
+	runnerd_riches_free(&rd.riches);
+	runnerd_attach_free(&rd);
 	runnerd_broker_close(&rd);
 	rts_link_server_free(rd.statd_server);
 	close(rd.run_root_fd);

@@ -13,6 +13,7 @@
 #include "common/privdir.h"
 #include "common/sock.h"
 #include "common/util.h"
+#include "runnerd/docker_args.h"
 #include "runnerd/runnerd.h"
 
 int runnerd_run_root_open(const char *run_root, char *err, size_t errlen)
@@ -93,6 +94,56 @@ int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id)
 	return r;
 }
 
+/* ---- rich channels' broker directories ---- */
+
+static bool prefix_ok(const char *prefix)
+{
+	return strlen(prefix) == RUNNERD_RICH_PREFIX_LEN && strspn(prefix, "0123456789abcdef") == RUNNERD_RICH_PREFIX_LEN;
+}
+
+int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix)
+{
+	if (!prefix_ok(prefix))
+		return -EINVAL;
+	char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
+	snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%s", prefix);
+	/* It outlives a container and a runnerd: the same directory is bound into the
+	 * container, so a new broker.sock in it reaches a running worker. */
+	if (mkdirat(rd->run_root_fd, dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (fstatat(rd->run_root_fd, dir, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -ENOTDIR;
+	if ((st.st_mode & 07777) != 0700 && fchmodat(rd->run_root_fd, dir, 0700, 0) < 0)
+		return -errno;
+	char sock[sizeof(dir) + 1 + sizeof(RUNNERD_BROKER_SOCK)];
+	snprintf(sock, sizeof(sock), "%s/%s", dir, RUNNERD_BROKER_SOCK);
+	/* The previous listener's file (brokerd may still serve it, unreachable once this
+	 * name is taken; RICH_BIND replaces it there). */
+	if (unlinkat(rd->run_root_fd, sock, 0) < 0 && errno != ENOENT)
+		return -errno;
+	cleanup_free char *path = rts_xasprintf("%s/%s", rd->cfg->run_root, sock);
+	return rts_listen_unix(path, SOCK_STREAM, 0600);
+}
+
+int runnerd_rich_dir_remove(struct runnerd *rd, const char *prefix)
+{
+	if (!prefix_ok(prefix))
+		return -EINVAL;
+	char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
+	snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%s", prefix);
+	char sock[sizeof(dir) + 1 + sizeof(RUNNERD_BROKER_SOCK)];
+	snprintf(sock, sizeof(sock), "%s/%s", dir, RUNNERD_BROKER_SOCK);
+	int r = 0;
+	if (unlinkat(rd->run_root_fd, sock, 0) < 0 && errno != ENOENT)
+		r = -errno;
+	if (unlinkat(rd->run_root_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		r = -errno;
+	return r;
+}
+
 /* ---- precheck run dirs (DESIGN.md 8.3) ---- */
 
 int runnerd_precheck_root_open(const char *root, char *err, size_t errlen)
@@ -132,6 +183,33 @@ static int precheck_dir_unmake(int root_fd, const char *dir)
 	if (unlinkat(root_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
 		r = -errno;
 	return r;
+}
+
+void runnerd_rich_dirs_clean(struct runnerd *rd)
+{
+	int dfd = fcntl(rd->run_root_fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		log_warning_errno(-errno, "cannot scan runRoot for stale rich broker directories: %m");
+		return;
+	}
+	size_t plen = strlen(RTS_RICH_DIR_PREFIX);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		const char *prefix = de->d_name + plen;
+		if (strncmp(de->d_name, RTS_RICH_DIR_PREFIX, plen) != 0 || !prefix_ok(prefix))
+			continue;
+		if (runnerd_riches_know_prefix(&rd->riches, prefix))
+			continue;
+		int r = runnerd_rich_dir_remove(rd, prefix);
+		if (r < 0)
+			log_warning_errno(r, "cannot remove the stale rich broker directory %s: %m", de->d_name);
+		else
+			log_info("removed the stale rich broker directory %s (no container)", de->d_name);
+	}
+	closedir(d);
 }
 
 int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)

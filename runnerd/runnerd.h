@@ -6,7 +6,10 @@
  * broker.c     runnerd's end of the brokerd link, made lazily: runnerd_dispatch_brokerd
  * turn.c       one turn from TURN_RUN to TURN_DONE: a state machine with typed inputs and
  *              effects (turn.h), no sockets, no processes
- * turn_ops.c   the turn machine's effects in the daemon (the ops table)
+ * rich.c       rich channels' long-lived containers and their turns: a state machine too
+ *              (rich.h)
+ * turn_ops.c   the machines' effects in the daemon (the ops tables)
+ * attach.c     attachment fetches relayed from statd to brokerd and back
  * rundir.c     runRoot checks and per-turn directories
  * proc.c       asynchronous docker CLI children
  * (the links themselves are common/link.c)
@@ -32,6 +35,7 @@
 #include "common/paths.h"
 #include "common/proto.h"
 #include "runnerd/proc.h"
+#include "runnerd/rich.h"
 #include "runnerd/turn.h"
 
 /* The turns' limits and timing (RUNNERD_MAX_TURNS, RUNNERD_BIND_TIMEOUT_MS, the removals)
@@ -96,14 +100,30 @@ struct runnerd {
 	TAILQ_HEAD(, runnerd_statd) statd;
 
 	struct runnerd_turns turns; /* turn.h */
+	struct runnerd_riches riches; /* rich.h */
+	struct runnerd_fetch *fetches; /* attach.c: relayed fetches */
+	unsigned n_fetches;
 
 	struct runnerd_broker broker;
 	struct runnerd_metrics metrics;
 	bool shutting_down;
 };
 
-/* turn_ops.c: rd->turns, wired to this daemon (after rd->cfg, public_tools, uid, gid). */
+/* turn_ops.c: rd->turns and rd->riches, wired to this daemon (after rd->cfg,
+ * public_tools, uid, gid). */
 void runnerd_turns_attach(struct runnerd *rd);
+
+/* attach.c: ATTACH_FETCH from peer, relayed to brokerd as BROKER_ATTACH_FETCH (at most
+ * RUNNERD_FETCHES_MAX at once; beyond, or without brokerd, answered at once with
+ * -EBUSY or -ENOTCONN); the answer relayed back as ATTACH_DATA with its memfd unread.
+ * Returns 0 or -EBADMSG. */
+#define RUNNERD_FETCHES_MAX 64u
+int runnerd_attach_fetch(struct runnerd *rd, struct runnerd_statd *peer, const struct rts_msg_attach_fetch *m);
+void runnerd_attach_data(struct runnerd *rd, uint64_t gen, struct rts_msg_broker_attach_data *m);
+void runnerd_attach_broker_up(struct runnerd *rd);
+void runnerd_attach_broker_lost(struct runnerd *rd, uint64_t gen, bool connect_failed);
+void runnerd_attach_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
+void runnerd_attach_free(struct runnerd *rd);
 
 /* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
  * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
@@ -155,6 +175,15 @@ void runnerd_run_root_clean(int run_root_fd);
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id);
 /* Unlink broker.sock and remove runRoot/<turn>/. Returns 0 or -errno. */
 int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id);
+/* A rich channel's runRoot/rich-<prefix>/ (0700, made when missing; a directory of ours)
+ * and a new listening broker.sock in it (0600), one left there unlinked first. Returns the
+ * listening fd or -errno. */
+int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix);
+/* Unlink its broker.sock and remove it. 0 or -errno (-ENOENT is 0). */
+int runnerd_rich_dir_remove(struct runnerd *rd, const char *prefix);
+/* At start, once the rich containers are known: remove rich-<prefix> directories no
+ * container of ours belongs to. */
+void runnerd_rich_dirs_clean(struct runnerd *rd);
 /* A precheck's run dir (DESIGN.md 8.3): <precheck runRoot>/precheck-<id>/ (0700) holding
  * broker/ (0700) with a listening SOCK_STREAM broker.sock (0600) and an empty workspace/
  * (0700) that the container mounts read-only. Returns the listening fd or -errno (what was

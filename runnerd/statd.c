@@ -19,8 +19,44 @@ static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_ms
 	struct runnerd_statd *peer = owner;
 	if (!rts_turn_id_valid(m->turn_id))
 		return -EBADMSG;
-	runnerd_turn_cancel_id(&peer->rd->turns, peer, m->turn_id);
+	/* Turn ids are unique across both kinds. */
+	if (!runnerd_rich_cancel(&peer->rd->riches, peer, m->turn_id))
+		runnerd_turn_cancel_id(&peer->rd->turns, peer, m->turn_id);
 	return 0;
+}
+
+static int runnerd_on_rich_ensure(struct rts_link *l, void *owner, struct rts_msg_rich_ensure *m)
+{
+	struct runnerd_statd *peer = owner;
+	return runnerd_rich_ensure(&peer->rd->riches, peer, m);
+}
+
+static int runnerd_on_rich_stop(struct rts_link *l, void *owner, struct rts_msg_rich_stop *m)
+{
+	struct runnerd_statd *peer = owner;
+	return runnerd_rich_stop(&peer->rd->riches, peer, m);
+}
+
+static int runnerd_on_rich_turn(struct rts_link *l, void *owner, struct rts_msg_rich_turn *m)
+{
+	struct runnerd_statd *peer = owner;
+	/* A rich turn id must not be a sealed turn's either. */
+	if (runnerd_turn_find(&peer->rd->turns, m->turn_id))
+		return -EBADMSG;
+	return runnerd_rich_turn(&peer->rd->riches, peer, m);
+}
+
+static int runnerd_on_rich_sync(struct rts_link *l, void *owner, struct rts_msg_rich_sync *m)
+{
+	struct runnerd_statd *peer = owner;
+	runnerd_rich_sync(&peer->rd->riches, peer, m->channels);
+	return 0;
+}
+
+static int runnerd_on_attach_fetch(struct rts_link *l, void *owner, struct rts_msg_attach_fetch *m)
+{
+	struct runnerd_statd *peer = owner;
+	return runnerd_attach_fetch(peer->rd, peer, m);
 }
 
 static int runnerd_on_metrics(struct rts_link *l, void *owner, struct rts_msg_metrics *m)
@@ -48,6 +84,11 @@ static int runnerd_on_precheck_cancel(struct rts_link *l, void *owner, struct rt
 static const struct rts_link_dispatch runnerd_dispatch_statd[] = {
 	RTS_LINK_ON(TURN_RUN, runnerd_on_turn_run),
 	RTS_LINK_ON(TURN_CANCEL, runnerd_on_turn_cancel),
+	RTS_LINK_ON(RICH_ENSURE, runnerd_on_rich_ensure),
+	RTS_LINK_ON(RICH_STOP, runnerd_on_rich_stop),
+	RTS_LINK_ON(RICH_TURN, runnerd_on_rich_turn),
+	RTS_LINK_ON(RICH_SYNC, runnerd_on_rich_sync),
+	RTS_LINK_ON(ATTACH_FETCH, runnerd_on_attach_fetch),
 	RTS_LINK_ON(METRICS, runnerd_on_metrics),
 	RTS_LINK_ON(PRECHECK_RUN, runnerd_on_precheck_run),
 	RTS_LINK_ON(PRECHECK_CANCEL, runnerd_on_precheck_cancel),
@@ -60,6 +101,8 @@ static void runnerd_statd_down(struct rts_link *l, void *owner, int err, bool wa
 	struct runnerd *rd = peer->rd;
 	/* HACKING.md: statd gone means its turns are cancelled and nobody is answered. */
 	runnerd_turns_forget_peer(&rd->turns, peer);
+	runnerd_riches_forget_peer(&rd->riches, peer);
+	runnerd_attach_forget_peer(rd, peer);
 	runnerd_metrics_forget_peer(rd, peer);
 	TAILQ_REMOVE(&rd->statd, peer, entry);
 	free(peer);

@@ -70,23 +70,6 @@ static const char *kind_word(const struct runnerd_turn *t)
 	return is_precheck(t) ? "precheck" : "turn";
 }
 
-static const char *outcome_word(enum rts_turn_status s)
-{
-	switch (s) {
-	case RTS_TURN_OK:
-		return "ok";
-	case RTS_TURN_TIMEOUT:
-		return "timeout";
-	case RTS_TURN_CANCELLED:
-		return "cancelled";
-	case RTS_TURN_CLEANUP_FAILED:
-		return "cleanup_failed";
-	case RTS_TURN_ERROR:
-	default:
-		return "error";
-	}
-}
-
 void runnerd_turns_init(struct runnerd_turns *ts, const struct runnerd_turn_ops *ops, void *owner,
 			const struct runnerd_turn_config *conf)
 {
@@ -215,14 +198,14 @@ static void turn_finish(void *arg)
 			     "docker ps -a and remove it",
 			     kind_word(t), why, t->container);
 	else if (t->worker_code[0])
-		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, outcome_word(t->status), ms,
+		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, runnerd_status_word(t->status), ms,
 			     "%s finished: %s (%s %s)", kind_word(t), why,
 			     is_precheck(t) ? "harness refused the input field" : "worker code", t->worker_code);
 	else
 		rts_log_turn(t->status == RTS_TURN_OK		? LOG_INFO
 			     : t->status == RTS_TURN_CANCELLED ? LOG_NOTICE
 							       : LOG_WARNING,
-			     t->id, t->channel_hash, outcome_word(t->status), ms, "%s finished: %s%s", kind_word(t),
+			     t->id, t->channel_hash, runnerd_status_word(t->status), ms, "%s finished: %s%s", kind_word(t),
 			     why, t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
 	/* Prechecks are not turns: the turn metrics leave them out. */
@@ -280,17 +263,7 @@ static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r,
 	struct runnerd_turn *t = arg;
 	struct runnerd_turns *ts = t->ts;
 	t->rm = NULL;
-	/* "No such container" is what we want: it is gone (the CLI says so with status 0 or
-	 * 1 depending on its version). */
-	bool gone = !r->killed && r->exited && (r->status == 0 || strstr(r->err, "No such container"));
-	/* dockerd is already removing it (--rm after the CLI was killed): only a later
-	 * removal can confirm it is gone, so make sure one follows. */
-	bool in_progress = !gone && !r->killed && r->exited && strstr(r->err, "already in progress");
-	if (in_progress && t->rm_rounds_left == 0 && !t->rm_extra_round) {
-		t->rm_extra_round = true;
-		t->rm_rounds_left = 1;
-	}
-	if (!gone && (!in_progress || t->rm_rounds_left == 0)) {
+	if (runnerd_rm_failed(r, &t->rm_rounds_left, &t->rm_extra_round)) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
 		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 		if (r->timed_out)
@@ -564,7 +537,7 @@ static void turn_spawn(struct runnerd_turn *t)
 		return;
 	}
 	char now[40];
-	r = runnerd_format_now(time(NULL), now, sizeof(now));
+	r = rts_format_local_time(time(NULL), now, sizeof(now));
 	if (r < 0) {
 		log_error_errno(r, "turn %s: cannot format the current time: %m", t->id);
 		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
@@ -863,7 +836,7 @@ int runnerd_precheck_run(struct runnerd_turns *ts, struct runnerd_statd *peer, s
 							      : NULL;
 	if (refusal) {
 		enum rts_turn_status st = ts->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR;
-		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, outcome_word(st), 0, "precheck refused: %s",
+		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, runnerd_status_word(st), 0, "precheck refused: %s",
 			     refusal);
 		send_precheck_done(ts, peer, m->precheck_id, st, 0, NULL);
 		return 0;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/memfd.h"
 #include "common/timer.h"
 #include "common/util.h"
 #include "runnerd/runnerd.h"
@@ -159,8 +160,100 @@ static const struct runnerd_turn_ops runnerd_turn_ops = {
 	.finished = op_finished,
 };
 
+/* ---- the rich machine's own ops (rich.h) ---- */
+
+static int op_dir_open(void *owner, const char *prefix)
+{
+	return runnerd_rich_dir_open(owner, prefix);
+}
+
+static int op_dir_remove(void *owner, const char *prefix)
+{
+	return runnerd_rich_dir_remove(owner, prefix);
+}
+
+static uint64_t op_rich_bind(void *owner, const struct rts_msg_rich_bind *m)
+{
+	struct runnerd *rd = owner;
+	(void)rts_link_send_rich_bind(rd->broker.link, m);
+	return rd->broker.gen;
+}
+
+static void op_rich_wait_ready(void *owner, uint64_t gen, const struct rts_msg_rich_wait_ready *m)
+{
+	struct runnerd *rd = owner;
+	if (gen == rd->broker.gen)
+		(void)rts_link_send_rich_wait_ready(rd->broker.link, m);
+}
+
+static void op_rich_unbind(void *owner, uint64_t gen, const char *channel_hash)
+{
+	struct runnerd *rd = owner;
+	if (gen == rd->broker.gen)
+		(void)rts_link_send_rich_unbind(rd->broker.link, &(struct rts_msg_rich_unbind){.channel_hash = channel_hash});
+}
+
+static void op_rich_turn(void *owner, uint64_t gen, const struct rts_msg_broker_rich_turn *m)
+{
+	struct runnerd *rd = owner;
+	if (gen == rd->broker.gen) {
+		(void)rts_link_send_broker_rich_turn(rd->broker.link, m);
+		return;
+	}
+	/* A stale link: brokerd never hears of it, and the turn ends with the link's loss. */
+	close(m->fd);
+}
+
+static void op_rich_cancel(void *owner, uint64_t gen, const char *turn_id)
+{
+	struct runnerd *rd = owner;
+	if (gen == rd->broker.gen)
+		(void)rts_link_send_broker_rich_cancel(rd->broker.link, &(struct rts_msg_broker_rich_cancel){.turn_id = turn_id});
+}
+
+static void op_rich_state(void *owner, struct runnerd_statd *peer, const struct rts_msg_rich_state *m)
+{
+	int r = rts_link_send_rich_state(peer->link, m);
+	if (r < 0)
+		log_warning_errno(r, "cannot answer statd about channel %.12s: %m", m->channel_hash);
+}
+
+static void op_rich_turn_done(void *owner, struct runnerd_statd *peer, struct rts_msg_rich_turn_done *m)
+{
+	/* The fd column is fixed per message: "no reply" is an empty sealed memfd. */
+	if (m->fd < 0)
+		m->fd = rts_memfd_from_buffer("rts-rich-reply", "", 0);
+	if (m->fd < 0) {
+		log_error_errno(m->fd, "turn %s: cannot make an empty memfd for its answer: %m", m->turn_id);
+		return;
+	}
+	int r = rts_link_send_rich_turn_done(peer->link, m);
+	if (r < 0)
+		log_warning_errno(r, "cannot send the result of rich turn %s to statd: %m", m->turn_id);
+}
+
+static void op_rich_synced(void *owner, struct runnerd_statd *peer, uint32_t removed)
+{
+	(void)rts_link_send_rich_synced(peer->link, &(struct rts_msg_rich_synced){.removed = removed});
+}
+
+static const struct runnerd_rich_ops runnerd_rich_ops = {
+	.dir_open = op_dir_open,
+	.dir_remove = op_dir_remove,
+	.bind = op_rich_bind,
+	.wait_ready = op_rich_wait_ready,
+	.unbind = op_rich_unbind,
+	.turn = op_rich_turn,
+	.cancel = op_rich_cancel,
+	.state = op_rich_state,
+	.turn_done = op_rich_turn_done,
+	.synced = op_rich_synced,
+};
+
 void runnerd_turns_attach(struct runnerd *rd)
 {
+	runnerd_riches_init(&rd->riches, &runnerd_turn_ops, &runnerd_rich_ops, rd,
+			    &(struct runnerd_rich_config){.cfg = rd->cfg, .uid = rd->uid, .gid = rd->gid});
 	runnerd_turns_init(&rd->turns, &runnerd_turn_ops, rd,
 			   &(struct runnerd_turn_config){
 				   .cfg = rd->cfg,

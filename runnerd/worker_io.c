@@ -7,18 +7,21 @@
 #include "common/util.h"
 #include "runnerd/worker_io.h"
 
-int runnerd_format_now(time_t t, char *out, size_t outlen)
+const char *runnerd_status_word(enum rts_turn_status s)
 {
-	struct tm tm;
-	char raw[40];
-	if (outlen < 32 || !localtime_r(&t, &tm))
-		return -EINVAL;
-	size_t n = strftime(raw, sizeof(raw), "%Y-%m-%dT%H:%M:%S%z", &tm);
-	/* %z is "+HHMM"; the worker gets RFC 3339 "+HH:MM". */
-	if (n < 5 || (raw[n - 5] != '+' && raw[n - 5] != '-'))
-		return -EINVAL;
-	snprintf(out, outlen, "%.*s:%s", (int)(n - 2), raw, raw + n - 2);
-	return 0;
+	switch (s) {
+	case RTS_TURN_OK:
+		return "ok";
+	case RTS_TURN_TIMEOUT:
+		return "timeout";
+	case RTS_TURN_CANCELLED:
+		return "cancelled";
+	case RTS_TURN_CLEANUP_FAILED:
+		return "cleanup_failed";
+	case RTS_TURN_ERROR:
+	default:
+		return "error";
+	}
 }
 
 static json_object *str(const char *s)

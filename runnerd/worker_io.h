@@ -12,6 +12,7 @@
 
 #include "common/conf.h"
 #include "common/limits.h"
+#include "common/proto.h"
 
 /* The input's size (RTS_WORKER_INPUT_MAX), its limits (RTS_MODEL_CALLS_PER_TURN,
  * RTS_TOOL_CALLS_PER_RESPONSE, RTS_TURN_TIMEOUT_MS_*), the output's size
@@ -30,10 +31,8 @@ struct runnerd_worker_turn {
 	uint64_t time_left_ms; /* until the turn deadline; sent as limits.turnTimeoutMs */
 };
 
-/* Format t as local time in the process's current time zone (TZ, set once at start-up to
- * the config's timeZone) as "YYYY-MM-DDTHH:MM:SS+HH:MM". out must hold at least 32 bytes.
- * Returns 0 or -EINVAL (localtime_r or strftime failed, or outlen is too small). */
-int runnerd_format_now(time_t t, char *out, size_t outlen);
+/* The word a turn's log line gives its status (rts_log_turn's outcome), sealed or rich. */
+const char *runnerd_status_word(enum rts_turn_status s);
 
 /* Build the worker input JSON for one turn: v, turn, speaker {id, name}, text, attachments,
  * systemPrompt, timeZone, now, tools (the caller's rts_config_public_tools(cfg) array, not

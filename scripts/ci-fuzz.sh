@@ -61,6 +61,7 @@ for t in "$@"; do
 	http_head) dict=-dict=$srcdir/tests/fuzz/http_head.dict ;;
 	sse) dict= ;;
 	url) dict=-dict=$srcdir/tests/fuzz/url.dict ;;
+	sse_stream) dict=-dict=$srcdir/tests/fuzz/sse.dict ;;
 	*) dict=-dict=$srcdir/tests/fuzz/json.dict ;;
 	esac
 	mkdir -p "corpus-$t"

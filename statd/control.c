@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* control.sock: newline-delimited JSON requests from the bot and the admin CLI.
  *
- * Framing: a line is at most RTS_CONTROL_LINE_MAX bytes before its newline. A longer line is
- * skipped up to its newline and answered with line_too_long; the connection stays usable.
+ * Framing: a line is at most RTS_CONTROL_RICH_LINE_MAX bytes before its newline (a rich
+ * message carries images). A longer line is skipped up to its newline and answered with
+ * line_too_long; the connection stays usable. The bytes of lines longer than
+ * RTS_CONTROL_LINE_MAX count against one budget for all connections
+ * (STATD_BIG_LINES_MAX): a line that would pass it is skipped the same way and answered
+ * with busy.
  * Every line gets exactly one answer, in the order of the lines: each line takes an answer
  * slot when it is read, and slots are written strictly in order, so an answer that waits for
  * a channel queue (mode, fresh) holds back the answers of later lines on that connection.
@@ -45,9 +49,10 @@ struct statd_conn {
 	uint64_t serial; /* for log lines */
 	bool dead;	 /* dropped or closed: answers and events are discarded */
 	bool read_eof;
-	bool discarding; /* inside an over-long line */
+	bool discarding;	  /* inside an over-long line */
+	const char *discard_code; /* its answer: line_too_long or busy */
 
-	char *in; /* the current line, at most RTS_CONTROL_LINE_MAX bytes; grows on demand */
+	char *in; /* the current line, at most RTS_CONTROL_RICH_LINE_MAX bytes; grows on demand */
 	size_t in_len, in_cap;
 	uint64_t line_started_ms; /* when the current incomplete line began; 0: none */
 
@@ -67,9 +72,45 @@ struct statd_conn *statd_conn_ref(struct statd_conn *c)
 	return c;
 }
 
+/* What c->in holds that counts against d->big_lines: all of it once it is larger than an
+ * ordinary line. */
+static size_t big_charge(size_t cap)
+{
+	return cap > RTS_CONTROL_LINE_MAX ? cap : 0;
+}
+
+/* Give the line buffer back (after a line, when the connection goes). */
+static void conn_in_release(struct statd_conn *c)
+{
+	c->d->big_lines -= big_charge(c->in_cap);
+	free(c->in);
+	c->in = NULL;
+	c->in_cap = 0;
+}
+
+/* Room for want bytes of the current line; false when the budget for long lines has no
+ * room left. */
+static bool conn_in_reserve(struct statd_conn *c, size_t want)
+{
+	if (want <= c->in_cap)
+		return true;
+	size_t cap = c->in_cap ? c->in_cap : 4096;
+	while (cap < want)
+		cap *= 2;
+	if (cap > RTS_CONTROL_RICH_LINE_MAX)
+		cap = RTS_CONTROL_RICH_LINE_MAX;
+	size_t more = big_charge(cap) - big_charge(c->in_cap);
+	if (more > STATD_BIG_LINES_MAX - c->d->big_lines)
+		return false;
+	c->d->big_lines += more;
+	c->in = rts_xrealloc(c->in, cap);
+	c->in_cap = cap;
+	return true;
+}
+
 static void conn_free(struct statd_conn *c)
 {
-	free(c->in);
+	conn_in_release(c);
 	free(c->out);
 	free(c);
 }
@@ -113,7 +154,7 @@ static bool conn_check_bound(struct statd_conn *c)
 {
 	if (conn_pending_bytes(c) <= STATD_CONN_OUTPUT_MAX)
 		return true;
-	conn_drop(c, "more than 8 MiB of unread output");
+	conn_drop(c, "too much unread output");
 	return false;
 }
 
@@ -266,6 +307,8 @@ static void conn_drop(struct statd_conn *c, const char *why)
 	c->io = sd_event_source_disable_unref(c->io);
 	close(c->fd);
 	c->fd = -1;
+	conn_in_release(c);
+	c->in_len = 0;
 	while (c->slots) {
 		struct statd_slot *s = c->slots;
 		c->slots = s->next;
@@ -324,8 +367,22 @@ static json_object *op_message(struct statd_conn *c, uint64_t seq, json_object *
 		statd_metrics_message(c->d, route);
 		return statd_message_answer(m.id, route, valid ? NULL : code, valid ? NULL : detail);
 	}
-	json_object *a = statd_control_message(c->d, c, seq, &m);
-	/* NULL: queued (sandbox); an answer: the queue refused it (drop). */
+	/* From here the channel is sandboxed: every refusal drops. */
+	json_object *a = NULL;
+	if (statd_message_check_mode(&m, mode, &code, &detail) < 0)
+		a = statd_message_answer(m.id, STATD_ROUTE_DROP, code, detail);
+	else if (mode == STATD_MODE_RICH) {
+		const struct rts_rich_conf *rich = &c->d->cfg->rich;
+		const char *profile = statd_state_profile(c->d->state, m.channel);
+		if (!rich->enabled)
+			a = statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_RICH_UNAVAILABLE, NULL);
+		/* The config lost the profile since the channel was switched: fail closed. */
+		else if (!profile || !rts_rich_profile_find(rich, profile))
+			a = statd_message_answer(m.id, STATD_ROUTE_DROP, STATD_E_UNKNOWN_PROFILE, NULL);
+	}
+	/* NULL: queued (sandbox); an answer: refused (drop). */
+	if (!a)
+		a = statd_control_message(c->d, c, seq, &m, mode == STATD_MODE_RICH);
 	statd_metrics_message(c->d, a ? STATD_ROUTE_DROP : STATD_ROUTE_SANDBOX);
 	return a;
 }
@@ -366,7 +423,7 @@ static json_object *request_handle(struct statd_conn *c, uint64_t seq, const cha
 		return error_detail(r.id, STATD_E_INVALID_REQUEST, detail);
 	switch (op) {
 	case STATD_OP_MODE:
-		return statd_control_mode(c->d, c, seq, r.id, r.channel, r.mode);
+		return statd_control_mode(c->d, c, seq, r.id, r.channel, r.mode, r.profile);
 	case STATD_OP_STATUS:
 		return statd_control_status(c->d, r.id, r.channel);
 	case STATD_OP_FRESH:
@@ -389,14 +446,30 @@ static void conn_line(struct statd_conn *c, const char *line, size_t len)
 		statd_conn_answer(c, seq, answer);
 	else if (!c->dead)
 		conn_check_bound(c);
+	/* A long line's buffer goes back to the budget at once. */
+	if (c->in_cap > RTS_CONTROL_LINE_MAX)
+		conn_in_release(c);
 }
 
 static void conn_too_long(struct statd_conn *c)
 {
 	uint64_t seq = slot_push(c);
 	char detail[64];
-	snprintf(detail, sizeof(detail), "a request line is at most %u bytes", RTS_CONTROL_LINE_MAX);
-	statd_conn_answer(c, seq, refuse_unread(NULL, STATD_E_LINE_TOO_LONG, detail));
+	if (c->discard_code && strcmp(c->discard_code, STATD_E_BUSY) == 0)
+		snprintf(detail, sizeof(detail), "statd is reading other long requests; try again");
+	else
+		snprintf(detail, sizeof(detail), "a request line is at most %u bytes", RTS_CONTROL_RICH_LINE_MAX);
+	statd_conn_answer(c, seq, refuse_unread(NULL, c->discard_code ? c->discard_code : STATD_E_LINE_TOO_LONG, detail));
+}
+
+/* Skip the rest of the current line, to be answered with code. */
+static void conn_discard(struct statd_conn *c, const char *code)
+{
+	c->discarding = true;
+	c->discard_code = code;
+	c->in_len = 0;
+	if (c->in_cap > RTS_CONTROL_LINE_MAX)
+		conn_in_release(c);
 }
 
 /* Split input into lines. Stops early when the connection is dropped meanwhile. */
@@ -406,17 +479,14 @@ static void conn_feed(struct statd_conn *c, const char *p, size_t n)
 		const char *nl = memchr(p, '\n', n);
 		size_t seg = nl ? (size_t)(nl - p) : n;
 		if (!c->discarding) {
-			if (seg > RTS_CONTROL_LINE_MAX - c->in_len) {
-				c->discarding = true;
-				c->in_len = 0;
+			if (seg > RTS_CONTROL_RICH_LINE_MAX - c->in_len) {
+				conn_discard(c, STATD_E_LINE_TOO_LONG);
+			} else if (!conn_in_reserve(c, c->in_len + seg)) {
+				log_warning("control client #%llu: a long request line does not fit the %u MiB statd keeps "
+					    "for them; answered busy",
+					    (unsigned long long)c->serial, STATD_BIG_LINES_MAX >> 20);
+				conn_discard(c, STATD_E_BUSY);
 			} else {
-				if (c->in_cap - c->in_len < seg) {
-					size_t cap = c->in_cap ? c->in_cap : 4096;
-					while (cap - c->in_len < seg)
-						cap *= 2;
-					c->in_cap = cap < RTS_CONTROL_LINE_MAX ? cap : RTS_CONTROL_LINE_MAX;
-					c->in = rts_xrealloc(c->in, c->in_cap);
-				}
 				memcpy(c->in + c->in_len, p, seg);
 				c->in_len += seg;
 			}

@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "common/util.h"
+#include "statd/rich.h"
 #include "statd/statd.h"
 
 /* Where a queued request's answer and events go: an answer slot on a connection, which
@@ -48,6 +49,8 @@ static const char *refusal_code(enum statd_refusal r)
 		return STATD_E_TOO_MANY_CHANNELS;
 	case STATD_REFUSAL_QUEUE_FULL:
 		return STATD_E_QUEUE_FULL;
+	case STATD_REFUSAL_UNAVAILABLE:
+		return STATD_E_UNAVAILABLE;
 	case STATD_REFUSAL_STATE_WRITE:
 	case STATD_REFUSAL_NONE: /* never asked for */
 	default:
@@ -69,6 +72,12 @@ static const char *outcome_code(enum statd_outcome outcome)
 		return STATD_EV_CLEANUP_FAILED;
 	case STATD_OUTCOME_UNAVAILABLE:
 		return STATD_EV_UNAVAILABLE;
+	case STATD_OUTCOME_ATTACHMENT_REFUSED:
+		return STATD_EV_ATTACHMENT_REFUSED;
+	case STATD_OUTCOME_ATTACHMENT_TOO_LARGE:
+		return STATD_EV_ATTACHMENT_TOO_LARGE;
+	case STATD_OUTCOME_ATTACHMENT_FAILED:
+		return STATD_EV_ATTACHMENT_FAILED;
 	case STATD_OUTCOME_FAILED:
 	default:
 		return STATD_EV_TURN_FAILED;
@@ -99,9 +108,15 @@ void statd_control_answer(void *owner, struct statd_origin *o, const struct stat
 		}
 		j = ok_answer(o->id, a->channel);
 		json_object_object_add(j, "mode", json_object_new_string(statd_mode_name(a->mode)));
+		if (a->profile)
+			json_object_object_add(j, "profile", json_object_new_string(a->profile));
 		break;
 	case STATD_ANSWER_FRESH:
 	default:
+		if (a->error) {
+			j = statd_error_answer(o->id, refusal_code(a->error));
+			break;
+		}
 		j = ok_answer(o->id, a->channel);
 		json_object_object_add(j, "fresh", json_object_new_boolean(1));
 		break;
@@ -109,34 +124,81 @@ void statd_control_answer(void *owner, struct statd_origin *o, const struct stat
 	statd_conn_answer(o->conn, o->seq, j);
 }
 
-void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply)
+void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply,
+			 const struct statd_rich_reply *rich)
 {
 	statd_metrics_outcome(owner, outcome);
 	const char *code = outcome_code(outcome);
 	json_object *e = json_object_new_object();
 	json_object_object_add(e, "id", json_object_get(o->id));
 	json_object_object_add(e, "event", json_object_new_string(code ? "error" : "reply"));
-	if (code)
+	if (code) {
 		json_object_object_add(e, "error", json_object_new_string(code));
-	else
-		json_object_object_add(e, "text", json_object_new_string(reply));
+	} else if (rich) {
+		/* DESIGN.md 8.5: a rich reply's files go with its text. */
+		json_object_object_add(e, "text", json_object_get(rich->text));
+		if (json_object_array_length(rich->files) > 0)
+			json_object_object_add(e, "files", json_object_get(rich->files));
+	} else {
+		json_object_object_add(e, "text", json_object_new_string(reply ? reply : ""));
+	}
 	statd_conn_event(o->conn, o->seq, e);
 }
 
-json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m)
+/* The attachments a rich message names, as the queue takes them (url and name only). */
+static struct statd_attachment *attachments_of(json_object *list, size_t *n)
+{
+	*n = list ? json_object_array_length(list) : 0;
+	if (*n == 0)
+		return NULL;
+	struct statd_attachment *v = rts_xcalloc(*n, sizeof(*v));
+	for (size_t i = 0; i < *n; i++) {
+		json_object *a = json_object_array_get_idx(list, i);
+		v[i].url = rts_xstrdup(rts_json_get_string(a, "url"));
+		const char *name = rts_json_get_string(a, "name");
+		v[i].name = name ? rts_xstrdup(name) : NULL;
+	}
+	return v;
+}
+
+static void attachments_free(struct statd_attachment *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].url);
+		free(v[i].name);
+	}
+	free(v);
+}
+
+json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m,
+				   bool rich)
 {
 	struct statd_origin *o = origin_new(c, seq, m->id);
-	enum statd_refusal r = statd_queue_turn(d->queue, &(struct statd_turn_request){
-								  .channel = m->channel,
-								  .speaker_id = m->author_id,
-								  .speaker_name = m->author_name,
-								  .principal_id = m->principal_id,
-								  .text = m->text,
-								  .attachments = m->attachments,
-							  },
-						o);
+	struct statd_turn_request req = {
+		.channel = m->channel,
+		.speaker_id = m->author_id,
+		.speaker_name = m->author_name,
+		.principal_id = m->principal_id,
+		.text = m->text,
+		.attachments = m->attachments,
+		.rich = rich,
+	};
+	size_t n_images = m->images ? json_object_array_length(m->images) : 0;
+	if (rich) {
+		req.images_json = statd_rich_images_render(m->images, &req.images_len);
+		req.attachment_list = attachments_of(m->attachment_list, &req.n_attachments);
+	} else {
+		/* A sandboxed channel is text-only: its worker is told how many attachments and
+		 * images there were, and gets none of them (seed: attachments are not
+		 * downloaded in the sealed mode). */
+		uint64_t count = (uint64_t)m->attachments + n_images;
+		req.attachments = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+	}
+	enum statd_refusal r = statd_queue_turn(d->queue, &req, o);
 	if (r == STATD_REFUSAL_NONE)
 		return NULL;
+	free(req.images_json);
+	attachments_free(req.attachment_list, req.n_attachments);
 	statd_control_release(d, o);
 	/* The channel is on: the bot must not hand the message to a host agent because statd
 	 * could not take it (request.h). */
@@ -144,10 +206,16 @@ json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64
 }
 
 json_object *statd_control_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-				const char *channel, enum statd_mode mode)
+				const char *channel, enum statd_mode mode, const char *profile)
 {
+	/* Only a profile the operator configured (DESIGN.md 8.5); nothing is recorded
+	 * otherwise. */
+	if (mode == STATD_MODE_RICH && !d->cfg->rich.enabled)
+		return statd_error_answer(id, STATD_E_RICH_UNAVAILABLE);
+	if (mode == STATD_MODE_RICH && !rts_rich_profile_find(&d->cfg->rich, profile))
+		return statd_error_answer(id, STATD_E_UNKNOWN_PROFILE);
 	struct statd_origin *o = origin_new(c, seq, id);
-	enum statd_refusal r = statd_queue_mode(d->queue, channel, mode, o);
+	enum statd_refusal r = statd_queue_mode(d->queue, channel, mode, profile, o);
 	if (r == STATD_REFUSAL_NONE)
 		return NULL;
 	statd_control_release(d, o);
@@ -182,6 +250,16 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		struct statd_channel_status st;
 		statd_queue_channel_status(d->queue, channel, &st);
 		json_object_object_add(a, "mode", json_object_new_string(statd_mode_name(mode)));
+		const char *profile = statd_state_profile(d->state, channel);
+		if (mode == STATD_MODE_RICH && profile) {
+			json_object_object_add(a, "profile", json_object_new_string(profile));
+			/* The journald tag of the channel's container (rich-design.md section 1):
+			 * the hash prefix, never the key a guest's bot chose. */
+			char hash[RTS_HASH_HEX_LEN + 1], tag[64];
+			rts_channel_hash(channel, hash);
+			snprintf(tag, sizeof(tag), "sandbox/%.16s", hash);
+			json_object_object_add(a, "logTag", json_object_new_string(tag));
+		}
 		json_object_object_add(a, "running", json_object_new_boolean(st.running));
 		json_object_object_add(a, "queued", json_object_new_int64(st.queued));
 		json_object_object_add(a, "fresh", json_object_new_boolean(st.fresh));
@@ -190,6 +268,7 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		statd_queue_totals(d->queue, &running, &queued);
 		json_object_object_add(a, "channels", json_object_new_int64((int64_t)statd_state_count(d->state)));
 		json_object_object_add(a, "on", json_object_new_int64((int64_t)statd_state_count_on(d->state)));
+		json_object_object_add(a, "rich", json_object_new_int64((int64_t)statd_state_count_rich(d->state)));
 		json_object_object_add(a, "running", json_object_new_int64(running));
 		json_object_object_add(a, "queued", json_object_new_int64(queued));
 		/* Their containers are live too: gc must not take them. */
@@ -207,6 +286,8 @@ json_object *statd_control_channels(struct statd *d, json_object *id)
 		json_object_object_add(e, "channel", json_object_new_string(statd_state_key(d->state, i)));
 		enum statd_mode mode = statd_state_mode_at(d->state, i);
 		json_object_object_add(e, "mode", json_object_new_string(statd_mode_name(mode)));
+		if (statd_state_profile_at(d->state, i))
+			json_object_object_add(e, "profile", json_object_new_string(statd_state_profile_at(d->state, i)));
 		json_object_array_add(list, e);
 	}
 	json_object_object_add(a, "channels", list);

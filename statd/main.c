@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "common/daemon.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/sandbox.h"
@@ -86,7 +87,7 @@ static struct statd_state *load_state(const struct rts_config *c)
 	/* Missing: this is the first start. initialChannels seeds only this file. */
 	s = statd_state_new();
 	for (char **k = c->initial_channels; k && *k; k++) {
-		r = statd_state_set(s, *k, STATD_MODE_ON);
+		r = statd_state_set(s, *k, STATD_MODE_ON, NULL);
 		if (r < 0) {
 			log_error_errno(r, "%s: initialChannels: cannot add a channel: %m", c->path);
 			exit(1);
@@ -99,6 +100,33 @@ static struct statd_state *load_state(const struct rts_config *c)
 	}
 	log_info("state file %s: created with %zu initial channels", c->state_file, statd_state_count(s));
 	return s;
+}
+
+/* Rich mode: statd writes the turn input's "now" in rich.timeZone; a rich channel whose
+ * profile the config no longer has stays rich (routing fails closed) and is said so. */
+static void rich_init(const struct rts_config *c, const struct statd_state *s)
+{
+	if (!c->rich.enabled)
+		return;
+	cleanup_free char *path = NULL;
+	if (rts_time_zone_file(c->rich.time_zone, &path) < 0) {
+		log_error("rich.timeZone: %s is not a known time zone (%s does not exist; is tzdata installed?)",
+			  c->rich.time_zone, path);
+		exit(1);
+	}
+	if (setenv("TZ", c->rich.time_zone, 1) < 0)
+		fatal_f("cannot set TZ: %m");
+	tzset();
+	for (size_t i = 0; i < statd_state_count(s); i++) {
+		const char *profile = statd_state_profile_at(s, i);
+		if (profile && !rts_rich_profile_find(&c->rich, profile)) {
+			char hash[RTS_HASH_HEX_LEN + 1];
+			rts_channel_hash(statd_state_key(s, i), hash);
+			log_warning("channel %.12s: its rich profile %s is not in the config: its messages are dropped "
+				    "until it gets a configured profile (roundtable-sandbox rich CHANNEL PROFILE) or mode",
+				    hash, profile);
+		}
+	}
 }
 
 static void stop_listening(struct statd *d)
@@ -130,6 +158,7 @@ int main(int argc, char **argv)
 	ensure_dirs(d.cfg);
 	check_state_location(d.cfg); /* again, now that symlinks can be resolved */
 	d.state = load_state(d.cfg);
+	rich_init(d.cfg, d.state);
 
 	rts_daemon_listen(&d.daemon, RTS_SOCK_CONTROL, SOCK_STREAM, 0660, false, on_stop, &d);
 	d.ev = d.daemon.event;
@@ -139,6 +168,10 @@ int main(int argc, char **argv)
 	statd_queue_attach(&d);
 	statd_prechecks_init(&d);
 	statd_link_init(&d);
+	/* Rich containers outlive a restart: the sync after HELLO adopts them (or removes those
+	 * of channels no longer rich) without waiting for a turn. */
+	if (d.cfg->rich.enabled)
+		(void)statd_link_start(&d);
 	r = statd_control_start_sweep(&d);
 	if (r < 0)
 		fatal_f("sd_event_add_time: %s", strerror(-r));

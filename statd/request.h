@@ -33,11 +33,19 @@
 #define STATD_E_TOO_MANY_CHANNELS "too_many_channels"
 #define STATD_E_STATE_WRITE "state_write_failed"
 #define STATD_E_SHUTTING_DOWN "shutting_down"
+#define STATD_E_UNKNOWN_PROFILE "unknown_profile"	 /* mode rich: not a profile of the config's rich key */
+#define STATD_E_RICH_UNAVAILABLE "rich_unavailable" /* mode rich, or a rich channel's message: no rich config */
+#define STATD_E_UNAVAILABLE "unavailable"	 /* a rich fresh start: runnerd could not stop the container */
 #define STATD_EV_TURN_FAILED "turn_failed"
 #define STATD_EV_TURN_TIMEOUT "turn_timeout"
 #define STATD_EV_TURN_CANCELLED "turn_cancelled"
 #define STATD_EV_CLEANUP_FAILED "cleanup_failed"
 #define STATD_EV_UNAVAILABLE "unavailable"
+/* A rich turn's attachment: a fetch rule refused its URL or an address; it was over the
+ * size bounds; it could not be fetched or stored. */
+#define STATD_EV_ATTACHMENT_REFUSED "attachment_refused"
+#define STATD_EV_ATTACHMENT_TOO_LARGE "attachment_too_large"
+#define STATD_EV_ATTACHMENT_FAILED "attachment_failed"
 
 #define STATD_ID_MAX 256u		    /* bytes in a string id */
 #define STATD_ID_INT_MAX 9007199254740991LL /* integer ids: |id| <= 2^53-1, echoed exactly */
@@ -67,8 +75,18 @@ const char *statd_route_name(enum statd_route r);
  * to 256 bytes"), generated from the request tables, never from the request. */
 #define STATD_DETAIL_MAX 160u
 
-/* A "message" request as far as statd_message_parse() could read it. Strings and id are
- * borrowed from the request's JSON. */
+/* A "message" request as far as statd_message_parse() could read it. Strings, id and the
+ * arrays are borrowed from the request's JSON.
+ *
+ * Bounds that hold whatever the channel's mode: speaker fields RTS_SPEAKER_FIELD_MAX bytes
+ * (the seed's 256 characters, counted in bytes: never more characters); text at most
+ * RTS_RICH_TEXT_BYTES_MAX bytes; images (seed, "Worker content and files") at most
+ * RTS_RICH_IMAGES_MAX of {"mime": image/png, image/jpeg, image/webp or image/gif, "data":
+ * standard padded base64 of at most RTS_RICH_IMAGE_BYTES_MAX bytes whose first bytes are
+ * that format's signature}, RTS_RICH_IMAGES_TOTAL_MAX decoded in all; attachments a count,
+ * or at most RTS_RICH_ATTACHMENTS_MAX of {"url": an http(s) URL of printable ASCII, at most
+ * RTS_ATTACH_URL_MAX bytes, "name"?: 1 to RTS_RICH_FILE_NAME_MAX bytes}. The bounds that
+ * depend on the mode are statd_message_check_mode()'s. */
 struct statd_message {
 	json_object *id;     /* NULL when missing or invalid */
 	const char *channel; /* NULL when missing or invalid */
@@ -82,7 +100,9 @@ struct statd_message {
 	bool bot;
 	bool integration;
 	const char *text;
-	uint32_t attachments;
+	uint32_t attachments;	     /* the count, or the length of attachment_list */
+	json_object *images;	     /* the "images" array, or NULL */
+	json_object *attachment_list; /* "attachments" when it is an array, else NULL */
 	char detail[STATD_DETAIL_MAX]; /* statd_message_parse()'s *detail */
 };
 
@@ -92,6 +112,16 @@ struct statd_message {
  * STATD_E_TEXT_TOO_LONG for text over RTS_TEXT_MAX bytes) and *detail (pointing into m,
  * naming the first problem: id, channel, unknown member, then the other fields in order). */
 int statd_message_parse(json_object *req, struct statd_message *m, const char **code, const char **detail);
+
+/* The bounds of a valid message that depend on the channel's mode: a sealed channel's text
+ * is at most RTS_TEXT_MAX bytes, a rich channel's at most RTS_RICH_TEXT_CHARS_MAX
+ * characters (Unicode code points; seed: "Current text ... 100,000-character limit").
+ * Returns 0, or -EINVAL with *code STATD_E_TEXT_TOO_LONG and *detail (static). */
+int statd_message_check_mode(const struct statd_message *m, enum statd_mode mode, const char **code,
+			     const char **detail);
+
+/* Unicode code points in the len bytes of valid UTF-8 at s. */
+size_t statd_utf8_chars(const char *s, size_t len);
 
 /* The operations besides message (DESIGN.md section 5). */
 enum statd_op {
@@ -123,11 +153,13 @@ struct statd_request {
 	const char *op;
 	const char *channel; /* NULL when absent (status without a channel) */
 	enum statd_mode mode;
+	const char *profile; /* mode rich: the profile (a name; the caller checks it is configured) */
 	char detail[STATD_DETAIL_MAX];
 };
 
 /* Validate req as operation op: a valid id first, then no member the operation does not
- * define (a typo must not silently change what a request means), then its members.
+ * define (a typo must not silently change what a request means), then its members. A mode
+ * request has a "profile" exactly when its mode is "rich".
  * Returns 0, or -EINVAL with *detail (into r) naming the first problem. */
 int statd_request_parse(json_object *req, enum statd_op op, struct statd_request *r, const char **detail);
 

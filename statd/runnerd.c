@@ -11,7 +11,10 @@
 #include "common/link.h"
 #include "common/log.h"
 #include "common/sock.h"
+#include "common/timer.h"
+#include "common/tools.h"
 #include "common/util.h"
+#include "statd/rich.h"
 #include "statd/statd.h"
 
 /* Everything a TURN_RUN carries besides the text fits in 8 KiB; with the text it fits in
@@ -29,6 +32,54 @@ static int statd_on_turn_done(struct rts_link *l, void *owner, struct rts_msg_tu
 	return 0;
 }
 
+static bool hash_valid(const char *h)
+{
+	return strlen(h) == RTS_HASH_HEX_LEN && strspn(h, "0123456789abcdef") == RTS_HASH_HEX_LEN;
+}
+
+static int statd_on_rich_turn_done(struct rts_link *l, void *owner, struct rts_msg_rich_turn_done *m)
+{
+	struct statd *d = owner;
+	if (!rts_turn_id_valid(m->turn_id) || m->status >= RTS_TURN_STATUS_MAX_)
+		return -EBADMSG;
+	struct statd_rich_reply *reply = NULL;
+	if (m->status == RTS_TURN_OK) {
+		/* brokerd built the reply from the worker's packet; statd checks it again before
+		 * a bot sees it. A bad one fails the turn, not the link. */
+		const char *why = NULL;
+		int r = statd_rich_reply_read(m->fd, &reply, &why);
+		if (r < 0)
+			rts_log_errno(LOG_WARNING, r, "turn %s: the reply is refused: %s (%m)", m->turn_id, why);
+	}
+	statd_queue_rich_turn_done(d->queue, m->turn_id, (enum rts_turn_status)m->status, reply);
+	return 0;
+}
+
+static int statd_on_attach_data(struct rts_link *l, void *owner, struct rts_msg_attach_data *m)
+{
+	struct statd *d = owner;
+	if (!rts_turn_id_valid(m->turn_id) || m->index >= RTS_RICH_ATTACHMENTS_MAX || m->result > 0)
+		return -EBADMSG;
+	statd_queue_attach_data(d->queue, m->turn_id, m->index, m->result, m->mime, m->fd);
+	return 0;
+}
+
+static int statd_on_rich_state(struct rts_link *l, void *owner, struct rts_msg_rich_state *m)
+{
+	struct statd *d = owner;
+	if (!hash_valid(m->channel_hash) || m->state < RTS_RICH_STATE_READY || m->state > RTS_RICH_STATE_FAILED ||
+	    m->error > 0)
+		return -EBADMSG;
+	statd_queue_rich_state(d->queue, m->seq, m->channel_hash, m->state, m->error);
+	return 0;
+}
+
+static int statd_on_rich_synced(struct rts_link *l, void *owner, struct rts_msg_rich_synced *m)
+{
+	log_info("runnerd synced the rich channels: %u container(s) of channels no longer rich removed", m->removed);
+	return 0;
+}
+
 static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg_metrics_text *m)
 {
 	return statd_metrics_text(owner, m);
@@ -42,6 +93,10 @@ static int statd_on_precheck_done(struct rts_link *l, void *owner, struct rts_ms
 /* What runnerd may send once HELLO is done; anything else drops the link. */
 static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(TURN_DONE, statd_on_turn_done),
+	RTS_LINK_ON(RICH_TURN_DONE, statd_on_rich_turn_done),
+	RTS_LINK_ON(ATTACH_DATA, statd_on_attach_data),
+	RTS_LINK_ON(RICH_STATE, statd_on_rich_state),
+	RTS_LINK_ON(RICH_SYNCED, statd_on_rich_synced),
 	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
 	RTS_LINK_ON(PRECHECK_DONE, statd_on_precheck_done),
 	RTS_LINK_DISPATCH_END,
@@ -56,11 +111,56 @@ static void statd_runnerd_ready(struct rts_link *l, void *owner)
 	statd_prechecks_link_ready(d);
 }
 
+/* The rich channels whose profile is configured, for the sync after HELLO. A channel whose
+ * profile the config no longer has is left out: runnerd removes its container, and its
+ * messages are refused (control.c). */
+static void statd_rich_sync(struct statd *d)
+{
+	const struct rts_rich_conf *rich = &d->cfg->rich;
+	if (!rich->enabled)
+		return;
+	size_t n = statd_state_count(d->state), k = 0;
+	cleanup_free const char **channels = rts_xcalloc(n + 1, sizeof(char *));
+	cleanup_free const char **profiles = rts_xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const char *profile = statd_state_profile_at(d->state, i);
+		if (statd_state_mode_at(d->state, i) != STATD_MODE_RICH || !profile ||
+		    !rts_rich_profile_find(rich, profile))
+			continue;
+		channels[k] = statd_state_key(d->state, i);
+		profiles[k++] = profile;
+	}
+	statd_queue_rich_sync(d->queue, channels, profiles, k);
+}
+
+/* Up: the rich channels are synced before anything waiting goes. */
+static void statd_runnerd_up(struct rts_link *l, void *owner)
+{
+	statd_rich_sync(owner);
+	statd_runnerd_ready(l, owner);
+}
+
+static void statd_reconnect(void *arg)
+{
+	struct statd *d = arg;
+	d->link.reconnect = NULL; /* fired */
+	if (!d->stopping)
+		(void)statd_link_start(d);
+}
+
 static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool was_up)
 {
 	struct statd *d = owner;
 	d->link.link = NULL;
 	statd_queue_link_down(d->queue, was_up);
+	/* Rich containers outlive a runnerd restart; the next HELLO adopts them (and removes
+	 * those of channels no longer rich), so statd comes back on its own instead of
+	 * waiting for the next turn. */
+	if (d->cfg->rich.enabled && !d->stopping && !d->link.reconnect) {
+		int r = rts_timer_start(d->ev, STATD_RICH_RECONNECT_MS, 100, statd_reconnect, d, &d->link.reconnect);
+		if (r < 0)
+			log_warning_errno(r, "cannot arm the reconnect timer for runnerd: %m");
+	}
 	statd_metrics_link_down(d);
 	statd_prechecks_link_down(d);
 }
@@ -76,7 +176,7 @@ static const struct rts_link_spec statd_runnerd_spec = {
 	.peer_check = rts_listener_is_trusted,
 	.peer_refusal = "listener that is neither this service account nor root",
 	.dispatch = statd_dispatch_runnerd,
-	.on_up = statd_runnerd_ready,
+	.on_up = statd_runnerd_up,
 	.on_down = statd_runnerd_down,
 	.on_drain = statd_runnerd_ready,
 };
@@ -88,6 +188,8 @@ void statd_link_init(struct statd *d)
 
 void statd_link_free(struct statd *d)
 {
+	rts_timer_stop(d->link.reconnect);
+	d->link.reconnect = NULL;
 	rts_link_free(d->link.link);
 	d->link.link = NULL;
 	free(d->link.path);
@@ -141,6 +243,77 @@ void statd_link_send_cancel(void *owner, const char *turn_id)
 	struct statd *d = owner;
 	if (rts_link_up(d->link.link))
 		(void)rts_link_send_turn_cancel(d->link.link, &(struct rts_msg_turn_cancel){.turn_id = turn_id});
+}
+
+bool statd_link_send_ensure(void *owner, const struct statd_rich_ensure *e)
+{
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	(void)rts_link_send_rich_ensure(d->link.link, &(struct rts_msg_rich_ensure){
+							      .seq = e->seq,
+							      .channel = e->channel,
+							      .channel_hash = e->channel_hash,
+							      .profile = e->profile,
+							      .workspace = e->workspace,
+							      .fd = e->workspace_fd,
+						      });
+	return true;
+}
+
+bool statd_link_send_stop(void *owner, uint32_t seq, const char *channel_hash, uint32_t reason)
+{
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	(void)rts_link_send_rich_stop(d->link.link,
+				      &(struct rts_msg_rich_stop){.seq = seq, .channel_hash = channel_hash, .reason = reason});
+	return true;
+}
+
+bool statd_link_send_sync(void *owner, uint32_t channels)
+{
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	(void)rts_link_send_rich_sync(d->link.link, &(struct rts_msg_rich_sync){.channels = channels});
+	return true;
+}
+
+bool statd_link_send_fetch(void *owner, const char *turn_id, uint32_t index, const char *url, uint64_t max_bytes)
+{
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	(void)rts_link_send_attach_fetch(d->link.link, &(struct rts_msg_attach_fetch){
+							       .turn_id = turn_id,
+							       .index = index,
+							       .url = url,
+							       .max_bytes = max_bytes,
+						       });
+	return true;
+}
+
+bool statd_link_send_rich_turn(void *owner, const struct statd_rich_turn_start *s)
+{
+	struct statd *d = owner;
+	if (!rts_link_has_room(d->link.link))
+		return false;
+	/* The container first: runnerd holds the turn until its worker is ready. */
+	(void)statd_link_send_ensure(owner, &s->ensure);
+	(void)rts_link_send_rich_turn_tagged(d->link.link,
+					      &(struct rts_msg_rich_turn){
+						      .turn_id = s->turn_id,
+						      .channel = s->channel,
+						      .channel_hash = s->channel_hash,
+						      .speaker_id = s->speaker_id,
+						      .speaker_name = s->speaker_name,
+						      .principal_id = s->principal_id,
+						      .profile = s->profile,
+						      .fd = s->input_fd,
+					      },
+					      s->tag);
+	return true;
 }
 
 bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag)

@@ -47,7 +47,11 @@
 /* Limits of the control protocol (HACKING.md "Control protocol answers"). A request line
  * is at most RTS_CONTROL_LINE_MAX bytes, newline excluded (common/limits.h: the CLI writes
  * what statd reads). */
-#define STATD_CONN_OUTPUT_MAX (8u * 1024u * 1024u) /* a client holding more is dropped */
+/* A client holding more unread output is dropped: one rich reply event and more. */
+#define STATD_CONN_OUTPUT_MAX (RTS_CONTROL_EVENT_MAX + 8u * 1024u * 1024u)
+/* Bytes of request lines longer than RTS_CONTROL_LINE_MAX being read, all clients: two
+ * maximal rich messages. */
+#define STATD_BIG_LINES_MAX (2u * RTS_CONTROL_RICH_LINE_MAX)
 #define STATD_CONNS_MAX 256u			/* concurrent control connections */
 #define STATD_REFUSAL_LOG_MS 10000u		/* at most one "refusing clients" warning this often */
 
@@ -64,10 +68,16 @@ struct statd;
 struct statd_conn;
 struct statd_prechecks;
 
+/* With rich mode configured, a lost runnerd link is made again after this long. */
+#define STATD_RICH_RECONNECT_MS 5000u
+
+struct rts_timer;
+
 /* The link to runnerd (runnerd.c; common/link.h does the work). */
 struct statd_link {
 	struct rts_link *link; /* NULL until a turn needs it, and again after it failed */
 	char *path;
+	struct rts_timer *reconnect; /* rich mode: the next connect after a loss */
 };
 
 /* metrics.c: statd's counters and the metrics requests waiting for runnerd. */
@@ -105,6 +115,7 @@ struct statd {
 	 * STATD_REFUSAL_LOG_MS, not one per connection. */
 	uint64_t conns_refused;
 	uint64_t conns_refused_logged_ms;
+	size_t big_lines; /* bytes of long request lines being read (STATD_BIG_LINES_MAX) */
 
 	struct statd_link link;
 	struct statd_metrics metrics;
@@ -138,9 +149,10 @@ json_object *statd_error_answer(json_object *id, const char *code);
 /* control_queue.c: the operations that go through the queue. Each returns the answer, or
  * NULL when the queue answers later (through the ops below). m, channel and id are
  * validated. */
-json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m);
+json_object *statd_control_message(struct statd *d, struct statd_conn *c, uint64_t seq, const struct statd_message *m,
+				   bool rich);
 json_object *statd_control_mode(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
-				const char *channel, enum statd_mode mode);
+				const char *channel, enum statd_mode mode, const char *profile);
 json_object *statd_control_fresh(struct statd *d, struct statd_conn *c, uint64_t seq, json_object *id,
 				 const char *channel);
 json_object *statd_control_cancel(struct statd *d, json_object *id, const char *channel);
@@ -149,7 +161,8 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 json_object *statd_control_channels(struct statd *d, json_object *id);
 /* The queue's answer, event and release ops (queue.h), owner being the struct statd. */
 void statd_control_answer(void *owner, struct statd_origin *o, const struct statd_answer *a);
-void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply);
+void statd_control_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply,
+			 const struct statd_rich_reply *rich);
 void statd_control_release(void *owner, struct statd_origin *o);
 
 /* queue_ops.c: d->queue, wired to this daemon. */
@@ -198,6 +211,12 @@ int statd_link_start(void *owner);
 bool statd_link_send_run(void *owner, const struct statd_turn_start *s);
 bool statd_link_withdraw(void *owner, const void *tag);
 void statd_link_send_cancel(void *owner, const char *turn_id);
+/* The queue's rich sends (queue.h): false when the link has no room. */
+bool statd_link_send_ensure(void *owner, const struct statd_rich_ensure *e);
+bool statd_link_send_stop(void *owner, uint32_t seq, const char *channel_hash, uint32_t reason);
+bool statd_link_send_sync(void *owner, uint32_t channels);
+bool statd_link_send_fetch(void *owner, const char *turn_id, uint32_t index, const char *url, uint64_t max_bytes);
+bool statd_link_send_rich_turn(void *owner, const struct statd_rich_turn_start *s);
 /* PRECHECK_RUN tagged with tag (statd_link_withdraw takes it back); false when the link is
  * not up or congested (nothing taken). PRECHECK_CANCEL when the link is up. */
 bool statd_link_send_precheck_run(struct statd *d, const struct rts_msg_precheck_run *m, const void *tag);

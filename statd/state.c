@@ -10,12 +10,14 @@
 #include "common/jspec.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/tools.h"
 #include "common/util.h"
 #include "statd/state.h"
 
 struct statd_state_entry {
 	char *key;
 	enum statd_mode mode;
+	char *profile; /* rich only */
 };
 
 struct statd_state {
@@ -23,20 +25,21 @@ struct statd_state {
 	size_t n, cap;
 };
 
+static const char *const mode_names[] = STATD_MODE_NAMES;
+
 const char *statd_mode_name(enum statd_mode m)
 {
-	return m == STATD_MODE_ON ? "on" : "off";
+	return (unsigned)m <= STATD_MODE_RICH ? mode_names[m] : "off";
 }
 
 int statd_mode_parse(const char *s, enum statd_mode *m)
 {
-	if (strcmp(s, "on") == 0)
-		*m = STATD_MODE_ON;
-	else if (strcmp(s, "off") == 0)
-		*m = STATD_MODE_OFF;
-	else
-		return -EINVAL;
-	return 0;
+	for (int i = 0; mode_names[i]; i++)
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (enum statd_mode)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 struct statd_state *statd_state_new(void)
@@ -48,8 +51,10 @@ void statd_state_free(struct statd_state *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
 		free(s->v[i].key);
+		free(s->v[i].profile);
+	}
 	free(s->v);
 	free(s);
 }
@@ -69,12 +74,27 @@ enum statd_mode statd_state_mode_at(const struct statd_state *s, size_t i)
 	return i < s->n ? s->v[i].mode : STATD_MODE_OFF;
 }
 
+const char *statd_state_profile_at(const struct statd_state *s, size_t i)
+{
+	return i < s->n ? s->v[i].profile : NULL;
+}
+
+static size_t count_mode(const struct statd_state *s, enum statd_mode mode)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n; i++)
+		n += s->v[i].mode == mode;
+	return n;
+}
+
 size_t statd_state_count_on(const struct statd_state *s)
 {
-	size_t on = 0;
-	for (size_t i = 0; i < s->n; i++)
-		on += s->v[i].mode == STATD_MODE_ON;
-	return on;
+	return count_mode(s, STATD_MODE_ON);
+}
+
+size_t statd_state_count_rich(const struct statd_state *s)
+{
+	return count_mode(s, STATD_MODE_RICH);
 }
 
 /* Binary search: true with the index when found, else false with the insertion point. */
@@ -106,14 +126,24 @@ int statd_state_get(const struct statd_state *s, const char *channel, enum statd
 	return 0;
 }
 
-int statd_state_set(struct statd_state *s, const char *channel, enum statd_mode mode)
+const char *statd_state_profile(const struct statd_state *s, const char *channel)
+{
+	size_t i;
+	return find(s, channel, &i) ? s->v[i].profile : NULL;
+}
+
+int statd_state_set(struct statd_state *s, const char *channel, enum statd_mode mode, const char *profile)
 {
 	size_t len = strlen(channel);
-	if (len == 0 || len > RTS_CHANNEL_MAX)
+	if (len == 0 || len > RTS_CHANNEL_MAX || (unsigned)mode > STATD_MODE_RICH)
+		return -EINVAL;
+	if (mode == STATD_MODE_RICH ? !profile || !rts_name_valid(profile, RTS_NAME_MAX) : profile != NULL)
 		return -EINVAL;
 	size_t i;
 	if (find(s, channel, &i)) {
 		s->v[i].mode = mode;
+		free(s->v[i].profile);
+		s->v[i].profile = profile ? rts_xstrdup(profile) : NULL;
 		return 0;
 	}
 	if (s->n >= STATD_STATE_MAX_CHANNELS)
@@ -123,7 +153,8 @@ int statd_state_set(struct statd_state *s, const char *channel, enum statd_mode 
 		s->v = rts_xrealloc(s->v, s->cap * sizeof(*s->v));
 	}
 	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
-	s->v[i] = (struct statd_state_entry){.key = rts_xstrdup(channel), .mode = mode};
+	s->v[i] = (struct statd_state_entry){.key = rts_xstrdup(channel), .mode = mode,
+					     .profile = profile ? rts_xstrdup(profile) : NULL};
 	s->n++;
 	return 0;
 }
@@ -134,6 +165,7 @@ int statd_state_remove(struct statd_state *s, const char *channel)
 	if (!find(s, channel, &i))
 		return -ENOENT;
 	free(s->v[i].key);
+	free(s->v[i].profile);
 	memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
 	s->n--;
 	return 0;
@@ -162,14 +194,31 @@ static bool state_key_check(struct rts_jctx *ctx, const char *key, void *entry)
 	return true;
 }
 
-static const char *const mode_names[] = STATD_MODE_NAMES;
+static bool profile_check(struct rts_jctx *ctx, json_object *v, void *base)
+{
+	if (!rts_name_valid(json_object_get_string(v), RTS_NAME_MAX))
+		return rts_jfail(ctx, "must be a profile name ([a-z][a-z0-9_]{0,47})");
+	return true;
+}
+
+/* A profile exactly for a rich channel. */
+static bool entry_check(struct rts_jctx *ctx, json_object *v, void *entry)
+{
+	bool rich = strcmp(json_object_get_string(rts_json_get(v, "mode")), "rich") == 0;
+	if (rich != (rts_json_get(v, "profile") != NULL))
+		return rts_jfail(ctx, rich ? "a rich channel needs a \"profile\"" : "only a rich channel has a \"profile\"");
+	return true;
+}
 
 static const struct rts_jspec entry_spec = {
 	.fields = (const struct rts_jfield[]){
 		{.key = "mode", .types = RTS_JT_STRING, .flags = RTS_JF_REQUIRED, .one_of = mode_names,
 		 .store = RTS_JS_INDEX, .at = offsetof(struct statd_state_entry, mode)},
+		{.key = "profile", .types = RTS_JT_STRING, .min = 1, .max = RTS_NAME_MAX, .check = profile_check,
+		 .store = RTS_JS_STRDUP, .at = offsetof(struct statd_state_entry, profile)},
 		{0},
 	},
+	.check = entry_check,
 };
 
 static const struct rts_jspec state_spec = {
@@ -224,6 +273,8 @@ static char *state_dump(const struct statd_state *s)
 	for (size_t i = 0; i < s->n; i++) {
 		json_object *e = json_object_new_object();
 		json_object_object_add(e, "mode", json_object_new_string(statd_mode_name(s->v[i].mode)));
+		if (s->v[i].profile)
+			json_object_object_add(e, "profile", json_object_new_string(s->v[i].profile));
 		/* Keys are unique by construction; the _ex variant skips json-c's duplicate scan. */
 		json_object_object_add_ex(channels, s->v[i].key, e, JSON_C_OBJECT_ADD_KEY_IS_NEW);
 	}
@@ -280,19 +331,23 @@ int statd_state_save(const struct statd_state *s, const char *path)
 	return 0;
 }
 
-int statd_state_update(struct statd_state *s, const char *path, const char *channel, enum statd_mode mode)
+int statd_state_update(struct statd_state *s, const char *path, const char *channel, enum statd_mode mode,
+		       const char *profile)
 {
 	enum statd_mode old;
 	bool existed = statd_state_get(s, channel, &old) == 0;
-	if (existed && old == mode)
+	cleanup_free char *old_profile = existed && statd_state_profile(s, channel)
+						 ? rts_xstrdup(statd_state_profile(s, channel))
+						 : NULL;
+	if (existed && old == mode && (old_profile && profile ? strcmp(old_profile, profile) == 0 : old_profile == profile))
 		return 0;
-	int r = statd_state_set(s, channel, mode);
+	int r = statd_state_set(s, channel, mode, profile);
 	if (r < 0)
 		return r;
 	r = statd_state_save(s, path);
 	if (r < 0) {
 		if (existed)
-			statd_state_set(s, channel, old);
+			statd_state_set(s, channel, old, old_profile);
 		else
 			statd_state_remove(s, channel);
 	}

@@ -83,6 +83,8 @@ has "$s" "RestrictAddressFamilies=AF_UNIX"
 has "$s" "SupplementaryGroups=docker"
 has "$s" "RuntimeDirectory=${run_root#/run/}"
 has "$s" "RuntimeDirectoryMode=0700"
+# Rich containers outlive runnerd with runRoot/rich-*/ bound in (roundtable-sandbox-runnerd(8)).
+has "$s" "RuntimeDirectoryPreserve=yes"
 lacks "$s" '^(LoadCredential|StateDirectory)='
 k=$(unit runnerd.socket)
 has "$k" "ListenSequentialPacket=$runtime/runnerd.sock"

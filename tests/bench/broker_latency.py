@@ -23,7 +23,14 @@ requests, outside the timed part.
 Also brokerd's resident memory (VmRSS): idle right after start, the highest seen while
 the requests ran (sampled between requests), and idle again at the end.
 
-    sudo RTS_BUILDDIR=build tests/bench/broker_latency.py [-n 200] [--json]
+    sudo RTS_BUILDDIR=build tests/bench/broker_latency.py [-n 200] [--upstream-ms MS] [--json]
+
+--upstream-ms MS makes the local endpoint take MS milliseconds per answer ("#sleep MS" in
+the user message, tests/fakes/fake_model.py), for all three clients alike. With the default
+0 the endpoint answers in well under a millisecond, so the ratios compare brokerd's fixed
+hop (a new Unix-socket connection, the gate, validation and rebuild) against almost
+nothing; a real model's time to answer is tens of milliseconds at least, and the ratio
+against it is the figure a guest feels. The added milliseconds are the same either way.
 
 Prints median and p95 for each, the latency brokerd adds against each direct client
 (median broker - median direct) and the ratios. Targets (issue 15): broker/direct-kept at
@@ -109,8 +116,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=200, help="requests each way (default 200)")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--upstream-ms", type=int, default=0,
+                    help="the local endpoint's time per answer in ms (default 0)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     a = ap.parse_args()
+
+    request = REQUEST
+    if a.upstream_ms > 0:
+        msgs = [dict(m) for m in REQUEST["messages"]]
+        msgs[-1]["content"] += f" #sleep {a.upstream_ms}"
+        request = dict(REQUEST, messages=msgs)
 
     env = Environment.prepare(build_image=False)
     rig = BrokerRig(env, config={"turnTimeoutMs": 600000})
@@ -119,10 +134,10 @@ def main():
         rss_idle_start = rss_kib(pid)
         mem_start = memory(pid)
         # The body brokerd sends upstream for REQUEST (model, stream and max_tokens set).
-        up_body = json.dumps(dict(REQUEST, model=rig.config["model"], stream=False)).encode()
+        up_body = json.dumps(dict(request, model=rig.config["model"], stream=False)).encode()
         ctx = ssl.create_default_context(cafile=os.path.join(rig.dirs["ca"], "ca.pem"))
         kept = http.client.HTTPSConnection("localhost", rig.fake.port, context=ctx, timeout=30)
-        req = request_bytes("/model", REQUEST)
+        req = request_bytes("/model", request)
         times = {"broker": [], "direct_kept": [], "direct_fresh": []}
         rss_peak = rss_idle_start
         turn, used = None, CALLS_PER_TURN
@@ -158,7 +173,7 @@ def main():
         rig.stop()
         env.cleanup()
 
-    res = {"n": a.n}
+    res = {"n": a.n, "upstream_ms": a.upstream_ms}
     for k, v in times.items():
         res[f"{k}_median_ms"] = statistics.median(v)
         res[f"{k}_p95_ms"] = pct(v, 95)
@@ -172,7 +187,7 @@ def main():
     if a.json:
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}))
         return 0
-    print(f"{a.n} requests each way, interleaved")
+    print(f"{a.n} requests each way, interleaved; the endpoint takes {a.upstream_ms} ms per answer")
     print(f"  direct, kept connection:      median {res['direct_kept_median_ms']:7.2f} ms   "
           f"p95 {res['direct_kept_p95_ms']:7.2f} ms")
     print(f"  direct, new TLS per request:  median {res['direct_fresh_median_ms']:7.2f} ms   "

@@ -4,12 +4,15 @@
  * Invariants, whatever the line holds (DESIGN.md section 5, routing fails closed):
  *  - in a channel that is on, the route is never "pass"; an invalid message is "drop";
  *  - in a channel that is off, "pass" exactly when the id and channel could be read;
- *  - a "sandbox" route only for a message whose every field is within its bound;
+ *  - a "sandbox" route only for a message whose every field is within its bound, images
+ *    and attachment URLs included, and the text of each mode within that mode's bound
+ *    once statd_message_check_mode() passed it;
  *  - the answer always names a route, and its detail is a short fixed text. */
 #include "config.h"
 
 #include <stdint.h>
 
+#include "common/base64.h"
 #include "common/proto.h"
 #include "statd/request.h"
 #include "tests/fuzz/fuzz_common.h"
@@ -50,7 +53,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_bounded(m.author_id, 1, RTS_SPEAKER_FIELD_MAX);
 		check_bounded(m.author_name, 1, RTS_SPEAKER_FIELD_MAX);
 		check_bounded(m.principal_id, 1, RTS_SPEAKER_FIELD_MAX);
-		check_bounded(m.text, 0, RTS_TEXT_MAX);
+		check_bounded(m.text, 0, RTS_RICH_TEXT_BYTES_MAX);
+		const char *c2, *d2;
+		if (statd_message_check_mode(&m, STATD_MODE_ON, &c2, &d2) == 0)
+			check_bounded(m.text, 0, RTS_TEXT_MAX);
+		if (statd_message_check_mode(&m, STATD_MODE_RICH, &c2, &d2) == 0)
+			FUZZ_ASSERT(statd_utf8_chars(m.text, strlen(m.text)) <= RTS_RICH_TEXT_CHARS_MAX);
+		size_t n_images = m.images ? json_object_array_length(m.images) : 0;
+		FUZZ_ASSERT(n_images <= RTS_RICH_IMAGES_MAX);
+		for (size_t i = 0; i < n_images; i++) {
+			json_object *d = rts_json_get(json_object_array_get_idx(m.images, i), "data");
+			FUZZ_ASSERT(rts_base64_decoded_len(json_object_get_string(d), (size_t)json_object_get_string_len(d)) <=
+				    RTS_RICH_IMAGE_BYTES_MAX);
+		}
+		FUZZ_ASSERT(!m.attachment_list || json_object_array_length(m.attachment_list) <= RTS_RICH_ATTACHMENTS_MAX);
 	}
 
 	/* The detail comes from request.c's tables (key paths, bounds), never from the request. */

@@ -345,12 +345,17 @@ class BrokerRig(Suite):
             ],
             "turnTimeoutMs": 120000,
         }
+        defaults.update(self.more_config())
         defaults.update(self.rig_config)
         self.config_overrides = defaults
         self._write_config()
         self.start_daemon("brokerd", extra_env=self.extra_env)
         self._wait_ready()
         self.link = self.connect_link()
+
+    def more_config(self):
+        """Config a subclass adds (its own fakes are started here: the CA exists by now)."""
+        return {}
 
     def connect_link(self):
         """A runnerd stand-in's link: connected as the service account (brokerd checks

@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 3  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3)
+PROTO_VERSION = 4  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3); 4: rich mode (DESIGN.md 8.5)
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -44,10 +44,30 @@ HELLO_OK = 3
 TURN_RUN = 10
 TURN_DONE = 11
 TURN_CANCEL = 12
+RICH_SYNC = 24
+RICH_SYNCED = 25
+RICH_ENSURE = 26
+RICH_STATE = 27
+RICH_STOP = 28
+RICH_TURN = 30
+RICH_TURN_DONE = 31
+ATTACH_FETCH = 32
+ATTACH_DATA = 33
 BROKER_BIND = 20
 BROKER_BOUND = 21
 BROKER_CLOSE = 22
 BROKER_CLOSED = 23
+RICH_BIND = 40
+RICH_BOUND = 41
+RICH_WAIT_READY = 42
+RICH_READY = 43
+RICH_UNBIND = 44
+RICH_UNBOUND = 45
+BROKER_RICH_TURN = 46
+BROKER_RICH_DONE = 47
+BROKER_RICH_CANCEL = 48
+BROKER_ATTACH_FETCH = 50
+BROKER_ATTACH_DATA = 51
 METRICS = 70
 METRICS_TEXT = 71
 BROKER_METRICS = 72
@@ -85,6 +105,19 @@ TURN_ID_LEN = 16
 HASH_HEX_LEN = 64
 METRICS_TEXT_MAX = 32 * 1024
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
+NAME_MAX = 48
+ATTACH_URL_MAX = 8192
+RICH_MIME_MAX = 127
+# RICH_READY's capability bits
+RICH_CAP_PRIVATE_TO = 1
+RICH_CAP_READER_RECORDS = 2
+# RICH_STATE's states and RICH_STOP's reasons
+RICH_STATE_READY = 1
+RICH_STATE_STOPPED = 2
+RICH_STATE_FAILED = 3
+RICH_STOP_OFF = 0
+RICH_STOP_FRESH = 1
+RICH_STOP_CHANGED = 2
 TIME_ZONE_MAX = 64
 PRECHECK_TARGET_MAX = 512
 PRECHECK_SCRIPT_MAX = 64 * 1024
@@ -111,6 +144,29 @@ MESSAGES = {
     "TURN_DONE": (TURN_DONE, "runnerd.sock", "to_connector", False,
                   (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("reply", "str", REPLY_MAX))),
     "TURN_CANCEL": (TURN_CANCEL, "runnerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
+    "RICH_SYNC": (RICH_SYNC, "runnerd.sock", "to_listener", False, (("channels", "u32", 0),)),
+    "RICH_SYNCED": (RICH_SYNCED, "runnerd.sock", "to_connector", False, (("removed", "u32", 0),)),
+    "RICH_ENSURE": (RICH_ENSURE, "runnerd.sock", "to_listener", True,
+                    (("seq", "u32", 0), ("channel", "str", CHANNEL_MAX), ("channel_hash", "str", HASH_HEX_LEN),
+                     ("profile", "str", NAME_MAX), ("workspace", "str", PATH_MAX))),
+    "RICH_STATE": (RICH_STATE, "runnerd.sock", "to_connector", False,
+                   (("seq", "u32", 0), ("channel_hash", "str", HASH_HEX_LEN), ("state", "u32", 0),
+                    ("error", "i32", 0))),
+    "RICH_STOP": (RICH_STOP, "runnerd.sock", "to_listener", False,
+                  (("seq", "u32", 0), ("channel_hash", "str", HASH_HEX_LEN), ("reason", "u32", 0))),
+    "RICH_TURN": (RICH_TURN, "runnerd.sock", "to_listener", True,
+                  (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                   ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                   ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                   ("profile", "str", NAME_MAX))),
+    "RICH_TURN_DONE": (RICH_TURN_DONE, "runnerd.sock", "to_connector", True,
+                       (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("calls", "u32", 0))),
+    "ATTACH_FETCH": (ATTACH_FETCH, "runnerd.sock", "to_listener", False,
+                     (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("url", "str", ATTACH_URL_MAX),
+                      ("max_bytes", "u64", 0))),
+    "ATTACH_DATA": (ATTACH_DATA, "runnerd.sock", "to_connector", True,
+                    (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("result", "i32", 0),
+                     ("mime", "str", RICH_MIME_MAX))),
     "BROKER_BIND": (BROKER_BIND, "brokerd.sock", "to_listener", True,
                     (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
                      ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
@@ -121,6 +177,34 @@ MESSAGES = {
     "BROKER_CLOSE": (BROKER_CLOSE, "brokerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
     "BROKER_CLOSED": (BROKER_CLOSED, "brokerd.sock", "to_connector", False,
                       (("turn_id", "str", TURN_ID_LEN), ("calls", "u32", 0))),
+    "RICH_BIND": (RICH_BIND, "brokerd.sock", "to_listener", True,
+                  (("channel", "str", CHANNEL_MAX), ("channel_hash", "str", HASH_HEX_LEN),
+                   ("profile", "str", NAME_MAX))),
+    "RICH_BOUND": (RICH_BOUND, "brokerd.sock", "to_connector", False,
+                   (("channel_hash", "str", HASH_HEX_LEN), ("result", "i32", 0))),
+    "RICH_WAIT_READY": (RICH_WAIT_READY, "brokerd.sock", "to_listener", False,
+                        (("channel_hash", "str", HASH_HEX_LEN), ("deadline_ms", "u64", 0))),
+    "RICH_READY": (RICH_READY, "brokerd.sock", "to_connector", False,
+                   (("channel_hash", "str", HASH_HEX_LEN), ("result", "i32", 0), ("capabilities", "u8", 0),
+                    ("private_history", "u8", 0))),
+    "RICH_UNBIND": (RICH_UNBIND, "brokerd.sock", "to_listener", False, (("channel_hash", "str", HASH_HEX_LEN),)),
+    "RICH_UNBOUND": (RICH_UNBOUND, "brokerd.sock", "to_connector", False,
+                     (("channel_hash", "str", HASH_HEX_LEN),)),
+    "BROKER_RICH_TURN": (BROKER_RICH_TURN, "brokerd.sock", "to_listener", True,
+                         (("turn_id", "str", TURN_ID_LEN), ("channel", "str", CHANNEL_MAX),
+                          ("channel_hash", "str", HASH_HEX_LEN), ("speaker_id", "str", SPEAKER_FIELD_MAX),
+                          ("speaker_name", "str", SPEAKER_FIELD_MAX), ("principal_id", "str", SPEAKER_FIELD_MAX),
+                          ("profile", "str", NAME_MAX), ("deadline_ms", "u64", 0))),
+    "BROKER_RICH_DONE": (BROKER_RICH_DONE, "brokerd.sock", "to_connector", True,
+                         (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("calls", "u32", 0))),
+    "BROKER_RICH_CANCEL": (BROKER_RICH_CANCEL, "brokerd.sock", "to_listener", False,
+                           (("turn_id", "str", TURN_ID_LEN),)),
+    "BROKER_ATTACH_FETCH": (BROKER_ATTACH_FETCH, "brokerd.sock", "to_listener", False,
+                            (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("url", "str", ATTACH_URL_MAX),
+                             ("max_bytes", "u64", 0))),
+    "BROKER_ATTACH_DATA": (BROKER_ATTACH_DATA, "brokerd.sock", "to_connector", True,
+                           (("turn_id", "str", TURN_ID_LEN), ("index", "u32", 0), ("result", "i32", 0),
+                            ("mime", "str", RICH_MIME_MAX))),
     # metrics (issue 15)
     "METRICS": (METRICS, "runnerd.sock", "to_listener", False, (("seq", "u32", 0),)),
     "METRICS_TEXT": (METRICS_TEXT, "runnerd.sock", "to_connector", False,

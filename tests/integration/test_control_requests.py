@@ -8,7 +8,7 @@ import json
 import os
 import socket
 
-LINE_MAX = 512 * 1024  # RTS_CONTROL_LINE_MAX (common/limits.h)
+LINE_MAX = 96 * 1024 * 1024  # RTS_CONTROL_RICH_LINE_MAX (common/limits.h): a rich message's images
 
 
 def exchange(suite, line, timeout=30):
@@ -90,8 +90,8 @@ def test_an_invalid_id_is_not_echoed(suite):
 
 
 def test_line_bound_is_the_one_the_detail_states(suite):
-    """A line of RTS_CONTROL_LINE_MAX bytes is read; one byte more is line_too_long, and
-    the detail says that number."""
+    """A line of RTS_CONTROL_RICH_LINE_MAX bytes is read; one byte more is line_too_long,
+    and the detail says that number."""
     base = json.dumps({"op": "channels", "id": "L", "pad": ""}).encode()
     at_bound = base.replace(b'"pad": ""', b'"pad": "' + b"p" * (LINE_MAX - len(base)) + b'"')
     assert len(at_bound) == LINE_MAX

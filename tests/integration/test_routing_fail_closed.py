@@ -27,8 +27,9 @@ ON = "guild-10/on"
 OFF = "guild-10/off"
 QUEUE_MAX = 64  # STATD_QUEUE_MAX: queued items per channel
 QUEUED_BYTES_MAX = 64 << 20  # STATD_QUEUED_BYTES_MAX: bytes of queued text, all channels
-TEXT_MAX = 64 * 1024  # RTS_TEXT_MAX
-LINE_MAX = 512 * 1024  # RTS_CONTROL_LINE_MAX (common/limits.h)
+TEXT_MAX = 64 * 1024  # RTS_TEXT_MAX: a sandboxed channel's text (statd_message_check_mode)
+TEXT_PARSE_MAX = 400000  # RTS_RICH_TEXT_BYTES_MAX: the longest text of any mode, refused whatever the mode
+LINE_MAX = 96 * 1024 * 1024  # RTS_CONTROL_RICH_LINE_MAX (common/limits.h)
 DELETE = object()
 
 
@@ -144,8 +145,8 @@ BAD_FIELDS = [
     ("text", DELETE, "invalid_request", "text must be a string", True),
     ("text", None, "invalid_request", "text must be a string", True),
     ("text", 42, "invalid_request", "text must be a string", True),
-    ("text", "x" * (TEXT_MAX + 1), "text_too_long", "longer than", True),
-    ("text", "y" * (70 * 1000), "text_too_long", "longer than", True),
+    ("text", "x" * (TEXT_PARSE_MAX + 1), "text_too_long", "longer than", True),
+    ("text", "y" * (410 * 1000), "text_too_long", "longer than", True),
     ("attachments", "1", "invalid_request", "attachments", True),
     ("attachments", -1, "invalid_request", "attachments", True),
     ("attachments", 2 ** 32, "invalid_request", "attachments", True),
@@ -246,7 +247,12 @@ def test_say_is_non_zero_unless_sandboxed(suite):
     p = say(suite, OFF, "bad-case hello")
     assert p.returncode == 3 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p
     assert "pass" in p.stderr
+    # Over the sandboxed channel's own bound: statd drops it, with that rule's code.
     p = suite.cli("say", ON, "--author", "1", "--name", "A", "--stdin", input="y" * 70000)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p
+    assert "text_too_long (route drop)" in p.stderr
+    # Over every mode's bound: the CLI refuses it before sending.
+    p = suite.cli("say", ON, "--author", "1", "--name", "A", "--stdin", input="y" * (TEXT_PARSE_MAX + 1))
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p
     suite.assert_no_turn(before, "a passed message and a refused say", containers=False)
 

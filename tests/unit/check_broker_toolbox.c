@@ -33,6 +33,7 @@ START_TEST(test_decode)
 {
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 3, 0), 4), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_PROBE_KEY, 0, 0), 4), 0);
+	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_HOOK, 2, 0), 4), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 0), 1), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_FAILED, 0, 0, -ENOENT), 0), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_EXITED, 0, 0, 137 << 8), 0), 0);
@@ -45,7 +46,7 @@ START_TEST(test_decode)
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 0), 3), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 0), 5), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, 0, 0, 0), 4), -EBADMSG);
-	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_PROBE_KEY + 1, 0, 0), 4), -EBADMSG);
+	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_HOOK + 1, 0, 0), 4), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 1), 4), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 0), 0), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 1), 1), -EBADMSG);
@@ -331,9 +332,31 @@ START_TEST(test_argv_of_each_kind)
 	ck_assert_str_eq(a[i + 4], RTS_TINI);
 	ck_assert_str_eq(a[i + 5], "--version");
 
-	/* What the config does not have runs nothing. */
+	/* A rich hook: the operator's code fed guest text, so like a tool without writePaths:
+	 * the key sources hidden too (rich.oauthToken among them). Only configured hooks run. */
 	rts_strv_free(a);
 	a = NULL;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOK_MEMORY, 3, &a), -EINVAL);
+	char *memory_argv[] = {"/usr/bin/python3", "/memory.py", NULL};
+	s.cfg.rich.enabled = true;
+	s.cfg.rich.memory_command = memory_argv;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOK_MEMORY, 3, &a), 0);
+	for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++) {
+		cleanup_free char *d = in_tmp(hidden[k]);
+		ck_assert_msg(hides(a, d), "%s is not hidden from a hook", d);
+	}
+	ck_assert_int_lt(find(a, "--bind", 0), 0);
+	i = find(a, "--", 0);
+	ck_assert_str_eq(a[i + 4], "/usr/bin/python3");
+	ck_assert_str_eq(a[i + 5], "/memory.py");
+	rts_strv_free(a);
+	a = NULL;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOK_COMPACTION, 3, &a), -EINVAL);
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOKS, 3, &a), -EINVAL);
+	s.cfg.rich.enabled = false;
+	s.cfg.rich.memory_command = NULL;
+
+	/* What the config does not have runs nothing. */
 	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_TOOL, 1, 3, &a), -EINVAL);
 	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_KEY_COMMAND, 0, 3, &a), -EINVAL); /* a file key */
 	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_PROBE_KEY, 1, 3, &a), -EINVAL);

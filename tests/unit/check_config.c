@@ -508,7 +508,10 @@ START_TEST(test_bad_values)
 	assert_refused("\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"]},"
 		       "{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/c\"]}]",
 		       "tools[1]");
-	assert_refused("\"mcp\":[{\"name\":\"a\",\"url\":\"http://x\",\"tools\":[]}]", "mcp[0].url");
+	/* http:// only with rich.allowHttpMcp (tests/unit/check_config_rich.c). */
+	assert_refused("\"mcp\":[{\"name\":\"a\",\"url\":\"http://x\",\"tools\":[{\"name\":\"t\","
+		       "\"description\":\"d\",\"parameters\":{}}]}]",
+		       "mcp[0].url");
 	assert_refused("\"mcp\":[{\"name\":\"a\",\"url\":\"https://x\",\"tools\":[]}]", "mcp[0].tools");
 }
 END_TEST

@@ -591,7 +591,7 @@ static void check_now(const char *tz, time_t t, const char *expect)
 	setenv("TZ", tz, 1);
 	tzset();
 	char out[40];
-	ck_assert_int_eq(runnerd_format_now(t, out, sizeof(out)), 0);
+	ck_assert_int_eq(rts_format_local_time(t, out, sizeof(out)), 0);
 	ck_assert_msg(strcmp(out, expect) == 0, "%s: got %s, expected %s", tz, out, expect);
 }
 
@@ -603,7 +603,7 @@ START_TEST(test_format_now)
 	check_now("Asia/Kolkata", 1795951800, "2026-11-29T17:00:00+05:30");
 	check_now("America/New_York", 1795951800, "2026-11-29T06:30:00-05:00");
 	char small[8];
-	ck_assert_int_eq(runnerd_format_now(0, small, sizeof(small)), -EINVAL);
+	ck_assert_int_eq(rts_format_local_time(0, small, sizeof(small)), -EINVAL);
 	setenv("TZ", "UTC", 1);
 	tzset();
 }
@@ -715,6 +715,204 @@ START_TEST(test_output_reply_limit)
 }
 END_TEST
 
+
+/* ---- rich channels ---- */
+
+#define RICH_NAME "roundtable-sandbox-" INST "-rich-5e0c2bb7e19dd8b4"
+#define BROKER_DIR "/run/roundtable-sandbox/turns/rich-5e0c2bb7e19dd8b4"
+
+static struct runnerd_rich_spec rich_spec(void)
+{
+	return (struct runnerd_rich_spec){
+		.docker = "/usr/bin/docker",
+		.installation_id = INST,
+		.channel_hash = HASH,
+		.profile = "default",
+		.generation = "0123456789abcdef",
+		.uid = 1000,
+		.gid = 1000,
+		.limits = {.memory_mb = 1536, .cpus = 1.0, .pids = 256},
+		.tmp_mb = 512,
+		.log_driver = "journald",
+		.time_zone = "Europe/Berlin",
+		.workspace = WS,
+		.broker_dir = BROKER_DIR,
+		.image = "roundtable-sandbox-rich:local",
+	};
+}
+
+/* Exactly the argv of rich-design.md section 1 and the seed's container (DESIGN.md 8.5). */
+START_TEST(test_rich_argv_exact)
+{
+	struct runnerd_rich_spec s = rich_spec();
+	cleanup_strv char **v = runnerd_docker_rich_argv(&s);
+	ck_assert_ptr_nonnull(v);
+	const char *expect[] = {
+		"/usr/bin/docker", "run", "-d", "--name", RICH_NAME,
+		"--label", "io.roundtable-sandbox.installation=" INST,
+		"--label", "io.roundtable-sandbox.channel=" HASH,
+		"--label", "io.roundtable-sandbox.kind=rich",
+		"--label", "io.roundtable-sandbox.profile=default",
+		"--label", "io.roundtable-sandbox.generation=0123456789abcdef",
+		"--network", "none", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--user", "1000:1000", "--memory", "1536m", "--memory-swap", "1536m", "--cpus", "1",
+		"--pids-limit", "256", "--tmpfs", "/tmp:rw,nosuid,nodev,size=512m",
+		/* journald, tagged with the hash prefix (never the channel key) */
+		"--log-driver", "journald", "--log-opt", "tag=sandbox/5e0c2bb7e19dd8b4",
+		"--pull", "never", "--env", "TZ=Europe/Berlin",
+		"--mount", "type=bind,source=" WS ",target=/workspace",
+		"--mount", "type=bind,source=" BROKER_DIR ",target=/run/broker,readonly",
+		"roundtable-sandbox-rich:local",
+	};
+	size_t n = rts_strv_len(v);
+	ck_assert_uint_eq(n, RTS_ARRAY_SIZE(expect));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(strcmp(v[i], expect[i]) == 0, "argv[%zu] is \"%s\", expected \"%s\"", i, v[i], expect[i]);
+	/* Never --rm (its logs are read before it is removed), never -i, never a port. */
+	ck_assert_uint_eq(count(v, "--rm"), 0);
+	ck_assert_uint_eq(count(v, "-p"), 0);
+}
+END_TEST
+
+START_TEST(test_rich_argv_log_options)
+{
+	struct runnerd_rich_spec s = rich_spec();
+	struct rts_rich_log_option opts[] = {{.name = "max-size", .value = "10m"}, {.name = "tag", .value = "mine"}};
+	/* json-file takes no tag: none is added; the operator's options follow the driver. */
+	s.log_driver = "json-file";
+	s.log_options = opts;
+	s.n_log_options = 1;
+	cleanup_strv char **v = runnerd_docker_rich_argv(&s);
+	ck_assert_str_eq(opt_value(v, "--log-driver"), "json-file");
+	ck_assert_str_eq(opt_value(v, "--log-opt"), "max-size=10m");
+	/* An operator's tag wins over ours. */
+	s.log_driver = "journald";
+	s.n_log_options = 2;
+	cleanup_strv char **w = runnerd_docker_rich_argv(&s);
+	ck_assert_uint_eq(count(w, "--log-opt"), 2);
+	ck_assert_uint_eq(count(w, "tag=mine"), 1);
+	ck_assert_uint_eq(count(w, "tag=sandbox/5e0c2bb7e19dd8b4"), 0);
+	/* A value that would carry another argument or a control byte is refused. */
+	struct rts_rich_log_option bad[] = {{.name = "x", .value = "a\nb"}};
+	s.log_options = bad;
+	s.n_log_options = 1;
+	ck_assert_ptr_null(runnerd_docker_rich_argv(&s));
+	struct rts_rich_log_option bad_name[] = {{.name = "x=y", .value = "a"}};
+	s.log_options = bad_name;
+	ck_assert_ptr_null(runnerd_docker_rich_argv(&s));
+}
+END_TEST
+
+START_TEST(test_rich_argv_refuses_bad_specs)
+{
+	struct runnerd_rich_spec s;
+#define REFUSE(field, value)                                      \
+	do {                                                      \
+		s = rich_spec();                                  \
+		s.field = value;                                  \
+		ck_assert_ptr_null(runnerd_docker_rich_argv(&s)); \
+	} while (0)
+	REFUSE(profile, "Bad");
+	REFUSE(profile, "a,b");
+	REFUSE(generation, "0123");
+	REFUSE(generation, "0123456789ABCDEF");
+	REFUSE(uid, 0);
+	REFUSE(gid, 0);
+	REFUSE(workspace, "/var/lib/ws,readonly=false");
+	REFUSE(broker_dir, "relative");
+	REFUSE(image, "-v/:/host");
+	REFUSE(tmp_mb, 0);
+	REFUSE(log_driver, "");
+	REFUSE(log_driver, "-x");
+	REFUSE(time_zone, "Europe/Berlin extra");
+	REFUSE(channel_hash, "5e0c");
+	REFUSE(installation_id, "a1b2");
+#undef REFUSE
+}
+END_TEST
+
+START_TEST(test_rich_names)
+{
+	cleanup_free char *n = runnerd_rich_name(INST, HASH);
+	ck_assert_str_eq(n, RICH_NAME);
+	ck_assert(runnerd_rich_name_ok(INST, RICH_NAME));
+	ck_assert(!runnerd_rich_name_ok(INST, RICH_NAME "0"));
+	ck_assert(!runnerd_rich_name_ok("ffffffffffff", RICH_NAME));
+	ck_assert(!runnerd_rich_name_ok(INST, "roundtable-sandbox-" INST "-rich-5E0C2BB7E19DD8B4"));
+	ck_assert(!runnerd_rich_name_ok(INST, "roundtable-sandbox-" INST "-" TURN));
+	/* A sealed turn's sweep never takes a rich container, and rm takes both kinds. */
+	ck_assert(!runnerd_stale_name_ok(INST, RICH_NAME));
+	cleanup_strv char **rm = runnerd_docker_rm_argv("/usr/bin/docker", RICH_NAME);
+	ck_assert_ptr_nonnull(rm);
+	ck_assert_str_eq(rm[3], RICH_NAME);
+	ck_assert_ptr_null(runnerd_docker_rm_argv("/usr/bin/docker", "roundtable-sandbox-" INST "-rich-x"));
+	cleanup_strv char **logs = runnerd_docker_logs_argv("/usr/bin/docker", RICH_NAME, 200);
+	ck_assert_str_eq(logs[1], "logs");
+	ck_assert_str_eq(logs[2], "--tail");
+	ck_assert_str_eq(logs[3], "200");
+	ck_assert_str_eq(logs[4], RICH_NAME);
+	ck_assert_ptr_null(runnerd_docker_logs_argv("/usr/bin/docker", "other", 200));
+	cleanup_strv char **run = runnerd_docker_running_argv("/usr/bin/docker", RICH_NAME);
+	ck_assert_str_eq(run[4], "{{.State.Running}}");
+	cleanup_strv char **ps = runnerd_docker_ps_rich_argv("/usr/bin/docker", INST);
+	ck_assert_str_eq(ps[6], "label=io.roundtable-sandbox.kind=rich");
+}
+END_TEST
+
+START_TEST(test_rich_ps_lines)
+{
+	struct runnerd_rich_found f;
+	ck_assert_int_eq(runnerd_parse_rich_line(INST, RICH_NAME "\trunning\t\"" HASH "\"\t\"0123456789abcdef\"", &f), 0);
+	ck_assert_str_eq(f.name, RICH_NAME);
+	ck_assert_str_eq(f.channel_hash, HASH);
+	ck_assert_str_eq(f.generation, "0123456789abcdef");
+	ck_assert(f.running);
+	ck_assert_int_eq(runnerd_parse_rich_line(INST, RICH_NAME "\texited\t\"" HASH "\"\t\"\"", &f), 0);
+	ck_assert(!f.running);
+	ck_assert_str_eq(f.generation, "");
+	const char *bad[] = {
+		/* the label's hash must have the name's prefix */
+		RICH_NAME "\trunning\t\"0" HASH "\"\t\"0123456789abcdef\"",
+		RICH_NAME "\trunning\t\"" "0000000000000000000000000000000000000000000000000000000000000000"
+			  "\"\t\"0123456789abcdef\"",
+		"roundtable-sandbox-ffffffffffff-rich-5e0c2bb7e19dd8b4\trunning\t\"" HASH "\"\t\"\"",
+		RICH_NAME "\trunning\t\"" HASH "\"",
+		RICH_NAME "\trunning\t\"" HASH "\"\t\"\"\textra",
+		"roundtable-sandbox-" INST "-" TURN "\trunning\t\"" HASH "\"\t\"\"",
+		"",
+	};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++)
+		ck_assert_msg(runnerd_parse_rich_line(INST, bad[i], &f) == -EINVAL, "accepted %s", bad[i]);
+}
+END_TEST
+
+START_TEST(test_rich_generation)
+{
+	char err[512];
+	cleanup_json json_object *o = NULL;
+	const char *why;
+	const char *doc = "{\"model\":\"m\",\"modelUrl\":\"https://model.invalid/v1/chat/completions\","
+			  "\"rich\":{\"profiles\":{\"a\":{\"model\":\"x\"},\"b\":{\"model\":\"x\",\"prompt\":\"p\"}}}}";
+	ck_assert_int_eq(rts_json_parse(doc, strlen(doc), 8, &o, &why), 0);
+	struct rts_config *c = rts_config_from_json(o, "t.json", err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	const struct rts_rich_profile *a = rts_rich_profile_find(&c->rich, "a"), *b = rts_rich_profile_find(&c->rich, "b");
+	char g1[17], g2[17], g3[17], g4[17], g5[17];
+	runnerd_rich_generation(c, a, "sha256:aa", 1000, 1000, g1);
+	runnerd_rich_generation(c, a, "sha256:aa", 1000, 1000, g2);
+	ck_assert_str_eq(g1, g2); /* deterministic */
+	ck_assert_uint_eq(strlen(g1), 16);
+	runnerd_rich_generation(c, b, "sha256:aa", 1000, 1000, g3); /* the profile */
+	runnerd_rich_generation(c, a, "sha256:bb", 1000, 1000, g4); /* the image */
+	c->rich.limits.pids = 100;					  /* the config */
+	runnerd_rich_generation(c, a, "sha256:aa", 1000, 1000, g5);
+	ck_assert_str_ne(g1, g3);
+	ck_assert_str_ne(g1, g4);
+	ck_assert_str_ne(g1, g5);
+	rts_config_free(c);
+}
+END_TEST
+
 static Suite *docker_args_suite(void)
 {
 	Suite *s = suite_create("runnerd");
@@ -736,6 +934,12 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_stale_lines);
 	tcase_add_test(tc, test_info_and_image_argv);
 	tcase_add_test(tc, test_data_root);
+	tcase_add_test(tc, test_rich_argv_exact);
+	tcase_add_test(tc, test_rich_argv_log_options);
+	tcase_add_test(tc, test_rich_argv_refuses_bad_specs);
+	tcase_add_test(tc, test_rich_names);
+	tcase_add_test(tc, test_rich_ps_lines);
+	tcase_add_test(tc, test_rich_generation);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("worker_io");

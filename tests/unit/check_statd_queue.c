@@ -20,7 +20,9 @@
 #include "tests/unit/machine_rig.h"
 #include "tests/unit/seqpacket_rig.h"
 
-#define TIMEOUT_MS 60000u /* turnTimeoutMs of the queue under test */
+#define TIMEOUT_MS 60000u	  /* turnTimeoutMs of the queue under test */
+#define RICH_TIMEOUT_MS 300000u /* rich.turnTimeoutMs */
+#define RICH_START_MS 90000u	  /* rich.startTimeoutMs */
 
 /* A request as the queue sees it: only a name here. */
 struct statd_origin {
@@ -32,13 +34,25 @@ struct statd_origin {
 	enum statd_outcome outcome;
 };
 
-/* A TURN_RUN the fake link took. */
+/* A TURN_RUN (or RICH_TURN) the fake link took. */
 struct sent_run {
 	const void *tag;
 	char id[RTS_TURN_ID_LEN + 1];
 	char name[48];
 	bool start_fresh;
 	bool in_send_queue; /* can still be withdrawn */
+};
+
+/* A rich reply, as opaque to the queue as the real one (statd/rich.h). */
+struct statd_rich_reply {
+	char text[48];
+};
+
+/* What the fake state file holds for a channel. */
+struct fake_mode {
+	char channel[16];
+	enum statd_mode mode;
+	char profile[16];
 };
 
 static struct {
@@ -48,6 +62,16 @@ static struct {
 	int connect_result;   /* what connect returns */
 	int workspace_result; /* < 0: workspace_open fails with it */
 	int record_result;    /* what record_mode returns */
+	int key_result;	      /* < 0: channel_key fails with it */
+	int store_result;     /* < 0: attachment_write fails with it */
+	int archive_result;   /* < 0: archive fails with it */
+	uint64_t store_bytes; /* what attachment_write stores (0: 1000) */
+	unsigned replies_freed;
+	struct fake_mode modes[16];
+	size_t n_modes;
+	/* The turn id of the last ATTACH_FETCH and RICH_STOP seq. */
+	char fetch_id[RTS_TURN_ID_LEN + 1];
+	uint32_t stop_seq;
 
 	/* what happened */
 	struct sent_run *runs;
@@ -55,6 +79,8 @@ static struct {
 	struct statd_origin **origins;
 	size_t n_origins, cap_origins;
 	unsigned connects, stops;
+	char input_text[48]; /* the text of the last rich input made */
+	bool input_fresh;
 	bool freeing; /* statd_queue_free runs: releases without events are fine */
 } fk;
 
@@ -95,6 +121,7 @@ static const char *refusal_name(enum statd_refusal r)
 		[STATD_REFUSAL_TOO_MANY_CHANNELS] = "too_many_channels",
 		[STATD_REFUSAL_QUEUE_FULL] = "queue_full",
 		[STATD_REFUSAL_STATE_WRITE] = "state_write",
+		[STATD_REFUSAL_UNAVAILABLE] = "unavailable",
 	};
 	return names[r];
 }
@@ -113,10 +140,14 @@ static void op_answer(void *owner, struct statd_origin *o, const struct statd_an
 		if (a->error)
 			rig_logf("answer %s mode %s refused %s", o->name, a->channel, refusal_name(a->error));
 		else
-			rig_logf("answer %s mode %s %s", o->name, a->channel, statd_mode_name(a->mode));
+			rig_logf("answer %s mode %s %s%s%s", o->name, a->channel, statd_mode_name(a->mode),
+				 a->profile ? " " : "", a->profile ? a->profile : "");
 		break;
 	case STATD_ANSWER_FRESH:
-		rig_logf("answer %s fresh %s", o->name, a->channel);
+		if (a->error)
+			rig_logf("answer %s fresh %s refused %s", o->name, a->channel, refusal_name(a->error));
+		else
+			rig_logf("answer %s fresh %s", o->name, a->channel);
 		break;
 	}
 }
@@ -130,21 +161,28 @@ static const char *outcome_name(enum statd_outcome outcome)
 		[STATD_OUTCOME_CANCELLED] = "cancelled",
 		[STATD_OUTCOME_CLEANUP_FAILED] = "cleanup_failed",
 		[STATD_OUTCOME_UNAVAILABLE] = "unavailable",
+		[STATD_OUTCOME_ATTACHMENT_REFUSED] = "attachment_refused",
+		[STATD_OUTCOME_ATTACHMENT_TOO_LARGE] = "attachment_too_large",
+		[STATD_OUTCOME_ATTACHMENT_FAILED] = "attachment_failed",
 	};
 	return names[outcome];
 }
 
-static void op_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply)
+static void op_event(void *owner, struct statd_origin *o, enum statd_outcome outcome, const char *reply,
+		     const struct statd_rich_reply *rich)
 {
 	ck_assert_msg(o->is_turn, "an event for %s, which is not a turn", o->name);
 	ck_assert_msg(o->answered && o->answer_kind == STATD_ANSWER_SANDBOX, "event for %s before its answer", o->name);
 	ck_assert_msg(!o->evented, "a second event for %s", o->name);
 	ck_assert_msg(!o->released, "an event for %s after its release", o->name);
-	ck_assert((outcome == STATD_OUTCOME_REPLY) == (reply != NULL));
+	ck_assert((outcome == STATD_OUTCOME_REPLY) == (reply != NULL || rich != NULL));
+	ck_assert(!(reply && rich));
 	o->evented = true;
 	o->outcome = outcome;
 	if (reply)
 		rig_logf("event %s reply %s", o->name, reply);
+	else if (rich)
+		rig_logf("event %s rich reply %s", o->name, rich->text);
 	else
 		rig_logf("event %s %s", o->name, outcome_name(outcome));
 }
@@ -158,10 +196,37 @@ static void op_release(void *owner, struct statd_origin *o)
 	o->released = true;
 }
 
-static int op_record_mode(void *owner, const char *channel, enum statd_mode mode)
+static struct fake_mode *mode_slot(const char *channel)
 {
-	rig_logf("record %s %s", channel, statd_mode_name(mode));
+	for (size_t i = 0; i < fk.n_modes; i++)
+		if (strcmp(fk.modes[i].channel, channel) == 0)
+			return &fk.modes[i];
+	return NULL;
+}
+
+static int op_record_mode(void *owner, const char *channel, enum statd_mode mode, const char *profile)
+{
+	ck_assert((mode == STATD_MODE_RICH) == (profile != NULL));
+	rig_logf("record %s %s%s%s", channel, statd_mode_name(mode), profile ? " " : "", profile ? profile : "");
+	if (fk.record_result < 0)
+		return fk.record_result;
+	struct fake_mode *m = mode_slot(channel);
+	if (!m) {
+		ck_assert_uint_lt(fk.n_modes, RTS_ARRAY_SIZE(fk.modes));
+		m = &fk.modes[fk.n_modes++];
+		snprintf(m->channel, sizeof(m->channel), "%s", channel);
+	}
+	m->mode = mode;
+	snprintf(m->profile, sizeof(m->profile), "%s", profile ? profile : "");
 	return fk.record_result;
+}
+
+static enum statd_mode op_mode_of(void *owner, const char *channel, const char **profile)
+{
+	struct fake_mode *m = mode_slot(channel);
+	if (profile)
+		*profile = m && m->mode == STATD_MODE_RICH ? m->profile : NULL;
+	return m ? m->mode : STATD_MODE_OFF;
 }
 
 static int op_workspace_open(void *owner, const char *channel_hash, char **path, const char **why)
@@ -230,6 +295,146 @@ static void op_stopped(void *owner)
 	rig_logf("stopped");
 }
 
+/* ---- the rich ops ---- */
+
+/* The tests' channels are short names: the log shows the name whose hash it got. */
+static const char *channel_of_hash(const char *hash)
+{
+	static const char *const names[] = {"c1", "c2", "c3", "r1", "r2", "r3"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(names); i++) {
+		char h[RTS_HASH_HEX_LEN + 1];
+		rts_channel_hash(names[i], h);
+		if (strcmp(h, hash) == 0)
+			return names[i];
+	}
+	ck_abort_msg("a hash of no test channel");
+	return NULL;
+}
+
+static int op_channel_key(void *owner, const char *channel, const char *channel_hash, const char **why)
+{
+	char h[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash(channel, h);
+	ck_assert_str_eq(h, channel_hash);
+	rig_logf("key %s", channel);
+	if (fk.key_result < 0)
+		*why = "test says no";
+	return fk.key_result;
+}
+
+static bool op_send_ensure(void *owner, const struct statd_rich_ensure *e)
+{
+	if (!fk.room)
+		return false;
+	ck_assert_int_ge(e->workspace_fd, 0);
+	close(e->workspace_fd);
+	char h[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash(e->channel, h);
+	ck_assert_str_eq(h, e->channel_hash);
+	rig_logf("ensure %s %s", e->channel, e->profile);
+	return true;
+}
+
+static const char *reason_name(uint32_t reason)
+{
+	return reason == RTS_RICH_STOP_OFF ? "off" : reason == RTS_RICH_STOP_FRESH ? "fresh" : "changed";
+}
+
+static bool op_send_stop(void *owner, uint32_t seq, const char *channel_hash, uint32_t reason)
+{
+	if (!fk.room)
+		return false;
+	fk.stop_seq = seq;
+	rig_logf("stop %s %s", channel_of_hash(channel_hash), reason_name(reason));
+	return true;
+}
+
+static bool op_send_sync(void *owner, uint32_t channels)
+{
+	if (!fk.room)
+		return false;
+	rig_logf("sync %u", channels);
+	return true;
+}
+
+static bool op_send_fetch(void *owner, const char *turn_id, uint32_t index, const char *url, uint64_t max_bytes)
+{
+	if (!fk.room)
+		return false;
+	ck_assert(rts_turn_id_valid(turn_id));
+	memcpy(fk.fetch_id, turn_id, sizeof(fk.fetch_id));
+	rig_logf("fetch %u %s max %llu", index, url, (unsigned long long)max_bytes);
+	return true;
+}
+
+static bool op_send_rich_turn(void *owner, const struct statd_rich_turn_start *s)
+{
+	if (!fk.room)
+		return false;
+	ck_assert_int_ge(s->input_fd, 0);
+	close(s->input_fd);
+	ck_assert(op_send_ensure(owner, &s->ensure));
+	ck_assert_str_eq(s->ensure.channel, s->channel);
+	ck_assert_str_eq(s->ensure.profile, s->profile);
+	if (fk.n_runs == fk.cap_runs) {
+		fk.cap_runs = fk.cap_runs ? 2 * fk.cap_runs : 64;
+		fk.runs = rts_xrealloc(fk.runs, fk.cap_runs * sizeof(*fk.runs));
+	}
+	struct sent_run *r = &fk.runs[fk.n_runs++];
+	*r = (struct sent_run){.tag = s->tag, .in_send_queue = fk.hold_sends};
+	ck_assert(rts_turn_id_valid(s->turn_id));
+	memcpy(r->id, s->turn_id, sizeof(r->id));
+	/* The input was made just before: its name is the turn's text (op_rich_input). */
+	snprintf(r->name, sizeof(r->name), "%s", fk.input_text);
+	r->start_fresh = fk.input_fresh;
+	rig_logf("rich %s %s%s", fk.input_text, s->profile, fk.input_fresh ? " fresh" : "");
+	return true;
+}
+
+static int op_attachment_write(void *owner, int workspace_fd, const char *turn_id, uint32_t index, int data_fd,
+			       const char *mime, uint64_t max_bytes, struct statd_attachment *a, const char **why)
+{
+	ck_assert_int_ge(workspace_fd, 0);
+	ck_assert_str_eq(turn_id, fk.fetch_id);
+	rig_logf("store %u %s", index, mime);
+	if (fk.store_result < 0) {
+		*why = "test says no";
+		return fk.store_result;
+	}
+	a->file_name = rts_xstrdup("f");
+	a->path = rts_xasprintf("/workspace/attachments/%s/%u-f", turn_id, index);
+	a->mime = rts_xstrdup(mime);
+	a->bytes = fk.store_bytes ? fk.store_bytes : 1000;
+	return 0;
+}
+
+static int op_rich_input(void *owner, const struct statd_rich_input *in)
+{
+	snprintf(fk.input_text, sizeof(fk.input_text), "%s", in->text);
+	fk.input_fresh = in->start_fresh;
+	for (size_t i = 0; i < in->n_attachments; i++)
+		ck_assert_ptr_nonnull(in->attachments[i].path); /* every one stored before */
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+static int op_archive(void *owner, int workspace_fd, const char *channel_hash, const char **why)
+{
+	ck_assert_int_ge(workspace_fd, 0);
+	rig_logf("archive %s", channel_of_hash(channel_hash));
+	if (fk.archive_result < 0)
+		*why = "test says no";
+	return fk.archive_result;
+}
+
+static void op_rich_reply_free(void *owner, struct statd_rich_reply *r)
+{
+	if (r)
+		fk.replies_freed++;
+	free(r);
+}
+
 static const struct statd_queue_ops ops = {
 	.now_ms = rig_op_now_ms,
 	.timer_start = op_timer_start,
@@ -238,11 +443,22 @@ static const struct statd_queue_ops ops = {
 	.event = op_event,
 	.release = op_release,
 	.record_mode = op_record_mode,
+	.mode_of = op_mode_of,
 	.workspace_open = op_workspace_open,
 	.connect = op_connect,
 	.send_run = op_send_run,
 	.withdraw = op_withdraw,
 	.send_cancel = op_send_cancel,
+	.channel_key = op_channel_key,
+	.send_ensure = op_send_ensure,
+	.send_stop = op_send_stop,
+	.send_sync = op_send_sync,
+	.send_fetch = op_send_fetch,
+	.send_rich_turn = op_send_rich_turn,
+	.attachment_write = op_attachment_write,
+	.rich_input = op_rich_input,
+	.archive = op_archive,
+	.rich_reply_free = op_rich_reply_free,
 	.stopped = op_stopped,
 };
 
@@ -255,7 +471,10 @@ static void setup(void)
 	memset(&fk, 0, sizeof(fk));
 	fk.room = true;
 	fake_timers_reset();
-	q = statd_queue_new(&ops, NULL, TIMEOUT_MS);
+	q = statd_queue_new(&ops, NULL,
+			    &(struct statd_queue_conf){.turn_timeout_ms = TIMEOUT_MS,
+						       .rich_turn_timeout_ms = RICH_TIMEOUT_MS,
+						       .rich_start_timeout_ms = RICH_START_MS});
 }
 
 static void teardown(void)
@@ -331,7 +550,7 @@ static enum statd_refusal turn(const char *channel, const char *name)
 static enum statd_refusal mode(const char *channel, const char *name, enum statd_mode m)
 {
 	struct statd_origin *o = origin(name, false);
-	return settle(o, statd_queue_mode(q, channel, m, o));
+	return settle(o, statd_queue_mode(q, channel, m, NULL, o));
 }
 
 static enum statd_refusal fresh(const char *channel, const char *name)
@@ -866,6 +1085,498 @@ START_TEST(test_free_releases_everything_without_events)
 }
 END_TEST
 
+
+/* ---- rich channels ---- */
+
+static enum statd_refusal rich_mode(const char *channel, const char *name, const char *profile)
+{
+	struct statd_origin *o = origin(name, false);
+	return settle(o, statd_queue_mode(q, channel, STATD_MODE_RICH, profile, o));
+}
+
+/* A rich message for channel named name (its text), with attachment URLs (NULL-ended)
+ * and images_len bytes of rendered images. */
+static enum statd_refusal rich_turn_with(const char *channel, const char *name, const char *const *urls,
+					 size_t images_len)
+{
+	struct statd_origin *o = origin(name, true);
+	size_t n = 0;
+	while (urls && urls[n])
+		n++;
+	struct statd_attachment *att = n ? rts_xcalloc(n, sizeof(*att)) : NULL;
+	for (size_t i = 0; i < n; i++)
+		att[i].url = rts_xstrdup(urls[i]);
+	char *images = images_len ? rts_xcalloc(images_len + 1, 1) : NULL;
+	struct statd_turn_request req = {
+		.channel = channel,
+		.speaker_id = "42",
+		.speaker_name = "Alice",
+		.principal_id = "p42",
+		.text = name,
+		.rich = true,
+		.images_json = images,
+		.images_len = images_len,
+		.attachment_list = att,
+		.n_attachments = n,
+	};
+	enum statd_refusal r = statd_queue_turn(q, &req, o);
+	if (r != STATD_REFUSAL_NONE) {
+		/* Still ours when refused. */
+		free(images);
+		for (size_t i = 0; i < n; i++)
+			free(att[i].url);
+		free(att);
+	}
+	return settle(o, r);
+}
+
+static enum statd_refusal rich_turn(const char *channel, const char *name)
+{
+	return rich_turn_with(channel, name, NULL, 0);
+}
+
+static void rich_done(const char *name, enum rts_turn_status status, const char *text)
+{
+	struct sent_run *r = run_by_name(name);
+	ck_assert_msg(r != NULL, "no RICH_TURN for %s", name);
+	struct statd_rich_reply *rep = NULL;
+	if (text) {
+		rep = rts_xcalloc(1, sizeof(*rep));
+		snprintf(rep->text, sizeof(rep->text), "%s", text);
+	}
+	statd_queue_rich_turn_done(q, r->id, status, rep);
+}
+
+/* The attachment being fetched arrives (result 0) or fails. */
+static void attach(uint32_t index, int32_t result)
+{
+	statd_queue_attach_data(q, fk.fetch_id, index, result, "image/png", -1);
+}
+
+START_TEST(test_rich_mode_starts_the_container)
+{
+	size_t m = rig_mark();
+	ck_assert_int_eq(rich_mode("r1", "m", "default"), STATD_REFUSAL_NONE);
+	/* Recorded and answered first; the container is then started (its key first). */
+	rig_expect_since(m, "record r1 rich default", "answer m mode r1 rich default", "key r1", "ensure r1 default",
+			 NULL);
+	m = rig_mark();
+	/* The same profile again: nothing to stop or start. */
+	rich_mode("r1", "m2", "default");
+	rig_expect_since(m, "record r1 rich default", "answer m2 mode r1 rich default", NULL);
+	m = rig_mark();
+	/* Another profile: the stale container goes, the new one comes. */
+	rich_mode("r1", "m3", "other");
+	rig_expect_since(m, "record r1 rich other", "answer m3 mode r1 rich other", "stop r1 changed", "key r1",
+			 "ensure r1 other", NULL);
+	m = rig_mark();
+	mode("r1", "m4", STATD_MODE_OFF);
+	rig_expect_since(m, "record r1 off", "answer m4 mode r1 off", "stop r1 off", NULL);
+	m = rig_mark();
+	rich_mode("r1", "m5", "default");
+	mode("r1", "m6", STATD_MODE_ON);
+	rig_expect_since(m, "record r1 rich default", "answer m5 mode r1 rich default", "key r1", "ensure r1 default",
+			 "record r1 on", "answer m6 mode r1 on", "stop r1 off", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_mode_without_a_link_leaves_it_to_the_sync)
+{
+	fk.room = false;
+	size_t m = rig_mark();
+	rich_mode("r1", "m", "default");
+	rig_expect_since(m, "record r1 rich default", "answer m mode r1 rich default", "key r1", NULL);
+	ck_assert_uint_eq(fk.connects, 1);
+	/* A key of another channel: recorded and answered, but no container. */
+	fk.room = true;
+	fk.key_result = -EEXIST;
+	m = rig_mark();
+	rich_mode("r2", "m2", "default");
+	rig_expect_since(m, "record r2 rich default", "answer m2 mode r2 rich default", "key r2", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_turn_end_to_end)
+{
+	rich_mode("r1", "m", "default");
+	size_t m = rig_mark();
+	ck_assert_int_eq(rich_turn("r1", "a"), STATD_REFUSAL_NONE);
+	ck_assert_int_eq(rich_turn("r1", "b"), STATD_REFUSAL_NONE);
+	/* The key is checked and the container ensured right before the turn goes. */
+	rig_expect_since(m, "answer a sandbox", "key r1", "ensure r1 default", "rich a default", "answer b sandbox",
+			 NULL);
+	m = rig_mark();
+	rich_done("a", RTS_TURN_OK, "hello");
+	rig_expect_since(m, "event a rich reply hello", "key r1", "ensure r1 default", "rich b default", NULL);
+	m = rig_mark();
+	/* An OK without a usable reply (statd refused it) fails the turn. */
+	rich_done("b", RTS_TURN_OK, NULL);
+	rig_expect_since(m, "event b failed", NULL);
+	ck_assert_uint_eq(fk.replies_freed, 1);
+	ck_assert_uint_eq(fake_timers_pending(), 0);
+}
+END_TEST
+
+START_TEST(test_rich_turn_status_and_late_answers)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a");
+	size_t m = rig_mark();
+	rich_done("a", RTS_TURN_TIMEOUT, NULL);
+	rig_expect_since(m, "event a timeout", NULL);
+	/* A late one, reply included, is dropped and freed. */
+	m = rig_mark();
+	rich_done("a", RTS_TURN_OK, "late");
+	rig_expect_since(m, NULL);
+	ck_assert_uint_eq(fk.replies_freed, 1);
+	/* A sealed TURN_DONE never ends a rich turn. */
+	rich_turn("r1", "b");
+	m = rig_mark();
+	done("b", RTS_TURN_OK, "wrong kind");
+	rig_expect_since(m, NULL);
+	rich_done("b", RTS_TURN_CANCELLED, NULL);
+	rig_expect_since(m, "event b cancelled", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_attachments_one_at_a_time)
+{
+	rich_mode("r1", "m", "default");
+	static const char *const urls[] = {"https://a.example/1", "https://a.example/2", NULL};
+	size_t m = rig_mark();
+	rich_turn_with("r1", "a", urls, 0);
+	rig_expect_since(m, "answer a sandbox", "key r1", "fetch 0 https://a.example/1 max 26214400", NULL);
+	m = rig_mark();
+	/* A data answer for an index not asked for is ignored. */
+	attach(1, 0);
+	rig_expect_since(m, NULL);
+	attach(0, 0);
+	/* 1000 bytes stored: the second may still have its own bound. */
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", NULL);
+	m = rig_mark();
+	attach(1, 0);
+	rig_expect_since(m, "store 1 image/png", "ensure r1 default", "rich a default", NULL);
+	m = rig_mark();
+	rich_done("a", RTS_TURN_OK, "seen");
+	rig_expect_since(m, "event a rich reply seen", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_attachment_failures)
+{
+	static const char *const urls[] = {"https://a.example/1", "https://a.example/2", NULL};
+	static const struct {
+		int32_t result;
+		int store;
+		const char *event;
+	} cases[] = {
+		{-EACCES, 0, "attachment_refused"},
+		{-EFBIG, 0, "attachment_too_large"},
+		{-ETIMEDOUT, 0, "attachment_failed"},
+		{-EIO, 0, "attachment_failed"},
+		{0, -EFBIG, "attachment_too_large"},
+		{0, -ENOSPC, "attachment_failed"},
+	};
+	rich_mode("r1", "m", "default");
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(cases); i++) {
+		char name[16], want[64];
+		snprintf(name, sizeof(name), "t%zu", i);
+		rich_turn_with("r1", name, urls, 0);
+		fk.store_result = cases[i].store;
+		size_t m = rig_mark();
+		attach(0, cases[i].result);
+		snprintf(want, sizeof(want), "event %s %s", name, cases[i].event);
+		/* That rule ended it: nothing more was fetched and no turn went to runnerd. */
+		if (cases[i].result == 0)
+			rig_expect_since(m, "store 0 image/png", want, NULL);
+		else
+			rig_expect_since(m, want, NULL);
+		fk.store_result = 0;
+	}
+	ck_assert_ptr_null(run_by_name("t0"));
+	ck_assert_uint_eq(fake_timers_pending(), 0);
+}
+END_TEST
+
+START_TEST(test_rich_attachment_budget_shrinks)
+{
+	/* Ten attachments of 1000 bytes each: each fetch may bring what is left of 50 MiB,
+	 * at most 25 MiB. */
+	static const char *const urls[] = {"https://a.example/1", "https://a.example/2", NULL};
+	rich_mode("r1", "m", "default");
+	rich_turn_with("r1", "a", urls, 0);
+	size_t m = rig_mark();
+	attach(0, 0);
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", NULL);
+	ck_assert_uint_eq(RTS_RICH_ATTACHMENTS_TOTAL_MAX - 1000 > RTS_RICH_ATTACHMENT_BYTES_MAX, 1);
+	attach(1, 0);
+	rich_done("a", RTS_TURN_OK, "x");
+}
+END_TEST
+
+START_TEST(test_rich_attachments_total)
+{
+	/* Two of 25 MiB fill the 50 MiB: the third is not even fetched. */
+	static const char *const urls[] = {"https://a.example/1", "https://a.example/2", "https://a.example/3", NULL};
+	rich_mode("r1", "m", "default");
+	fk.store_bytes = RTS_RICH_ATTACHMENT_BYTES_MAX;
+	rich_turn_with("r1", "a", urls, 0);
+	size_t m = rig_mark();
+	attach(0, 0);
+	attach(1, 0);
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", "store 1 image/png",
+			 "event a attachment_too_large", NULL);
+	/* With 20 MiB stored, the next may bring only what is left. */
+	fk.store_bytes = 20u << 20;
+	rich_turn_with("r1", "b", urls, 0);
+	m = rig_mark();
+	attach(0, 0);
+	attach(1, 0);
+	rig_expect_since(m, "store 0 image/png", "fetch 1 https://a.example/2 max 26214400", "store 1 image/png",
+			 "fetch 2 https://a.example/3 max 10485760", NULL);
+	attach(2, 0);
+	rich_done("b", RTS_TURN_OK, "done");
+}
+END_TEST
+
+START_TEST(test_rich_attachments_wait_for_the_link)
+{
+	static const char *const urls[] = {"https://a.example/1", NULL};
+	rich_mode("r1", "m", "default");
+	fk.room = false;
+	size_t m = rig_mark();
+	rich_turn_with("r1", "a", urls, 0);
+	rig_expect_since(m, "answer a sandbox", "key r1", NULL);
+	fk.room = true;
+	statd_queue_link_ready(q);
+	rig_expect_since(m, "answer a sandbox", "key r1", "fetch 0 https://a.example/1 max 26214400", NULL);
+	m = rig_mark();
+	/* The link fails while the data is due: unavailable, and a late answer is nothing. */
+	statd_queue_link_down(q, true);
+	rig_expect_since(m, "event a unavailable", NULL);
+	attach(0, 0);
+	rig_expect_since(m, "event a unavailable", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_cancel_while_fetching)
+{
+	static const char *const urls[] = {"https://a.example/1", NULL};
+	rich_mode("r1", "m", "default");
+	rich_turn_with("r1", "a", urls, 0);
+	rich_turn("r1", "b");
+	size_t m = rig_mark();
+	ck_assert_uint_eq(statd_queue_cancel(q, "r1"), 2);
+	/* Nothing of it is at runnerd but a fetch: it ends at once. */
+	rig_expect_since(m, "event b cancelled", "event a cancelled", NULL);
+	attach(0, 0);
+	rig_expect_since(m, "event b cancelled", "event a cancelled", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_cancel_running_turn)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a");
+	size_t m = rig_mark();
+	ck_assert_uint_eq(statd_queue_cancel(q, "r1"), 1);
+	/* runnerd has it: TURN_CANCEL, and its answer ends it. */
+	rig_expect_since(m, "cancel a", NULL);
+	rich_done("a", RTS_TURN_CANCELLED, NULL);
+	rig_expect_since(m, "cancel a", "event a cancelled", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_attachments_time_out)
+{
+	static const char *const urls[] = {"https://a.example/1", NULL};
+	rich_mode("r1", "m", "default");
+	rich_turn_with("r1", "a", urls, 0);
+	size_t m = rig_mark();
+	fake_advance(RICH_TIMEOUT_MS - 1);
+	rig_expect_since(m, NULL);
+	fake_advance(1);
+	rig_expect_since(m, "event a timeout", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_backstop_after_the_turn_went)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a");
+	flush_sends();
+	size_t m = rig_mark();
+	fake_advance(RICH_TIMEOUT_MS + RICH_START_MS + STATD_BACKSTOP_EXTRA_MS - 1);
+	rig_expect_since(m, NULL);
+	fake_advance(1);
+	rig_expect_since(m, "cancel a", "event a failed", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_channel_key_mismatch_refuses_the_turn)
+{
+	rich_mode("r1", "m", "default");
+	fk.key_result = -EEXIST;
+	static const char *const urls[] = {"https://a.example/1", NULL};
+	size_t m = rig_mark();
+	rich_turn_with("r1", "a", urls, 0);
+	/* Nothing fetched, nothing sent. */
+	rig_expect_since(m, "answer a sandbox", "key r1", "event a failed", NULL);
+	ck_assert_uint_eq(fk.n_runs, 0);
+}
+END_TEST
+
+START_TEST(test_rich_turn_after_the_mode_left_rich)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a");
+	/* Queued behind a: off, then a rich message routed while the channel was still rich. */
+	mode("r1", "off", STATD_MODE_OFF);
+	rich_turn("r1", "b");
+	size_t m = rig_mark();
+	rich_done("a", RTS_TURN_OK, "x");
+	rig_expect_since(m, "event a rich reply x", "record r1 off", "answer off mode r1 off", "stop r1 off",
+			 "event b failed", NULL);
+	/* Another profile since: the turn runs with it. */
+	rich_mode("r1", "m2", "default");
+	rich_turn("r1", "c");
+	rich_mode("r1", "m3", "other");
+	rich_turn("r1", "d");
+	m = rig_mark();
+	rich_done("c", RTS_TURN_OK, "y");
+	rig_expect_since(m, "event c rich reply y", "record r1 rich other", "answer m3 mode r1 rich other",
+			 "stop r1 changed", "key r1", "ensure r1 other", "key r1", "ensure r1 other", "rich d other",
+			 NULL);
+}
+END_TEST
+
+START_TEST(test_rich_fresh_waits_for_the_removal)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a");
+	fresh("r1", "f");
+	rich_turn("r1", "b");
+	size_t m = rig_mark();
+	rich_done("a", RTS_TURN_OK, "x");
+	/* The fresh start runs like a turn: the container is stopped first... */
+	rig_expect_since(m, "event a rich reply x", "key r1", "stop r1 fresh", NULL);
+	struct statd_channel_status st = status_of("r1");
+	ck_assert(st.stopping);
+	ck_assert(!st.running);
+	m = rig_mark();
+	/* ...an answer for another request changes nothing... */
+	statd_queue_rich_state(q, fk.stop_seq + 7, "0000000000000000000000000000000000000000000000000000000000000000",
+			       RTS_RICH_STATE_STOPPED, 0);
+	rig_expect_since(m, NULL);
+	/* ...and once it is gone the sessions move and the answer comes; then b, fresh. */
+	char hash[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash("r1", hash);
+	statd_queue_rich_state(q, fk.stop_seq, hash, RTS_RICH_STATE_STOPPED, 0);
+	rig_expect_since(m, "key r1", "archive r1", "answer f fresh r1", "key r1", "ensure r1 default",
+			 "rich b default fresh", NULL);
+	m = rig_mark();
+	rich_done("b", RTS_TURN_OK, "y");
+	rig_expect_since(m, "event b rich reply y", NULL);
+	ck_assert(!status_of("r1").fresh);
+}
+END_TEST
+
+START_TEST(test_rich_fresh_failures)
+{
+	char hash[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash("r1", hash);
+	rich_mode("r1", "m", "default");
+	size_t m = rig_mark();
+	/* runnerd could not remove the container: no archive, an error answer. */
+	fresh("r1", "f1");
+	statd_queue_rich_state(q, fk.stop_seq, hash, RTS_RICH_STATE_FAILED, -EIO);
+	rig_expect_since(m, "key r1", "stop r1 fresh", "answer f1 fresh r1 refused unavailable", NULL);
+	ck_assert(!status_of("r1").fresh);
+	/* The archive fails: refused too. */
+	m = rig_mark();
+	fk.archive_result = -EIO;
+	fresh("r1", "f2");
+	statd_queue_rich_state(q, fk.stop_seq, hash, RTS_RICH_STATE_STOPPED, 0);
+	rig_expect_since(m, "key r1", "stop r1 fresh", "key r1", "archive r1", "answer f2 fresh r1 refused unavailable",
+			 NULL);
+	fk.archive_result = 0;
+	/* The key does not match: nothing is stopped or moved. */
+	m = rig_mark();
+	fk.key_result = -EEXIST;
+	fresh("r1", "f3");
+	rig_expect_since(m, "key r1", "answer f3 fresh r1 refused unavailable", NULL);
+	fk.key_result = 0;
+	/* The link goes while runnerd removes it: unavailable. */
+	m = rig_mark();
+	fresh("r1", "f4");
+	statd_queue_link_down(q, true);
+	rig_expect_since(m, "key r1", "stop r1 fresh", "answer f4 fresh r1 refused unavailable", NULL);
+	/* runnerd never answers: the backstop answers. */
+	m = rig_mark();
+	fake_advance(STATD_RUNNERD_FAIL_FAST_MS);
+	fresh("r1", "f5");
+	fake_advance(STATD_BACKSTOP_EXTRA_MS);
+	rig_expect_since(m, "key r1", "stop r1 fresh", "answer f5 fresh r1 refused unavailable", NULL);
+	/* A cancel leaves a fresh start alone. */
+	fresh("r1", "f6");
+	m = rig_mark();
+	ck_assert_uint_eq(statd_queue_cancel(q, "r1"), 0);
+	rig_expect_since(m, NULL);
+	statd_queue_rich_state(q, fk.stop_seq, hash, RTS_RICH_STATE_STOPPED, 0);
+	rig_expect_since(m, "key r1", "archive r1", "answer f6 fresh r1", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_sync_after_hello)
+{
+	static const char *const channels[] = {"r1", "r2", "r3"};
+	static const char *const profiles[] = {"default", "other", "default"};
+	rich_mode("r2", "m", "other");
+	fresh("r2", "f"); /* r2 is being stopped: left out */
+	size_t m = rig_mark();
+	statd_queue_rich_sync(q, channels, profiles, 3);
+	rig_expect_since(m, "key r1", "ensure r1 default", "key r3", "ensure r3 default", "sync 2", NULL);
+	/* A key that does not match is left out too (runnerd removes its container). */
+	fk.key_result = -EEXIST;
+	m = rig_mark();
+	statd_queue_rich_sync(q, channels, profiles, 1);
+	rig_expect_since(m, "key r1", "sync 0", NULL);
+	fk.key_result = 0;
+	/* A congested link: the rest follows when it drains. */
+	fk.room = false;
+	m = rig_mark();
+	statd_queue_rich_sync(q, channels + 2, profiles + 2, 1);
+	rig_expect_since(m, "key r3", NULL);
+	fk.room = true;
+	statd_queue_link_ready(q);
+	rig_expect_since(m, "key r3", "key r3", "ensure r3 default", "sync 1", NULL);
+	/* A link lost before the end: no RICH_SYNC at all. */
+	fk.room = false;
+	m = rig_mark();
+	statd_queue_rich_sync(q, channels, profiles, 1);
+	statd_queue_link_down(q, true);
+	fk.room = true;
+	statd_queue_link_ready(q);
+	/* (r2's fresh start ends with the link too.) */
+	rig_expect_since(m, "key r1", "answer f fresh r2 refused unavailable", NULL);
+}
+END_TEST
+
+START_TEST(test_rich_busy_on_payload_bytes)
+{
+	rich_mode("r1", "m", "default");
+	rich_turn("r1", "a"); /* running */
+	ck_assert_int_eq(rich_turn_with("r1", "big", NULL, STATD_QUEUED_RICH_BYTES_MAX / 2), STATD_REFUSAL_NONE);
+	ck_assert_int_eq(rich_turn_with("r1", "big2", NULL, STATD_QUEUED_RICH_BYTES_MAX / 2), STATD_REFUSAL_NONE);
+	/* One byte more is busy, and refused payload stays the caller's (freed by the rig). */
+	ck_assert_int_eq(rich_turn_with("r2", "one", NULL, 1), STATD_REFUSAL_BUSY);
+	/* A running turn's payload still counts until it ends. */
+	ck_assert_uint_eq(statd_queue_cancel(q, "r1"), 3);
+	rich_done("a", RTS_TURN_CANCELLED, NULL);
+	ck_assert_int_eq(rich_turn_with("r2", "one", NULL, 1), STATD_REFUSAL_NONE);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("statd_queue");
@@ -896,6 +1607,25 @@ int main(void)
 	tcase_add_test(tc, test_stop_cancels_and_waits_for_runnerd);
 	tcase_add_test(tc, test_stop_gives_up_after_its_deadline);
 	tcase_add_test(tc, test_free_releases_everything_without_events);
+	tcase_add_test(tc, test_rich_mode_starts_the_container);
+	tcase_add_test(tc, test_rich_mode_without_a_link_leaves_it_to_the_sync);
+	tcase_add_test(tc, test_rich_turn_end_to_end);
+	tcase_add_test(tc, test_rich_turn_status_and_late_answers);
+	tcase_add_test(tc, test_rich_attachments_one_at_a_time);
+	tcase_add_test(tc, test_rich_attachment_failures);
+	tcase_add_test(tc, test_rich_attachment_budget_shrinks);
+	tcase_add_test(tc, test_rich_attachments_total);
+	tcase_add_test(tc, test_rich_attachments_wait_for_the_link);
+	tcase_add_test(tc, test_rich_cancel_while_fetching);
+	tcase_add_test(tc, test_rich_cancel_running_turn);
+	tcase_add_test(tc, test_rich_attachments_time_out);
+	tcase_add_test(tc, test_rich_backstop_after_the_turn_went);
+	tcase_add_test(tc, test_rich_channel_key_mismatch_refuses_the_turn);
+	tcase_add_test(tc, test_rich_turn_after_the_mode_left_rich);
+	tcase_add_test(tc, test_rich_fresh_waits_for_the_removal);
+	tcase_add_test(tc, test_rich_fresh_failures);
+	tcase_add_test(tc, test_rich_sync_after_hello);
+	tcase_add_test(tc, test_rich_busy_on_payload_bytes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

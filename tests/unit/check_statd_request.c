@@ -188,7 +188,8 @@ START_TEST(test_length_bounds)
 		{"author.name", RTS_SPEAKER_FIELD_MAX, STATD_E_INVALID_REQUEST, "author.name", true},
 		{"author.principalId", RTS_SPEAKER_FIELD_MAX, STATD_E_INVALID_REQUEST, "author.principalId", true},
 		{"author.tier", RTS_SPEAKER_FIELD_MAX, STATD_E_INVALID_REQUEST, "author.tier", true},
-		{"text", RTS_TEXT_MAX, STATD_E_TEXT_TOO_LONG, "longer than", true},
+		/* The longest text of any mode; each mode's own: check_statd_rich.c. */
+		{"text", RTS_RICH_TEXT_BYTES_MAX, STATD_E_TEXT_TOO_LONG, "longer than", true},
 	};
 	for (size_t k = 0; k < RTS_ARRAY_SIZE(bounds); k++) {
 		cleanup_free char *at = repeat('x', bounds[k].max);

@@ -105,13 +105,13 @@ static struct statd_state *sample_state(void)
 	char long_key[513];
 	memset(long_key, 'k', 512);
 	long_key[512] = '\0';
-	ck_assert_int_eq(statd_state_set(s, "guild:1/channel:2", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, "quote\"back\\slash", STATD_MODE_OFF), 0);
-	ck_assert_int_eq(statd_state_set(s, "k\xc3\xa4n\xc3\xa4l \xe3\x83\x81\xe3\x83\xa3 \xf0\x9f\x98\x80", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, "tab\there\nnewline\x01", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, "../../etc/passwd", STATD_MODE_OFF), 0);
-	ck_assert_int_eq(statd_state_set(s, "</script>/", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, long_key, STATD_MODE_ON), 0);
+	ck_assert_int_eq(statd_state_set(s, "guild:1/channel:2", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "quote\"back\\slash", STATD_MODE_OFF, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "k\xc3\xa4n\xc3\xa4l \xe3\x83\x81\xe3\x83\xa3 \xf0\x9f\x98\x80", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "tab\there\nnewline\x01", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "../../etc/passwd", STATD_MODE_OFF, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "</script>/", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, long_key, STATD_MODE_ON, NULL), 0);
 	return s;
 }
 
@@ -137,10 +137,10 @@ START_TEST(test_table_sorted_and_bounded)
 	struct statd_state *s = statd_state_new();
 	enum statd_mode m;
 	ck_assert_int_eq(statd_state_get(s, "x", &m), -ENOENT);
-	ck_assert_int_eq(statd_state_set(s, "b", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, "c", STATD_MODE_OFF), 0);
-	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_ON), 0);
-	ck_assert_int_eq(statd_state_set(s, "b", STATD_MODE_OFF), 0); /* update, not a second entry */
+	ck_assert_int_eq(statd_state_set(s, "b", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "c", STATD_MODE_OFF, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_ON, NULL), 0);
+	ck_assert_int_eq(statd_state_set(s, "b", STATD_MODE_OFF, NULL), 0); /* update, not a second entry */
 	ck_assert_uint_eq(statd_state_count(s), 3);
 	ck_assert_str_eq(statd_state_key(s, 0), "a");
 	ck_assert_str_eq(statd_state_key(s, 1), "b");
@@ -153,8 +153,8 @@ START_TEST(test_table_sorted_and_bounded)
 	char key[514];
 	memset(key, 'z', 513);
 	key[513] = '\0';
-	ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON), -EINVAL);
-	ck_assert_int_eq(statd_state_set(s, "", STATD_MODE_ON), -EINVAL);
+	ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON, NULL), -EINVAL);
+	ck_assert_int_eq(statd_state_set(s, "", STATD_MODE_ON, NULL), -EINVAL);
 
 	ck_assert_int_eq(statd_state_remove(s, "b"), 0);
 	ck_assert_int_eq(statd_state_remove(s, "b"), -ENOENT);
@@ -169,11 +169,11 @@ START_TEST(test_table_channel_limit)
 	char key[32];
 	for (unsigned i = 0; i < STATD_STATE_MAX_CHANNELS; i++) {
 		snprintf(key, sizeof(key), "c%08u", i);
-		ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON), 0);
+		ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON, NULL), 0);
 	}
-	ck_assert_int_eq(statd_state_set(s, "one-too-many", STATD_MODE_ON), -E2BIG);
+	ck_assert_int_eq(statd_state_set(s, "one-too-many", STATD_MODE_ON, NULL), -E2BIG);
 	/* Changing a known channel is still fine. */
-	ck_assert_int_eq(statd_state_set(s, "c00000007", STATD_MODE_OFF), 0);
+	ck_assert_int_eq(statd_state_set(s, "c00000007", STATD_MODE_OFF, NULL), 0);
 	statd_state_free(s);
 }
 END_TEST
@@ -238,11 +238,11 @@ END_TEST
 START_TEST(test_save_replaces_by_rename)
 {
 	struct statd_state *s = statd_state_new();
-	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_ON), 0);
+	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_ON, NULL), 0);
 	ck_assert_int_eq(statd_state_save(s, path), 0);
 	struct stat before, after;
 	ck_assert_int_eq(stat(path, &before), 0);
-	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_OFF), 0);
+	ck_assert_int_eq(statd_state_set(s, "a", STATD_MODE_OFF, NULL), 0);
 	ck_assert_int_eq(statd_state_save(s, path), 0);
 	ck_assert_int_eq(stat(path, &after), 0);
 	/* A new inode: the old file was never rewritten in place. */
@@ -262,7 +262,7 @@ END_TEST
 static char *old_file(size_t *len)
 {
 	struct statd_state *s = statd_state_new();
-	ck_assert_int_eq(statd_state_set(s, "old-channel", STATD_MODE_ON), 0);
+	ck_assert_int_eq(statd_state_set(s, "old-channel", STATD_MODE_ON, NULL), 0);
 	ck_assert_int_eq(statd_state_save(s, path), 0);
 	statd_state_free(s);
 	return read_all(path, len);
@@ -283,7 +283,7 @@ static struct statd_state *big_state(unsigned n)
 	char key[128];
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(key, sizeof(key), "guild:123456789012345678/channel:%08u/padding-padding-padding-padding", i);
-		ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON), 0);
+		ck_assert_int_eq(statd_state_set(s, key, STATD_MODE_ON, NULL), 0);
 	}
 	return s;
 }
@@ -364,8 +364,8 @@ START_TEST(test_update_rolls_back)
 	none = saved;
 	none.rlim_cur = 0;
 	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &none), 0);
-	int r1 = statd_state_update(s, path, "new-channel", STATD_MODE_ON);
-	int r2 = statd_state_update(s, path, "old-channel", STATD_MODE_OFF);
+	int r1 = statd_state_update(s, path, "new-channel", STATD_MODE_ON, NULL);
+	int r2 = statd_state_update(s, path, "old-channel", STATD_MODE_OFF, NULL);
 	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &saved), 0);
 
 	ck_assert_int_eq(r1, -EFBIG);
@@ -378,7 +378,7 @@ START_TEST(test_update_rolls_back)
 	assert_old_intact(old, old_len);
 
 	/* And when it works, both change. */
-	ck_assert_int_eq(statd_state_update(s, path, "new-channel", STATD_MODE_OFF), 0);
+	ck_assert_int_eq(statd_state_update(s, path, "new-channel", STATD_MODE_OFF, NULL), 0);
 	struct statd_state *t = NULL;
 	ck_assert_int_eq(statd_state_load(path, &t, err, sizeof(err)), 0);
 	assert_same_state(s, t);
@@ -428,7 +428,60 @@ static const struct {
 	{"empty channel key", "{\"version\":1,\"channels\":{\"\":{\"mode\":\"on\"}}}", 0},
 	{"invalid UTF-8", "{\"version\":1,\"channels\":{\"\xff\":{\"mode\":\"on\"}}}", 0},
 	{"NUL byte", "{\"version\":1,\"channels\":{}}\0", 28},
+	/* Rich channels (DESIGN.md 8.5): a profile exactly with mode rich. */
+	{"rich without profile", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"rich\"}}}", 0},
+	{"on with profile", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"on\",\"profile\":\"p\"}}}", 0},
+	{"profile not a name", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"rich\",\"profile\":\"P/x\"}}}", 0},
+	{"profile empty", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"rich\",\"profile\":\"\"}}}", 0},
+	{"profile null", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"rich\",\"profile\":null}}}", 0},
+	{"profile a number", "{\"version\":1,\"channels\":{\"a\":{\"mode\":\"rich\",\"profile\":1}}}", 0},
 };
+
+/* A rich channel's mode and profile go to the file and come back; a profile change is a
+ * change, the same profile is not rewritten. */
+START_TEST(test_rich_round_trip)
+{
+	struct statd_state *s = statd_state_new();
+	ck_assert_int_eq(statd_state_set(s, "r", STATD_MODE_RICH, "default"), 0);
+	ck_assert_int_eq(statd_state_set(s, "o", STATD_MODE_ON, NULL), 0);
+	/* Bad combinations are refused in memory too. */
+	ck_assert_int_eq(statd_state_set(s, "x", STATD_MODE_RICH, NULL), -EINVAL);
+	ck_assert_int_eq(statd_state_set(s, "x", STATD_MODE_ON, "default"), -EINVAL);
+	ck_assert_int_eq(statd_state_set(s, "x", STATD_MODE_RICH, "Bad"), -EINVAL);
+	ck_assert_int_eq(statd_state_set(s, "x", (enum statd_mode)3, NULL), -EINVAL);
+	ck_assert_int_eq(statd_state_save(s, path), 0);
+	size_t len;
+	cleanup_free char *text = read_all(path, &len);
+	ck_assert_ptr_nonnull(strstr(text, "\"profile\": \"default\""));
+	ck_assert_ptr_nonnull(strstr(text, "\"mode\": \"rich\""));
+	struct statd_state *t = NULL;
+	char err[512];
+	ck_assert_int_eq(statd_state_load(path, &t, err, sizeof(err)), 0);
+	enum statd_mode mode;
+	ck_assert_int_eq(statd_state_get(t, "r", &mode), 0);
+	ck_assert_int_eq(mode, STATD_MODE_RICH);
+	ck_assert_str_eq(statd_state_profile(t, "r"), "default");
+	ck_assert_ptr_null(statd_state_profile(t, "o"));
+	ck_assert_uint_eq(statd_state_count_rich(t), 1);
+	ck_assert_uint_eq(statd_state_count_on(t), 1);
+	ck_assert_str_eq(statd_state_profile_at(t, 1), "default"); /* "o" < "r" */
+	/* Another profile, then off: each written, the profile gone with rich. */
+	ck_assert_int_eq(statd_state_update(t, path, "r", STATD_MODE_RICH, "other"), 0);
+	ck_assert_str_eq(statd_state_profile(t, "r"), "other");
+	struct stat before, after;
+	ck_assert_int_eq(stat(path, &before), 0);
+	ck_assert_int_eq(statd_state_update(t, path, "r", STATD_MODE_RICH, "other"), 0);
+	ck_assert_int_eq(stat(path, &after), 0);
+	ck_assert_uint_eq(before.st_ino, after.st_ino); /* not rewritten */
+	ck_assert_int_eq(statd_state_update(t, path, "r", STATD_MODE_OFF, NULL), 0);
+	ck_assert_ptr_null(statd_state_profile(t, "r"));
+	ck_assert_str_eq(statd_mode_name(STATD_MODE_RICH), "rich");
+	ck_assert_int_eq(statd_mode_parse("rich", &mode), 0);
+	ck_assert_int_eq(mode, STATD_MODE_RICH);
+	statd_state_free(s);
+	statd_state_free(t);
+}
+END_TEST
 
 START_TEST(test_load_corrupt)
 {
@@ -645,6 +698,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, test_missing_dir);
 	tcase_add_test(tc, test_oversized_save_refused);
 	tcase_add_test(tc, test_update_rolls_back);
+	tcase_add_test(tc, test_rich_round_trip);
 	tcase_add_test(tc, test_load_missing);
 	tcase_add_loop_test(tc, test_load_corrupt, 0, (int)RTS_ARRAY_SIZE(corrupt));
 	tcase_add_test(tc, test_load_long_key);

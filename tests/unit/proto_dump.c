@@ -40,6 +40,12 @@ int main(void)
 	printf(" \"PROGRAM_STATD\": \"%s\", \"PROGRAM_RUNNERD\": \"%s\", \"PROGRAM_BROKERD\": \"%s\",\n", RTS_PROGRAM_STATD,
 	       RTS_PROGRAM_RUNNERD, RTS_PROGRAM_BROKERD);
 	printf(" \"DUMMY_KEY\": \"%s\",\n", RTS_DUMMY_KEY);
+	printf(" \"RICH_CAP_PRIVATE_TO\": %u, \"RICH_CAP_READER_RECORDS\": %u,\n", RTS_RICH_CAP_PRIVATE_TO,
+	       RTS_RICH_CAP_READER_RECORDS);
+	printf(" \"RICH_STATE_READY\": %u, \"RICH_STATE_STOPPED\": %u, \"RICH_STATE_FAILED\": %u,\n",
+	       RTS_RICH_STATE_READY, RTS_RICH_STATE_STOPPED, RTS_RICH_STATE_FAILED);
+	printf(" \"RICH_STOP_OFF\": %u, \"RICH_STOP_FRESH\": %u, \"RICH_STOP_CHANGED\": %u,\n", RTS_RICH_STOP_OFF,
+	       RTS_RICH_STOP_FRESH, RTS_RICH_STOP_CHANGED);
 #define STATUS_(NAME, value) printf(" \"TURN_" #NAME "\": %d,\n", (value));
 	RTS_PROTO_TURN_STATUSES(STATUS_)
 #define ANSWER_(NAME, value) printf(" \"PRECHECK_" #NAME "\": %d,\n", (value));

@@ -1,0 +1,853 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A rich channel's listener: the gate's rules for it, its libmicrohttpd server, the
+ * routes, the header allow-list, the per-turn budget and slots, the silence limit. */
+#include "config.h"
+
+#include <limits.h>
+#include <microhttpd.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "brokerd/anthropic.h"
+#include "brokerd/http.h"
+#include "brokerd/rich.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define TARGET_MAX 256u
+/* libmicrohttpd's buffer per connection: the head (the gate bounds it at BROKERD_HEAD_MAX)
+ * plus room to read bodies and write streamed answers in large pieces. */
+#define CONNECTION_MEMORY (128u * 1024u)
+#define MHD_CONNECTION_LIMIT (2u * BROKERD_RICH_CONNECTIONS)
+/* libmicrohttpd's own idle limit is only a backstop: the silence limit is the sweep's,
+ * which knows when brokerd itself is the one working (a host command, a long poll). */
+#define MHD_IDLE_SECONDS (RTS_RICH_TIMEOUT_MS_MAX / 1000u + 10u)
+#define HANDOFF_STALE_MS 5000u
+#define SILENCE_GRACE_MS 2000u /* a stream's reader checks the silence limit at least every second */
+
+enum conn_state {
+	CONN_NEW,    /* handed over, request line not parsed yet */
+	CONN_HEADER, /* request line parsed, header not complete */
+	CONN_BODY,   /* admitted, reading the body */
+	CONN_RUN,    /* the handler runs */
+	CONN_DONE,   /* answered */
+	CONN_DROP,   /* to be closed unanswered */
+};
+
+/* ---- routes ---- */
+
+static bool in_profile(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+bool brokerd_rich_route_match(const struct rts_config *cfg, const struct rts_rich_profile *profile,
+			      const char *target, struct rich_route *r)
+{
+	static const struct {
+		const char *path;
+		enum rich_route_kind kind;
+		bool beta_ok;
+	} exact[] = {
+		{"/worker/ready", RICH_ROUTE_READY, false},
+		{"/worker/next", RICH_ROUTE_NEXT, false},
+		{"/worker/result", RICH_ROUTE_RESULT, false},
+		{"/worker/compact", RICH_ROUTE_COMPACT, false},
+		{"/anthropic/v1/messages", RICH_ROUTE_MESSAGES, true},
+		{"/anthropic/v1/messages/count_tokens", RICH_ROUTE_COUNT_TOKENS, true},
+	};
+	*r = (struct rich_route){0};
+	if (!target)
+		return false;
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(exact); i++) {
+		size_t n = strlen(exact[i].path);
+		if (strncmp(target, exact[i].path, n) != 0)
+			continue;
+		const char *rest = target + n;
+		if (*rest == '\0' || (exact[i].beta_ok && strcmp(rest, "?beta=true") == 0)) {
+			r->kind = exact[i].kind;
+			r->beta = *rest != '\0';
+			return true;
+		}
+	}
+	/* Configured names are [a-z][a-z0-9_]{0,47}: a suffix holding '/', '?', '#', '%' or
+	 * '.' can never equal one. */
+	if (strncmp(target, "/mcp/", 5) == 0 && in_profile((const char *const *)profile->mcp, profile->n_mcp, target + 5)) {
+		r->kind = RICH_ROUTE_MCP;
+		r->name = target + 5;
+		for (size_t i = 0; i < cfg->n_mcp; i++)
+			if (strcmp(cfg->mcp[i].name, r->name) == 0)
+				r->index = i;
+		return true;
+	}
+	if (strncmp(target, "/tools/", 7) == 0 &&
+	    in_profile((const char *const *)profile->tools, profile->n_tools, target + 7)) {
+		r->kind = RICH_ROUTE_TOOL;
+		r->name = target + 7;
+		for (size_t i = 0; i < cfg->n_tools; i++)
+			if (strcmp(cfg->tools[i].name, r->name) == 0)
+				r->index = i;
+		return true;
+	}
+	return false;
+}
+
+size_t brokerd_rich_route_body_max(const struct rts_config *cfg, enum rich_route_kind kind)
+{
+	switch (kind) {
+	case RICH_ROUTE_READY:
+	case RICH_ROUTE_NEXT:
+		return BROKERD_RICH_SMALL_BODY_MAX;
+	case RICH_ROUTE_RESULT:
+		return RTS_RICH_REPLY_PACKET_MAX;
+	default:
+		return RTS_RICH_BODY_MAX;
+	}
+}
+
+static const char *route_word(enum rich_route_kind k)
+{
+	static const char *const words[] = {
+		[RICH_ROUTE_READY] = "ready",	     [RICH_ROUTE_NEXT] = "next",
+		[RICH_ROUTE_RESULT] = "result",	     [RICH_ROUTE_COMPACT] = "compact",
+		[RICH_ROUTE_MESSAGES] = "anthropic", [RICH_ROUTE_COUNT_TOKENS] = "count_tokens",
+		[RICH_ROUTE_MCP] = "mcp",	     [RICH_ROUTE_TOOL] = "tool",
+	};
+	return (unsigned)k < RTS_ARRAY_SIZE(words) ? words[k] : "none";
+}
+
+/* ---- headers ---- */
+
+enum hid {
+	H_HOST,
+	H_CONTENT_TYPE,
+	H_CONTENT_LENGTH,
+	H_CONNECTION,
+	H_AUTHORIZATION,
+	H_API_KEY,
+	H_VERSION,
+	H_BETA,
+	H_IGNORED, /* allowed, never looked at, may repeat */
+	H_MCP,	   /* allowed on /mcp routes only, ignored */
+	H_COUNT_
+};
+
+static const struct {
+	const char *name;
+	enum hid id;
+} header_table[] = {
+	{"host", H_HOST},
+	{"content-type", H_CONTENT_TYPE},
+	{"content-length", H_CONTENT_LENGTH},
+	{"connection", H_CONNECTION},
+	{"authorization", H_AUTHORIZATION},
+	{"x-api-key", H_API_KEY},
+	{"anthropic-version", H_VERSION},
+	{"anthropic-beta", H_BETA},
+	{"user-agent", H_IGNORED},
+	{"accept", H_IGNORED},
+	{"accept-language", H_IGNORED},
+	{"accept-encoding", H_IGNORED},
+	{"sec-fetch-mode", H_IGNORED},
+	{"anthropic-dangerous-direct-browser-access", H_IGNORED},
+	{"x-app", H_IGNORED},
+	{"mcp-protocol-version", H_MCP},
+	{"mcp-session-id", H_MCP},
+};
+
+static enum hid header_id(const char *name)
+{
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(header_table); i++)
+		if (strcasecmp(name, header_table[i].name) == 0)
+			return header_table[i].id;
+	if (strncasecmp(name, "x-stainless-", 12) == 0)
+		return H_IGNORED;
+	return H_COUNT_;
+}
+
+static bool value_is(const struct brokerd_header *h, const char *want)
+{
+	return h->value_len == strlen(want) && memcmp(h->value, want, h->value_len) == 0;
+}
+
+static bool dummy_credential(const struct brokerd_header *h, enum hid id)
+{
+	if (id == H_API_KEY)
+		return value_is(h, BROKERD_RICH_DUMMY_API_KEY);
+	return value_is(h, "Bearer " RTS_DUMMY_KEY) || value_is(h, "Bearer " BROKERD_RICH_DUMMY_API_KEY) ||
+	       value_is(h, "Bearer " BROKERD_RICH_DUMMY_OAUTH);
+}
+
+static bool content_type_ok(const struct brokerd_header *h)
+{
+	static const char json[] = "application/json";
+	if (h->value_len < sizeof(json) - 1 || strncasecmp(h->value, json, sizeof(json) - 1) != 0)
+		return false;
+	const char *p = h->value + sizeof(json) - 1, *end = h->value + h->value_len;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p == end)
+		return true;
+	if (*p++ != ';')
+		return false;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	static const char utf8[] = "charset=utf-8";
+	return (size_t)(end - p) == sizeof(utf8) - 1 && strncasecmp(p, utf8, sizeof(utf8) - 1) == 0;
+}
+
+/* The anthropic-beta values on the allow-list, comma-separated; the others are dropped. */
+static void take_betas(const struct brokerd_header *h, struct rich_headers *out)
+{
+	const char *p = h->value, *end = h->value + h->value_len;
+	while (p < end) {
+		while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
+			p++;
+		const char *s = p;
+		while (p < end && *p != ',' && *p != ' ' && *p != '\t')
+			p++;
+		size_t n = (size_t)(p - s);
+		if (n > 0 && n < sizeof(out->betas[0]) && out->n_betas < BROKERD_RICH_BETAS_MAX &&
+		    brokerd_anthropic_beta_allowed(s, n)) {
+			memcpy(out->betas[out->n_betas], s, n);
+			out->betas[out->n_betas][n] = '\0';
+			out->n_betas++;
+		}
+	}
+}
+
+enum brokerd_result brokerd_rich_headers_check(const struct brokerd_header *h, size_t n, enum rich_route_kind kind,
+					       struct rich_headers *out)
+{
+	const struct brokerd_header *seen[H_COUNT_] = {0};
+	*out = (struct rich_headers){0};
+	if (n > BROKERD_RICH_HEADERS_MAX)
+		return BROKERD_BAD_REQUEST;
+	unsigned credentials = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!h[i].name || !h[i].value || strlen(h[i].name) != h[i].name_len ||
+		    strlen(h[i].value) != h[i].value_len)
+			return BROKERD_BAD_REQUEST;
+		enum hid id = header_id(h[i].name);
+		if (id == H_COUNT_ || (id == H_MCP && kind != RICH_ROUTE_MCP))
+			return BROKERD_BAD_REQUEST;
+		if (id == H_IGNORED || id == H_MCP)
+			continue;
+		if (seen[id])
+			return BROKERD_BAD_REQUEST;
+		seen[id] = &h[i];
+		if (id == H_AUTHORIZATION || id == H_API_KEY)
+			credentials++;
+	}
+	/* One credential, and only a dummy: the worker holds nothing real. */
+	if (credentials != 1)
+		return BROKERD_UNAUTHORIZED;
+	const struct brokerd_header *cred = seen[H_AUTHORIZATION] ? seen[H_AUTHORIZATION] : seen[H_API_KEY];
+	if (!dummy_credential(cred, seen[H_AUTHORIZATION] ? H_AUTHORIZATION : H_API_KEY))
+		return BROKERD_UNAUTHORIZED;
+	if (!seen[H_HOST] || !value_is(seen[H_HOST], "broker"))
+		return BROKERD_BAD_REQUEST;
+	if (!seen[H_CONTENT_TYPE] || !content_type_ok(seen[H_CONTENT_TYPE]))
+		return BROKERD_BAD_REQUEST;
+	if (seen[H_CONNECTION] && !(strcasecmp(seen[H_CONNECTION]->value, "keep-alive") == 0 ||
+				    strcasecmp(seen[H_CONNECTION]->value, "close") == 0))
+		return BROKERD_BAD_REQUEST;
+	const struct brokerd_header *cl = seen[H_CONTENT_LENGTH];
+	if (!cl || cl->value_len == 0 || cl->value_len > 12)
+		return BROKERD_BAD_REQUEST;
+	size_t len = 0;
+	for (size_t i = 0; i < cl->value_len; i++) {
+		if (cl->value[i] < '0' || cl->value[i] > '9')
+			return BROKERD_BAD_REQUEST;
+		len = len * 10 + (size_t)(cl->value[i] - '0');
+	}
+	out->content_length = len;
+	if (seen[H_VERSION]) {
+		if (!brokerd_anthropic_version_ok(seen[H_VERSION]->value, seen[H_VERSION]->value_len))
+			return BROKERD_BAD_REQUEST;
+		memcpy(out->version, seen[H_VERSION]->value, seen[H_VERSION]->value_len);
+	}
+	if (seen[H_BETA])
+		take_betas(seen[H_BETA], out);
+	return BROKERD_OK;
+}
+
+static void release_locked(struct rich_conn *c);
+
+/* ---- the gate's rules for a channel (gate.h) ---- */
+
+static struct rich_channel *gate_channel(struct brokerd_gate *g)
+{
+	return g->owner;
+}
+
+static unsigned gate_open_beyond(struct brokerd_gate *g)
+{
+	struct rich_channel *ch = gate_channel(g);
+	unsigned n = 0;
+	pthread_mutex_lock(&ch->lock);
+	for (struct rich_conn *c = ch->handoff; c; c = c->next)
+		n++;
+	for (struct rich_conn *c = ch->conns; c; c = c->next)
+		n++;
+	pthread_mutex_unlock(&ch->lock);
+	return n;
+}
+
+/* Calls count per turn, once libmicrohttpd has the head (rich_admit()). */
+static unsigned gate_count(struct brokerd_gate *g)
+{
+	return 0;
+}
+
+/* Before libmicrohttpd reads a byte: the body's size for its route, and a reply packet
+ * only for a turn the worker holds, with no other packet on its way (seed: reply packets
+ * are refused before body reading outside that turn). */
+static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct brokerd_head *h, const char **rule,
+					   const char **why)
+{
+	struct rich_channel *ch = gate_channel(g);
+	char target[TARGET_MAX + 1];
+	struct rich_route r;
+	bool routed = false;
+	if (h->target_len <= TARGET_MAX) {
+		memcpy(target, h->target, h->target_len);
+		target[h->target_len] = '\0';
+		routed = brokerd_rich_route_match(ch->cfg, ch->profile, target, &r);
+	}
+	size_t max = routed ? brokerd_rich_route_body_max(ch->cfg, r.kind) : RTS_RICH_BODY_MAX;
+	if (h->content_length > max) {
+		*rule = "body_too_large";
+		*why = "body larger than the route's limit";
+		return BROKERD_TOO_LARGE;
+	}
+	if (routed && r.kind == RICH_ROUTE_RESULT) {
+		/* Taken here, on the main thread, for the connection handed over next: a second
+		 * packet is refused here too, whatever libmicrohttpd has read of the first. */
+		pthread_mutex_lock(&ch->lock);
+		struct rich_turn *t = ch->turn;
+		bool open = t && t->state == RICH_TURN_HANDED && !t->packet_incoming;
+		if (open) {
+			t->packet_incoming = true;
+			t->users++;
+			ch->gate_packet = t;
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (!open) {
+			*rule = "reply_outside_turn";
+			*why = "reply packet outside its turn";
+			return BROKERD_CONFLICT;
+		}
+	}
+	return BROKERD_OK;
+}
+
+static struct rich_conn *claim_locked(struct rich_channel *ch, int fd)
+{
+	for (struct rich_conn **q = &ch->handoff; *q; q = &(*q)->next)
+		if ((*q)->fd == fd) {
+			struct rich_conn *c = *q;
+			*q = c->next;
+			c->next = NULL;
+			return c;
+		}
+	return NULL;
+}
+
+static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
+			 uint64_t accepted_ms, unsigned call_no)
+{
+	struct rich_channel *ch = gate_channel(g);
+	struct rich_conn *c = rts_xcalloc(1, sizeof(*c));
+	c->ch = ch;
+	c->fd = fd;
+	c->accepted_ms = accepted_ms;
+	c->handed_ms = rts_now_ms();
+	c->last_io_ms = c->handed_ms;
+	c->state = CONN_NEW;
+	pthread_mutex_lock(&ch->lock);
+	if (ch->gate_packet) {
+		c->turn = steal_pointer(&ch->gate_packet);
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", c->turn->b.turn_id);
+		c->route.kind = RICH_ROUTE_RESULT;
+		c->routed = true;
+		c->packet_reserved = true;
+	}
+	for (struct rich_conn **q = &ch->handoff; *q; q = &(*q)->next)
+		if ((*q)->fd == fd) {
+			struct rich_conn *old = *q;
+			*q = old->next;
+			free(old);
+			break;
+		}
+	c->next = ch->handoff;
+	ch->handoff = c;
+	pthread_mutex_unlock(&ch->lock);
+	if (MHD_add_connection(ch->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
+		log_warning_errno(errno, "channel %.12s: cannot hand a connection to the HTTP server: %m", ch->hash);
+		pthread_mutex_lock(&ch->lock);
+		struct rich_conn *mine = claim_locked(ch, fd);
+		if (mine)
+			release_locked(mine);
+		pthread_mutex_unlock(&ch->lock);
+		free(mine);
+	}
+}
+
+static const struct brokerd_gate_ops rich_gate_ops = {
+	.open_beyond = gate_open_beyond,
+	.count = gate_count,
+	.admit_head = gate_admit_head,
+	.handoff = gate_handoff,
+};
+
+/* ---- connections ---- */
+
+/* Give back what c holds of its turn: its slot, its packet, its use. ch->lock held. */
+static void release_locked(struct rich_conn *c)
+{
+	struct rich_turn *t = c->turn;
+	if (!t)
+		return;
+	if (c->holds_slot && t->in_flight > 0)
+		t->in_flight--;
+	c->holds_slot = false;
+	if (c->route.kind == RICH_ROUTE_RESULT && c->routed)
+		t->packet_incoming = false;
+	c->turn = NULL;
+	brokerd_rich_turn_unuse_locked(c->ch, t);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct rich_channel *ch = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		int fd = ci ? ci->connect_fd : -1;
+		pthread_mutex_lock(&ch->lock);
+		struct rich_conn *c = claim_locked(ch, fd);
+		if (!c) {
+			c = rts_xcalloc(1, sizeof(*c));
+			c->ch = ch;
+			c->fd = fd;
+			c->accepted_ms = c->handed_ms = c->last_io_ms = rts_now_ms();
+		}
+		c->prev = NULL;
+		c->next = ch->conns;
+		if (ch->conns)
+			ch->conns->prev = c;
+		ch->conns = c;
+		pthread_mutex_unlock(&ch->lock);
+		*socket_context = c;
+		return;
+	}
+	struct rich_conn *c = *socket_context;
+	if (!c)
+		return;
+	pthread_mutex_lock(&ch->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		ch->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	release_locked(c);
+	if (c->stream)
+		brokerd_rich_stream_detach_locked(c->stream);
+	pthread_mutex_unlock(&ch->lock);
+	free(c->target);
+	free(c->body);
+	free(c);
+	*socket_context = NULL;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct rich_conn *c = ci ? ci->socket_context : NULL;
+	if (!c)
+		return NULL;
+	if (c->state != CONN_NEW) {
+		/* A second request on one connection: every answer says Connection: close. */
+		c->state = CONN_DROP;
+		return c;
+	}
+	c->state = CONN_HEADER;
+	c->target = rts_xstrndup(uri, TARGET_MAX);
+	if (strlen(uri) > TARGET_MAX)
+		c->target[0] = '\0';
+	return c;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)ap;
+	/* TCP socket options do not apply to a Unix socket: nothing to report. */
+	if (strncmp(fmt, "Setting %s option", 17) == 0 || strncmp(fmt, "Failed to push the data", 23) == 0)
+		return;
+	log_debug("libmicrohttpd (rich): %.*s", (int)strcspn(fmt, "\n"), fmt);
+}
+
+struct header_list {
+	struct brokerd_header h[BROKERD_RICH_HEADERS_MAX];
+	size_t n;
+};
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				      const char *value, size_t value_size)
+{
+	struct header_list *l = cls;
+	if (l->n < BROKERD_RICH_HEADERS_MAX)
+		l->h[l->n] = (struct brokerd_header){
+			.name = key, .name_len = key_size, .value = value ? value : "", .value_len = value ? value_size : 0};
+	l->n++;
+	return l->n <= BROKERD_RICH_HEADERS_MAX ? MHD_YES : MHD_NO;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, char *body, size_t len, const char *ctype)
+{
+	struct MHD_Response *resp =
+		body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+		     : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	if ((ctype && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES) ||
+	    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES) {
+		MHD_destroy_response(resp);
+		return MHD_NO;
+	}
+	enum MHD_Result r = MHD_queue_response(mc, status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r)
+{
+	a->status = brokerd_result_status(r);
+	a->body = rts_xasprintf("{\"error\":\"%s\"}", brokerd_result_code(r));
+	a->len = strlen(a->body);
+	a->content_type = "application/json";
+}
+
+static void log_call(struct rich_conn *c, unsigned status, const char *what)
+{
+	rts_log_turn(LOG_DEBUG, c->turn_id[0] ? c->turn_id : NULL, c->ch->hash, status < 400 ? "ok" : "refused",
+		     rts_now_ms() - c->accepted_ms, "rich call route %s status %u%s%s",
+		     c->routed ? route_word(c->route.kind) : "none", status, what ? ": " : "", what ? what : "");
+}
+
+static enum MHD_Result refuse(struct rich_conn *c, struct MHD_Connection *mc, enum brokerd_result r, const char *why)
+{
+	c->state = CONN_DONE;
+	log_call(c, brokerd_result_status(r), why);
+	struct rich_answer a = {0};
+	brokerd_rich_answer_error(&a, r);
+	return respond(mc, a.status, a.body, a.len, a.content_type);
+}
+
+/* The turn's budget and slots for a credential-bearing call (ch->lock held). Seed: four
+ * in-flight slots, maxCalls per turn (refused calls count too); before the first admitted
+ * turn, MCP calls fall in the metadata-only start-up scope (rich_calls.c checks the
+ * method). */
+static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich_conn *c, const char **why)
+{
+	struct rich_turn *t = ch->turn;
+	if (t && t->state == RICH_TURN_HANDED) {
+		if (t->calls < UINT_MAX)
+			t->calls++;
+		if (t->calls > ch->cfg->rich.max_calls) {
+			*why = "maxCalls of the turn used up";
+			return BROKERD_BUDGET_EXHAUSTED;
+		}
+		if (t->in_flight >= RTS_RICH_IN_FLIGHT_MAX) {
+			*why = "four credential-bearing calls in flight already";
+			return BROKERD_BUSY;
+		}
+		t->in_flight++;
+		t->users++;
+		c->turn = t;
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
+		c->holds_slot = true;
+		return BROKERD_OK;
+	}
+	if (c->route.kind == RICH_ROUTE_MCP && !ch->turn && !ch->scope_revoked &&
+	    rts_now_ms() < ch->bound_ms + BROKERD_RICH_STARTUP_MS) {
+		if (ch->scope_calls >= BROKERD_RICH_STARTUP_CALLS) {
+			*why = "the start-up scope's 32 calls are used up";
+			return BROKERD_FORBIDDEN;
+		}
+		ch->scope_calls++;
+		c->scope_call = true;
+		return BROKERD_OK;
+	}
+	*why = t && t->blocked ? "the turn has failed" : "no turn is admitted to the worker";
+	return BROKERD_FORBIDDEN;
+}
+
+/* Everything decided before a body byte is read. */
+static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, struct MHD_Connection *mc,
+				 const char *method, const char *version, const char **why, bool *fallback)
+{
+	*fallback = false;
+	if (atomic_load(&ch->closing)) {
+		*why = "the channel's listener is closing";
+		return BROKERD_UNAVAILABLE;
+	}
+	c->routed = brokerd_rich_route_match(ch->cfg, ch->profile, c->target, &c->route);
+	if (!c->routed) {
+		*why = "no such route";
+		return BROKERD_NOT_FOUND;
+	}
+	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+		*why = "not POST";
+		return BROKERD_METHOD_NOT_ALLOWED;
+	}
+	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0) {
+		*why = "not HTTP/1.1";
+		return BROKERD_BAD_REQUEST;
+	}
+	struct header_list hl = {.n = 0};
+	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
+	enum brokerd_result r = brokerd_rich_headers_check(hl.h, hl.n, c->route.kind, &c->headers);
+	if (r != BROKERD_OK) {
+		*why = "header refused";
+		return r;
+	}
+	if (c->headers.content_length > brokerd_rich_route_body_max(ch->cfg, c->route.kind)) {
+		*why = "body larger than the route's limit";
+		return BROKERD_TOO_LARGE;
+	}
+	r = BROKERD_OK;
+	pthread_mutex_lock(&ch->lock);
+	struct rich_turn *t = ch->turn;
+	switch (c->route.kind) {
+	case RICH_ROUTE_READY:
+	case RICH_ROUTE_NEXT:
+		break;
+	case RICH_ROUTE_RESULT:
+		/* The gate took the packet for this connection; the turn may have settled since. */
+		if (!c->packet_reserved || c->turn != t || t->state != RICH_TURN_HANDED) {
+			*why = "reply packet outside its turn";
+			r = BROKERD_CONFLICT;
+		}
+		break;
+	case RICH_ROUTE_COMPACT:
+		if (!t || t->state != RICH_TURN_HANDED) {
+			*why = "no turn is admitted to the worker";
+			r = BROKERD_CONFLICT;
+			break;
+		}
+		t->users++;
+		c->turn = t;
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
+		/* Seed, "Compaction": a request over maxRequestBytes falls back to Pi's summary,
+		 * answered without looking at it (libmicrohttpd discards the body it still
+		 * reads). A report is never that large. */
+		if (ch->cfg->rich.compaction_command && c->headers.content_length > ch->cfg->rich.compaction_max_request) {
+			t->compactions++;
+			*fallback = true;
+		}
+		break;
+	default:
+		r = take_slot_locked(ch, c, why);
+		break;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	if (r != BROKERD_OK)
+		return r;
+	c->body_want = c->headers.content_length;
+	c->body = rts_xmalloc(c->body_want + 1);
+	return BROKERD_OK;
+}
+
+static void run(struct rich_conn *c, struct MHD_Connection *mc)
+{
+	struct rich_channel *ch = c->ch;
+	c->state = CONN_RUN;
+	c->body[c->body_len] = '\0';
+	struct rich_answer a = {0};
+	bool streamed = false;
+	switch (c->route.kind) {
+	case RICH_ROUTE_READY:
+		brokerd_rich_worker_ready(c, &a);
+		break;
+	case RICH_ROUTE_NEXT:
+		brokerd_rich_worker_next(c, &a);
+		break;
+	case RICH_ROUTE_RESULT:
+		brokerd_rich_worker_result(c, &a);
+		break;
+	case RICH_ROUTE_COMPACT:
+		brokerd_rich_worker_compact(c, &a);
+		break;
+	case RICH_ROUTE_MESSAGES:
+	case RICH_ROUTE_COUNT_TOKENS:
+		streamed = brokerd_rich_anthropic(c, mc, &a);
+		break;
+	case RICH_ROUTE_MCP:
+		brokerd_rich_mcp(c, &a);
+		break;
+	case RICH_ROUTE_TOOL:
+		brokerd_rich_tool(c, &a);
+		break;
+	}
+	c->state = CONN_DONE;
+	if (streamed)
+		return; /* the stream gives the turn back when it ends */
+	pthread_mutex_lock(&ch->lock);
+	release_locked(c);
+	pthread_mutex_unlock(&ch->lock);
+	if (a.status == 0)
+		brokerd_rich_answer_error(&a, BROKERD_UNAVAILABLE);
+	log_call(c, a.status, NULL);
+	rich_conn_touch(c);
+	respond(mc, a.status, a.body, a.len, a.content_type);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_data_size, void **req_cls)
+{
+	struct rich_channel *ch = cls;
+	struct rich_conn *c = *req_cls;
+	if (!c)
+		return MHD_NO;
+	switch (c->state) {
+	case CONN_HEADER: {
+		c->state = CONN_BODY;
+		const char *why = NULL;
+		bool fallback = false;
+		enum brokerd_result r = admit(ch, c, mc, method, version, &why, &fallback);
+		if (r != BROKERD_OK)
+			return refuse(c, mc, r, why);
+		if (fallback) {
+			rts_log_turn(LOG_WARNING, c->turn ? c->turn->b.turn_id : NULL, ch->hash, "fallback", 0,
+				     "compaction falls back to Pi's summary: the request is larger than "
+				     "rich.compaction.maxRequestBytes (%u bytes)",
+				     ch->cfg->rich.compaction_max_request);
+			c->state = CONN_DONE;
+			pthread_mutex_lock(&ch->lock);
+			release_locked(c);
+			pthread_mutex_unlock(&ch->lock);
+			return respond(mc, MHD_HTTP_NO_CONTENT, NULL, 0, NULL);
+		}
+		return MHD_YES;
+	}
+	case CONN_BODY:
+		if (*upload_data_size == 0) {
+			if (c->body_len != c->body_want)
+				return MHD_NO;
+			run(c, mc);
+			return MHD_YES;
+		}
+		if (atomic_load(&ch->closing) || c->shut)
+			return MHD_NO;
+		if (*upload_data_size > c->body_want - c->body_len)
+			return MHD_NO;
+		memcpy(c->body + c->body_len, upload_data, *upload_data_size);
+		c->body_len += *upload_data_size;
+		*upload_data_size = 0;
+		rich_conn_touch(c);
+		return MHD_YES;
+	case CONN_DONE:
+		*upload_data_size = 0;
+		return MHD_YES;
+	default:
+		return MHD_NO;
+	}
+}
+
+int brokerd_rich_http_start(struct rich_channel *ch, sd_event *ev, int listen_fd)
+{
+	ch->mhd = MHD_start_daemon(
+		MHD_USE_NO_LISTEN_SOCKET | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, ch,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ch,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONNECTION_LIMIT,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MHD_IDLE_SECONDS,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, ch,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, ch,
+		MHD_OPTION_END);
+	if (!ch->mhd) {
+		close(listen_fd);
+		return -EIO;
+	}
+	ch->gate = (struct brokerd_gate){.ops = &rich_gate_ops,
+					 .owner = ch,
+					 .log_turn = NULL,
+					 .log_hash = ch->hash,
+					 .deadline_ms = UINT64_MAX,
+					 .max_connections = BROKERD_RICH_CONNECTIONS,
+					 .listen_fd = -1};
+	return brokerd_gate_start(&ch->gate, ev, listen_fd);
+}
+
+void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
+{
+	pthread_mutex_lock(&ch->lock);
+	for (struct rich_conn **q = &ch->handoff; *q;) {
+		struct rich_conn *c = *q;
+		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
+			*q = c->next;
+			release_locked(c);
+			free(c);
+		} else {
+			q = &c->next;
+		}
+	}
+	for (struct rich_conn *c = ch->conns; c; c = c->next) {
+		if (c->shut || c->fd < 0)
+			continue;
+		/* Seed: the rich listener limits silence (no request-body byte read and no answer
+		 * chunk written), not total time; the turn deadline bounds every call. A stream's
+		 * own reader notices a silent upstream first and tells the worker with an error
+		 * event; this cuts one whose worker stopped reading. */
+		uint64_t limit = BROKERD_RICH_SILENCE_MS + (c->stream ? SILENCE_GRACE_MS : 0);
+		uint64_t last = __atomic_load_n(&c->last_io_ms, __ATOMIC_RELAXED);
+		bool silent = !__atomic_load_n(&c->quiet_ok, __ATOMIC_RELAXED) && now_ms > last && now_ms - last >= limit;
+		bool late = c->turn && now_ms >= c->turn->b.deadline_ms;
+		if (!silent && !late)
+			continue;
+		rts_log_turn(LOG_WARNING, c->turn ? c->turn->b.turn_id : NULL, ch->hash, silent ? "silence" : "timeout",
+			     now_ms - c->accepted_ms, "rich call route %s closed: %s",
+			     c->routed ? route_word(c->route.kind) : "none",
+			     silent ? "no byte read or written for the silence limit" : "the turn deadline passed");
+		/* Wakes the connection thread; the fd stays valid until the CLOSED
+		 * notification, which needs this lock. */
+		shutdown(c->fd, SHUT_RDWR);
+		c->shut = true;
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch)
+{
+	while (ch->handoff) {
+		struct rich_conn *c = ch->handoff;
+		ch->handoff = c->next;
+		release_locked(c);
+		free(c);
+	}
+}
+
+void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_turn *t)
+{
+	for (struct rich_conn *c = ch->conns; c; c = c->next) {
+		if (c->turn != t || c->shut || c->fd < 0)
+			continue;
+		bool packet = c->route.kind == RICH_ROUTE_RESULT && c->state == CONN_BODY;
+		if (!packet && !c->stream)
+			continue;
+		shutdown(c->fd, SHUT_RDWR);
+		c->shut = true;
+	}
+}
