@@ -96,14 +96,13 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 		a.dir = a.precheck ? RTS_PKGLIBDIR "/precheck" : a.rich ? RTS_PKGLIBDIR "/pi" : RTS_PKGLIBDIR "/image";
 	if (a.dir[0] == '\0' || (a.content && a.content[0] == '\0'))
 		return cli_usage_error("--dir and --content must not be empty");
-	if (a.rich && !a.tag)
-		return cli_usage_error("image build --rich needs --tag (the rich image's tag)");
 
 	cleanup_config struct rts_config *cfg = NULL;
 	if (!a.tag) {
 		cfg = cli_load_config(o);
 		if (!cfg) {
-			log_error("the default tag comes from the config's \"image\"; fix the config or pass --tag");
+			log_error("the default tag comes from the config's %s; fix the config or pass --tag",
+				  a.precheck ? "precheck.image" : a.rich ? "rich.image" : "\"image\"");
 			return CLI_EXIT_FAILED;
 		}
 		if (a.precheck && !cfg->has_precheck) {
@@ -111,7 +110,12 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 				  "pass --tag");
 			return CLI_EXIT_FAILED;
 		}
-		a.tag = a.precheck ? cfg->precheck.image : cfg->image;
+		if (a.rich && !cfg->rich.enabled) {
+			log_error("the default tag comes from the config's \"rich\" \"image\", and there is none; "
+				  "pass --tag");
+			return CLI_EXIT_FAILED;
+		}
+		a.tag = a.precheck ? cfg->precheck.image : a.rich ? cfg->rich.image : cfg->image;
 	}
 	if (!rts_image_ref_ok(a.tag))
 		return cli_usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);

@@ -56,7 +56,7 @@
  *       defaults to the config's precheck.image. --rich builds the rich (Pi) worker image:
  *       DIR (default RTS_PKGLIBDIR/pi) holds make-context.sh, which assembles the context
  *       from the host's node, npm ci of the pinned packages and the operator content of
- *       --content DIR; TAG is required.
+ *       --content DIR; TAG defaults to the config's rich.image.
  *   gc [--force]
  *       Force-removes this installation's leftover containers: those carrying the
  *       installation label and named roundtable-sandbox-<installation id>-...; prints each
