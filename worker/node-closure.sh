@@ -13,6 +13,9 @@
 #                       paths ldd lists them, and the builtins, into the directory ROOT
 #   node_put SRC DST MODE ROOT
 #                       copy the file behind SRC to ROOT/DST (DST an absolute, plain path)
+#   node_context OUT    make OUT the build context: an empty directory (created when
+#                       missing), with umask 022, and the image root OUT/rootfs in it; sets
+#                       root
 #
 # Both need die() (print a message and exit 1) from the caller. ICU: Debian's nodejs uses
 # the system ICU, whose data is libicudata, a shared library of the closure; NodeSource's
@@ -97,4 +100,17 @@ EOF
 	for node_b in $node_builtins; do
 		node_put "$node_b" "$node_b" 0644 "$1"
 	done
+}
+
+node_context() {
+	if [ -e "$1" ]; then
+		if ! [ -d "$1" ] || [ -n "$(ls -A -- "$1")" ]; then
+			die "$1 exists and is not an empty directory"
+		fi
+	else
+		mkdir -- "$1" || die "cannot create $1"
+	fi
+	umask 022
+	root=$1/rootfs
+	mkdir -- "$root" || die "cannot create $root"
 }

@@ -12,13 +12,14 @@ a stand-in broker whose host tools and host compactor a test scripts.
 What the worker sends to the model goes through the stand-in to tests/fakes/fake_anthropic.py
 unchanged; the fake's directives (#tool, #usage, #big, #quiet, #script ...) steer the answers.
 """
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import SRCDIR, HarnessError, docker, unique_tag
+from harness import SRCDIR, HarnessError, docker, unique_tag, wait_until
 from rich_rig import SEALED_RUN, StandIn, StandInHandler, WorkerContainer
 
 PI_DIR = os.path.join(SRCDIR, "worker", "pi")
@@ -31,6 +32,7 @@ PLACEHOLDER = "(another person's private memory, hidden)"
 BIG_MODEL = "claude-opus-4-6"
 SKILL_HUGE_BYTES = 300 * 1024       # over read_skill's 256 KiB
 SKILL_LONG_CHARS = 200 * 1024       # under 256 KiB, over the 40,000 characters returned
+READY_S = 60                        # a worker's start-up: node, Pi's modules, the skills
 
 
 def write_test_content(root):
@@ -215,6 +217,19 @@ class PiStandIn(StandIn):
                 with open(os.path.join(d, name), encoding="utf-8") as f:
                     out.append([json.loads(line) for line in f if line.strip()])
         return out
+
+
+@contextlib.contextmanager
+def started_stand_in(env, image):
+    """A PiStandIn with a worker container of image (a PiImage) that has announced itself,
+    on a fresh workspace; closed (container and all) on the way out."""
+    s = PiStandIn(env)
+    try:
+        s.start_worker(image.tag)
+        wait_until(lambda: s.readies, READY_S, "the worker's readiness announcement")
+        yield s
+    finally:
+        s.close()
 
 
 # ---- reading requests ----------------------------------------------------------------------

@@ -7,15 +7,13 @@ enough that the compaction cut falls after the private exchange of the first tur
 
 What brokerd adds on the host (running the configured compactor command, its timeout,
 maxRequestBytes, the three-request and sixteen-report limits, its log lines) is tested
-with the real daemons in test_pi_rich.py; here the stand-in plays the host's answers."""
+with the real brokerd in test_rich_hooks.py; here the stand-in plays the host's answers."""
 import json
 
 import pytest
 
-from harness import wait_until
-from pi_rig import BIG_MODEL, BOB, PLACEHOLDER, PiStandIn, host_tool, is_summary, pi_image
+from pi_rig import BIG_MODEL, BOB, PLACEHOLDER, host_tool, is_summary, pi_image, started_stand_in
 
-READY_S = 60
 SECRET = "SECRET-private_lookup-tea"
 TOOLS = [host_tool("private_lookup", {"q": {"type": "string"}, "owner": {"type": "string"}})]
 
@@ -27,13 +25,9 @@ def image(rts_env):
 
 @pytest.fixture
 def st(rts_env, image):
-    s = PiStandIn(rts_env)
-    try:
-        s.start_worker(image.tag)
-        wait_until(lambda: s.readies, READY_S, "the worker's readiness announcement")
+    """A stand-in and a worker container of its own, on a fresh workspace."""
+    with started_stand_in(rts_env, image) as s:
         yield s
-    finally:
-        s.close()
 
 
 def turn(st, text, model=BIG_MODEL, **kw):

@@ -8,7 +8,7 @@ sealed containers, against a stand-in for brokerd's rich listener on a real Unix
 The stand-in enforces nothing: what the fake records is exactly what the worker sent, and
 that is what these tests judge (projection, compaction requests, headers, tools). The host's
 own rules (brokerd's checks, statd's fresh start) are tested with the real daemons in
-test_pi_rich.py."""
+test_rich_host.py and test_rich_hooks.py, the worker through them in test_pi_rich.py."""
 import base64
 import io
 import json
@@ -21,11 +21,10 @@ import time
 import pytest
 
 from harness import SRCDIR, docker_bin, wait_until
-from pi_rig import (ALICE, BIG_MODEL, BOB, PLACEHOLDER, SKILL_LONG_CHARS, PiStandIn, content_blocks, host_tool,
-                    is_summary, mcp_tool, pi_image, system_text, tool_result_text)
+from pi_rig import (ALICE, BIG_MODEL, BOB, PLACEHOLDER, READY_S, SKILL_LONG_CHARS, content_blocks, host_tool,
+                    is_summary, mcp_tool, pi_image, started_stand_in, system_text, tool_result_text)
 from rich_rig import RICH_DUMMY_KEY, WORKER_DUMMY_KEY
 
-READY_S = 60
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
 
 
@@ -37,13 +36,8 @@ def image(rts_env):
 @pytest.fixture
 def st(rts_env, image):
     """A stand-in and a worker container of its own, on a fresh workspace."""
-    s = PiStandIn(rts_env)
-    try:
-        s.start_worker(image.tag)
-        wait_until(lambda: s.readies, READY_S, "the worker's readiness announcement")
+    with started_stand_in(rts_env, image) as s:
         yield s
-    finally:
-        s.close()
 
 
 def restart_worker(st, image):

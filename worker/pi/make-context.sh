@@ -112,16 +112,7 @@ if [ -n "$content" ]; then
 	done
 fi
 
-if [ -e "$out" ]; then
-	if ! [ -d "$out" ] || [ -n "$(ls -A -- "$out")" ]; then
-		die "$out exists and is not an empty directory"
-	fi
-else
-	mkdir -- "$out" || die "cannot create $out"
-fi
-umask 022
-root=$out/rootfs
-mkdir -- "$root"
+node_context "$out"
 
 node_copy "$root"
 mkdir -p -- "$root/app/worker/lib" "$root/app/empty" "$root/app/content" "$root/workspace" "$root/run/broker" "$root/tmp"

@@ -64,16 +64,7 @@ for f in harness.mjs Dockerfile; do
 done
 node_probe "$node"
 
-if [ -e "$out" ]; then
-	if ! [ -d "$out" ] || [ -n "$(ls -A -- "$out")" ]; then
-		die "$out exists and is not an empty directory"
-	fi
-else
-	mkdir -- "$out" || die "cannot create $out"
-fi
-umask 022
-root=$out/rootfs
-mkdir -- "$root"
+node_context "$out"
 
 node_copy "$root"
 node_put "$source_dir/harness.mjs" /precheck/harness.mjs 0644 "$root"
