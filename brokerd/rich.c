@@ -125,22 +125,6 @@ static void send_done(struct rts_link *l, const char *turn_id, enum rts_turn_sta
 		log_warning_errno(r, "turn %s: cannot send BROKER_RICH_DONE: %m", turn_id);
 }
 
-static const char *status_word(enum rts_turn_status s)
-{
-	switch (s) {
-	case RTS_TURN_OK:
-		return "ok";
-	case RTS_TURN_TIMEOUT:
-		return "timeout";
-	case RTS_TURN_CANCELLED:
-		return "cancelled";
-	case RTS_TURN_CLEANUP_FAILED:
-		return "cleanup_failed";
-	default:
-		return "error";
-	}
-}
-
 /* ---- turns ---- */
 
 void brokerd_rich_settle_locked(struct rich_channel *ch, struct rich_turn *t, enum rts_turn_status status,
@@ -199,8 +183,8 @@ static void finish_turn(struct rich_channel *ch, bool force)
 		rts_log_turn(LOG_INFO, t->b.turn_id, ch->hash, "ok", took, "rich turn settled after %u calls", calls);
 	else
 		/* Seed, "Host options and hooks": failed turns are logged with their cause. */
-		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, status_word(status), took,
-			     "rich turn %s after %u calls: %s", status_word(status), calls, cause ? cause : "unknown cause");
+		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, rts_turn_status_word(status), took,
+			     "rich turn %s after %u calls: %s", rts_turn_status_word(status), calls, cause ? cause : "unknown cause");
 	send_done(ch->owner, t->b.turn_id, status, calls, fd);
 	brokerd_rich_turn_free(t);
 }

@@ -176,6 +176,23 @@ static int check_commands(const struct rts_config *cfg, const struct hidden_list
 					return -EINVAL;
 				}
 		}
+	static const char *const hook_key[] = {"rich.effort.judge.command", "rich.memory.command", "rich.compaction.command"};
+	_Static_assert(RTS_ARRAY_SIZE(hook_key) == BROKERD_HOOKS, "a config key per hook");
+	for (int h = 0; h < BROKERD_HOOKS; h++) {
+		char *const *argv = brokerd_hook_command(cfg, (enum brokerd_hook)h);
+		for (size_t j = 0; argv && argv[j]; j++) {
+			if (argv[j][0] != '/')
+				continue;
+			for (size_t k = 0; k < l->n; k++)
+				if (rts_path_within(argv[j], l->h[k].dir)) {
+					snprintf(err, errlen,
+						 "%s: %s[%zu]: %s lies in %s (%s), which rich hooks cannot see: keep "
+						 "hook programs and their files elsewhere",
+						 cfg->path, hook_key[h], j, argv[j], l->h[k].dir, l->h[k].why);
+					return -EINVAL;
+				}
+		}
+	}
 	return 0;
 }
 

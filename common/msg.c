@@ -328,3 +328,20 @@ int rts_packet_recv(int sock, struct rts_packet *p)
 	p->len = (size_t)n;
 	return 0;
 }
+
+const char *rts_turn_status_word(enum rts_turn_status s)
+{
+	switch (s) {
+	case RTS_TURN_OK:
+		return "ok";
+	case RTS_TURN_TIMEOUT:
+		return "timeout";
+	case RTS_TURN_CANCELLED:
+		return "cancelled";
+	case RTS_TURN_CLEANUP_FAILED:
+		return "cleanup_failed";
+	case RTS_TURN_ERROR:
+	default:
+		return "error";
+	}
+}

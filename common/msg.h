@@ -138,4 +138,8 @@ int rts_packet_recv(int sock, struct rts_packet *p);
 	}
 RTS_PROTO_MESSAGES(RTS_MSG_TYPED_)
 
+/* The word log lines give a turn's status (rts_log_turn's outcome): "ok", "timeout",
+ * "cancelled", "cleanup_failed" or "error" (static). */
+const char *rts_turn_status_word(enum rts_turn_status s);
+
 #endif

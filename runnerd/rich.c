@@ -252,7 +252,7 @@ static void turn_answer(struct rich_turn *t, enum rts_turn_status status, uint32
 		     : status == RTS_TURN_CANCELLED ? LOG_NOTICE
 		     : status == RTS_TURN_CLEANUP_FAILED ? LOG_ERR
 							 : LOG_WARNING,
-		     t->id, t->ch->hash, runnerd_status_word(status), ms ? ms : 1, "rich turn finished: %s (%u broker calls)%s",
+		     t->id, t->ch->hash, rts_turn_status_word(status), ms ? ms : 1, "rich turn finished: %s (%u broker calls)%s",
 		     why, calls, t->peer ? "" : " (statd gone, not answered)");
 	if (t->peer)
 		rs->rops->turn_done(rs->owner, t->peer,

@@ -198,14 +198,14 @@ static void turn_finish(void *arg)
 			     "docker ps -a and remove it",
 			     kind_word(t), why, t->container);
 	else if (t->worker_code[0])
-		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, runnerd_status_word(t->status), ms,
+		rts_log_turn(LOG_WARNING, t->id, t->channel_hash, rts_turn_status_word(t->status), ms,
 			     "%s finished: %s (%s %s)", kind_word(t), why,
 			     is_precheck(t) ? "harness refused the input field" : "worker code", t->worker_code);
 	else
 		rts_log_turn(t->status == RTS_TURN_OK		? LOG_INFO
 			     : t->status == RTS_TURN_CANCELLED ? LOG_NOTICE
 							       : LOG_WARNING,
-			     t->id, t->channel_hash, runnerd_status_word(t->status), ms, "%s finished: %s%s", kind_word(t),
+			     t->id, t->channel_hash, rts_turn_status_word(t->status), ms, "%s finished: %s%s", kind_word(t),
 			     why, t->peer ? "" : " (statd gone, not answered)");
 	/* After the log line: whoever hears the outcome finds it logged already. */
 	/* Prechecks are not turns: the turn metrics leave them out. */
@@ -836,7 +836,7 @@ int runnerd_precheck_run(struct runnerd_turns *ts, struct runnerd_statd *peer, s
 							      : NULL;
 	if (refusal) {
 		enum rts_turn_status st = ts->shutting_down ? RTS_TURN_CANCELLED : RTS_TURN_ERROR;
-		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, runnerd_status_word(st), 0, "precheck refused: %s",
+		rts_log_turn(LOG_WARNING, m->precheck_id, m->channel_hash, rts_turn_status_word(st), 0, "precheck refused: %s",
 			     refusal);
 		send_precheck_done(ts, peer, m->precheck_id, st, 0, NULL);
 		return 0;

@@ -7,23 +7,6 @@
 #include "common/util.h"
 #include "runnerd/worker_io.h"
 
-const char *runnerd_status_word(enum rts_turn_status s)
-{
-	switch (s) {
-	case RTS_TURN_OK:
-		return "ok";
-	case RTS_TURN_TIMEOUT:
-		return "timeout";
-	case RTS_TURN_CANCELLED:
-		return "cancelled";
-	case RTS_TURN_CLEANUP_FAILED:
-		return "cleanup_failed";
-	case RTS_TURN_ERROR:
-	default:
-		return "error";
-	}
-}
-
 static json_object *str(const char *s)
 {
 	return json_object_new_string_len(s, (int)strlen(s));

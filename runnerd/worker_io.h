@@ -12,7 +12,6 @@
 
 #include "common/conf.h"
 #include "common/limits.h"
-#include "common/proto.h"
 
 /* The input's size (RTS_WORKER_INPUT_MAX), its limits (RTS_MODEL_CALLS_PER_TURN,
  * RTS_TOOL_CALLS_PER_RESPONSE, RTS_TURN_TIMEOUT_MS_*), the output's size
@@ -30,9 +29,6 @@ struct runnerd_worker_turn {
 	bool start_fresh;
 	uint64_t time_left_ms; /* until the turn deadline; sent as limits.turnTimeoutMs */
 };
-
-/* The word a turn's log line gives its status (rts_log_turn's outcome), sealed or rich. */
-const char *runnerd_status_word(enum rts_turn_status s);
 
 /* Build the worker input JSON for one turn: v, turn, speaker {id, name}, text, attachments,
  * systemPrompt, timeZone, now, tools (the caller's rts_config_public_tools(cfg) array, not

@@ -472,6 +472,18 @@ START_TEST(test_refusals)
 	s.tool_argv[1] = in_tmp("ws/t.py");
 	assert_refused(&s, NULL, "(workspaceRoot), which host tools cannot see");
 	release(&s);
+	/* A rich hook likewise, and one alone (no tool) needs the launcher. */
+	config(&s, NULL, (struct rts_key_source){.kind = RTS_KEY_ENV, .value = "K"});
+	s.cfg.n_tools = 0;
+	cleanup_free char *hook_script = in_tmp("ws/memory.py");
+	char *hook_argv[] = {"/usr/bin/python3", hook_script, NULL};
+	s.cfg.rich.enabled = true;
+	s.cfg.rich.memory_command = hook_argv;
+	ck_assert(brokerd_toolbox_needed(&s.cfg));
+	assert_refused(&s, NULL, "rich.memory.command[1]: ");
+	s.cfg.rich.enabled = false;
+	s.cfg.rich.memory_command = NULL;
+	release(&s);
 
 	/* bwrap and tini must be there. */
 	config(&s, NULL, (struct rts_key_source){.kind = RTS_KEY_ENV, .value = "K"});
