@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 import time
@@ -76,6 +77,30 @@ def test_container_restart_continues_the_session(st, image):
     texts = [b["text"] for m in body["messages"] for b in m["content"] if b.get("type") == "text"]
     assert texts[:2] == ["[Alice]: before the restart", "echo: [Alice]: before the restart"]
     assert len(st.session_entries()) == 1
+
+
+def test_a_link_planted_at_sessions_is_never_followed(st, image):
+    # statd's fresh start replaces such a link (test_rich_host.py); until then the worker
+    # writes nothing through it and reads nothing from it: the turn fails, the model is
+    # never asked.
+    ws = st.dirs["ws"]
+    st.worker.stop()
+    st.worker = None
+    shutil.rmtree(os.path.join(ws, "sessions"))
+    elsewhere = os.path.join(ws, "elsewhere")
+    os.mkdir(elsewhere)
+    os.chown(elsewhere, st.env.uid, st.env.gid)
+    os.symlink("elsewhere", os.path.join(ws, "sessions"))
+    n = len(st.readies)
+    st.start_worker(image.tag)
+    wait_until(lambda: len(st.readies) > n, READY_S, "the new worker's announcement")
+    assert st.readies[-1]["privateHistory"] is True  # unknown, so claimed
+    before = len(st.model_requests())
+    assert st.reply("hello") == "Something went wrong on my side with this message."
+    assert os.listdir(elsewhere) == [] and os.path.islink(os.path.join(ws, "sessions"))
+    assert len(st.model_requests()) == before
+    assert any(r.get("msg") == "turn failed" and "is not a directory" in r.get("error", "")
+               for r in st.worker_records())
 
 
 def test_worker_runs_sealed_as_given(st):
