@@ -335,6 +335,27 @@ class CliTest(unittest.TestCase):
         p = self.cli("image", "build", "--tag", "-bad", "--dir", self.tmp.name)
         self.assertEqual(p.returncode, 2)
 
+    def test_image_build_rich_usage(self):
+        # --content belongs to --rich, --rich and --precheck exclude each other; without
+        # --tag the tag is the config's rich.image (here no config: a failure naming it);
+        # a directory without make-context.sh is refused before anything runs.
+        p = self.cli("image", "build", "--content", self.tmp.name, "--tag", "x:y")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(b"--content goes with --rich", p.stderr)
+        p = self.cli("image", "build", "--rich", "--precheck", "--tag", "x:y")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(b"pass one", p.stderr)
+        p = self.cli("image", "build", "--rich", "--dir", self.tmp.name)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"--tag", p.stderr)
+        p = self.cli("image", "build", "--rich", "--tag", "x:y", "--dir", self.tmp.name)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"make-context.sh", p.stderr)
+        p = self.cli("image", "build", "--rich", "--tag", "x:y", "--dir", os.path.join(self.tmp.name, "none"))
+        self.assertEqual(p.returncode, 1)
+        p = self.cli("image", "build", "--rich", "--tag", "x:y", "--dir", self.tmp.name, "--content", "")
+        self.assertEqual(p.returncode, 2)
+
     def test_gc_refuses_while_turns_run(self):
         config = os.path.join(self.tmp.name, "sandbox.json")
         with open(config, "w") as f:

@@ -151,10 +151,15 @@ int cli_cmd_say(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv);
 int cli_cmd_precheck(const struct rts_opts *o, int argc, char **argv); /* cli/precheck.c */
 
-/* precheck_image.c: image build --precheck: DIR/make-context.sh into a fresh temporary
- * context, docker build -t tag, the context removed. Returns an exit status (after one
- * line on stderr when it failed). */
-int cli_image_build_precheck(const char *tag, const char *dir);
+/* context_image.c: image build --precheck and --rich. dir/make-context.sh (dir: the
+ * installed $(pkglibdir)/<subdir> or the source tree's worker/<subdir>) assembles the
+ * context in a fresh directory under /tmp, given --content content when content is not
+ * NULL (the rich image's operator content); docker build -t tag; the directory removed.
+ * what names the image in messages ("precheck", "rich worker"). The rich script runs npm
+ * ci of the pinned packages as the caller (it needs the npm registry or npm's offline
+ * cache). Returns a CLI_EXIT_* code, after one line on stderr when it failed. */
+int cli_image_build_context(const char *what, const char *subdir, const char *tag, const char *dir,
+			    const char *content);
 int cli_cmd_gc(const struct rts_opts *o, int argc, char **argv);
 
 #endif

@@ -48,8 +48,8 @@ void cli_docker_failure(int r, const struct rts_spawn_result *res, unsigned time
 }
 
 struct image_args {
-	const char *tag, *dir;
-	bool precheck;
+	const char *tag, *dir, *content;
+	bool precheck, rich;
 };
 
 static int image_option(int opt, const char *arg, void *ctx)
@@ -59,18 +59,24 @@ static int image_option(int opt, const char *arg, void *ctx)
 		a->tag = arg;
 	else if (opt == 'p')
 		a->precheck = true;
+	else if (opt == 'r')
+		a->rich = true;
+	else if (opt == 'c')
+		a->content = arg;
 	else
 		a->dir = arg;
 	return 0;
 }
 
-/* image build [--precheck] [--tag TAG] [--dir DIR] */
+/* image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR] */
 int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 {
 	static const struct option image_options[] = {
 		{"tag", required_argument, NULL, 't'},
 		{"dir", required_argument, NULL, 'd'},
 		{"precheck", no_argument, NULL, 'p'},
+		{"rich", no_argument, NULL, 'r'},
+		{"content", required_argument, NULL, 'c'},
 		{0},
 	};
 	if (argc < 2 || strcmp(argv[1], "build") != 0)
@@ -80,17 +86,23 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 	if (i < 0)
 		return CLI_EXIT_USAGE;
 	if (i != argc - 1)
-		return cli_usage_error("image build takes no arguments besides --precheck, --tag and --dir");
+		return cli_usage_error("image build takes no arguments besides --precheck, --rich, --content, --tag "
+				       "and --dir");
+	if (a.precheck && a.rich)
+		return cli_usage_error("--precheck and --rich build different images: pass one");
+	if (a.content && !a.rich)
+		return cli_usage_error("--content goes with --rich (the other images take no content)");
 	if (!a.dir)
-		a.dir = a.precheck ? RTS_PKGLIBDIR "/precheck" : RTS_PKGLIBDIR "/image";
-	if (a.dir[0] == '\0')
-		return cli_usage_error("--dir must not be empty");
+		a.dir = a.precheck ? RTS_PKGLIBDIR "/precheck" : a.rich ? RTS_PKGLIBDIR "/pi" : RTS_PKGLIBDIR "/image";
+	if (a.dir[0] == '\0' || (a.content && a.content[0] == '\0'))
+		return cli_usage_error("--dir and --content must not be empty");
 
 	cleanup_config struct rts_config *cfg = NULL;
 	if (!a.tag) {
 		cfg = cli_load_config(o);
 		if (!cfg) {
-			log_error("the default tag comes from the config's \"image\"; fix the config or pass --tag");
+			log_error("the default tag comes from the config's %s; fix the config or pass --tag",
+				  a.precheck ? "precheck.image" : a.rich ? "rich.image" : "\"image\"");
 			return CLI_EXIT_FAILED;
 		}
 		if (a.precheck && !cfg->has_precheck) {
@@ -98,13 +110,21 @@ int cli_cmd_image(const struct rts_opts *o, int argc, char **argv)
 				  "pass --tag");
 			return CLI_EXIT_FAILED;
 		}
-		a.tag = a.precheck ? cfg->precheck.image : cfg->image;
+		if (a.rich && !cfg->rich.enabled) {
+			log_error("the default tag comes from the config's \"rich\" \"image\", and there is none; "
+				  "pass --tag");
+			return CLI_EXIT_FAILED;
+		}
+		a.tag = a.precheck ? cfg->precheck.image : a.rich ? cfg->rich.image : cfg->image;
 	}
 	if (!rts_image_ref_ok(a.tag))
 		return cli_usage_error("the tag must match [a-z0-9][A-Za-z0-9._/:@-]* (at most %u bytes)", RTS_IMAGE_MAX);
-	/* The precheck image (DESIGN.md 8.3) is assembled from the host's node first. */
+	/* The precheck image (DESIGN.md 8.3) and the rich image (8.5) are assembled from the
+	 * host's node first, the rich one with npm ci of the pinned packages. */
 	if (a.precheck)
-		return cli_image_build_precheck(a.tag, a.dir);
+		return cli_image_build_context("precheck", "precheck", a.tag, a.dir, NULL);
+	if (a.rich)
+		return cli_image_build_context("rich worker", "pi", a.tag, a.dir, a.content);
 
 	/* Check here so a missing build reads as such, not as a docker error about context. */
 	cleanup_free char *dockerfile = rts_xasprintf("%s/Dockerfile", a.dir);

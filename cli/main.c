@@ -48,12 +48,15 @@
  *       date of firedAt there, schedule null. Prints statd's precheck event as one line of
  *       JSON and exits 0 whatever it says; non-zero only when the run could not be
  *       attempted (a refused request, an "error" event such as busy, statd unreachable).
- *   image build [--precheck] [--tag TAG] [--dir DIR]
+ *   image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR]
  *       Runs "docker build -t TAG DIR": DIR defaults to the installed worker image directory
  *       (RTS_PKGLIBDIR/image), TAG to the config's "image" (the config is read only then).
  *       --precheck builds the precheck image instead: DIR (default RTS_PKGLIBDIR/precheck)
  *       holds make-context.sh, which assembles the context from the host's node, and TAG
- *       defaults to the config's precheck.image.
+ *       defaults to the config's precheck.image. --rich builds the rich (Pi) worker image:
+ *       DIR (default RTS_PKGLIBDIR/pi) holds make-context.sh, which assembles the context
+ *       from the host's node, npm ci of the pinned packages and the operator content of
+ *       --content DIR; TAG defaults to the config's rich.image.
  *   gc [--force]
  *       Force-removes this installation's leftover containers: those carrying the
  *       installation label and named roundtable-sandbox-<installation id>-...; prints each
@@ -121,8 +124,8 @@ const char cli_usage[] =
 	"Commands that read the config:\n"
 	"  precheck --channel C --target T [--tier X] [--approve S/T]... [--fired-at ISO] FILE\n"
 	"                      run a precheck script and print its event\n"
-	"  image build [--precheck] [--tag TAG] [--dir DIR]\n"
-	"                      build the worker image (or the precheck image) with docker\n"
+	"  image build [--precheck | --rich [--content DIR]] [--tag TAG] [--dir DIR]\n"
+	"                      build the worker image (or the precheck or rich one) with docker\n"
 	"  gc [--force]        remove this installation's leftover containers\n"
 	"  doctor [--offline]  check the installation and say how to fix problems\n"
 	"Commands that read neither (the controlled fetch):\n"

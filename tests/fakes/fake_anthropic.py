@@ -48,6 +48,14 @@ richworker's "#rw WORD" directives, which the worker forwards as part of the tur
     #tool NAME [JSON]   a tool_use block calling NAME with input JSON (default {}), streamed
                         as input_json_delta pieces; stop_reason "tool_use"
     #tools N NAME       N such tool_use blocks
+                        (#tool and #tools are read only while the last message carries no
+                        tool results, so an agent loop ends after its tools answered)
+    #quiet              after tool results, say only how many came back ("tool results: N
+                        received"), never their text
+    #recall             "recall: " and the texts of the earlier user messages the request
+                        carries, " | " between them (what a conversation's history holds)
+    #usage N            report N input tokens (message_start and the Message's usage), so
+                        a client's context accounting (compaction) can be steered
   pacing
     #sleep MS           wait MS before the answer's headers (time to first byte)
     #pace MS            wait MS between events
@@ -76,6 +84,11 @@ richworker's "#rw WORD" directives, which the worker forwards as part of the tur
     #json               a non-streamed JSON Message although a stream was asked for
     #headers            extra answer headers a broker must not pass on (Set-Cookie,
                         X-Upstream-Detail, anthropic-organization-id)
+  summaries
+    A request whose system prompt is a conversation-summary instruction (Pi's compaction
+    prompt: "You are a context summarization assistant") is answered with one text block,
+    "summary: <N> bytes of conversation", and its directives are not read: the
+    conversation it carries quotes earlier turns' directives.
   script
     #script NAME        the n-th request naming NAME replays entry n (the last repeats) of
                         SCRIPT_DIR/script-NAME.json (SCRIPT_DIR: --script-dir, else the
@@ -144,6 +157,31 @@ def tool_results(messages):
     return out or None
 
 
+def earlier_user_texts(messages):
+    """The texts of the user messages before the last one that has text, oldest first."""
+    out = []
+    for m in messages if isinstance(messages, list) else []:
+        if not isinstance(m, dict) or m.get("role") != "user":
+            continue
+        c = m.get("content")
+        t = c if isinstance(c, str) else "".join(
+            b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text") if isinstance(c, list) else ""
+        if t:
+            out.append(t)
+    return out[:-1]
+
+
+SUMMARY_PROMPT = "you are a context summarization assistant"
+
+
+def is_summary_request(body):
+    """Whether the system prompt is Pi's conversation-summary instruction."""
+    system = body.get("system")
+    if isinstance(system, list):
+        system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return isinstance(system, str) and SUMMARY_PROMPT in system.lower()
+
+
 def shorten(o):
     """o with every string longer than RECORD_STRING_MAX replaced by its length and hash."""
     if isinstance(o, str) and len(o) > RECORD_STRING_MAX:
@@ -168,6 +206,11 @@ class Plan:
     def __init__(self, text, bearer, results):
         low = text.lower()
         self.text = "echo: " + text if results is None else "tool results: " + " | ".join(results)
+        if results is not None and "#quiet" in low:
+            self.text = f"tool results: {len(results)} received"
+        self.usage = None
+        if m := re.search(r"#usage\s+(\d+)", low):
+            self.usage = min(int(m.group(1)), 10_000_000)
         self.status = self.error_type = None
         self.sleep_ms = self.pace_ms = 0
         self.pings = 0
@@ -178,6 +221,7 @@ class Plan:
         self.fail = None   # silent, silent-after, silent-headers, error-event, no-stop, cut, ...
         self.fail_arg = None
         self.extra_headers = "#headers" in low
+        self.recall = results is None and "#recall" in low
         self.script = None
         if m := re.search(r"#script\s+([a-z0-9_-]{1,64})", low):
             self.script = m.group(1)
@@ -203,7 +247,9 @@ class Plan:
             self.text = prefix + bearer + " (end)"
             byte = max(1, min(int(m.group(2)), max(1, len(bearer) - 1)))
             self.split = (len(prefix) + byte, byte, int(m.group(3) or 50), bool(m.group(1)))
-        if m := re.search(r"#tools\s+(\d+)\s+([a-z0-9_.-]+)", low):
+        if results is not None:
+            pass  # the tools answered: the loop ends with text
+        elif m := re.search(r"#tools\s+(\d+)\s+([a-z0-9_.-]+)", low):
             self.tools = [(m.group(2), {}) for _ in range(min(int(m.group(1)), 256))]
         elif m := re.search(r"#tool\s+([A-Za-z0-9_.-]+)(?:\s+(\{.*?\})(?=\s|$))?", text, re.IGNORECASE):
             try:
@@ -331,7 +377,13 @@ class Handler(BaseHTTPRequestHandler):
         if err or not isinstance(body, dict):
             return self.send_error_json(400, "invalid_request_error", err or "body is not an object")
         messages = body.get("messages")
-        plan = Plan(last_user_text(messages), bearer, tool_results(messages))
+        if is_summary_request(body):
+            plan = Plan("", bearer, None)
+            plan.text = f"summary: {len(raw)} bytes of conversation"
+        else:
+            plan = Plan(last_user_text(messages), bearer, tool_results(messages))
+            if plan.recall:
+                plan.text = "recall: " + " | ".join(earlier_user_texts(messages))
         if plan.script:
             return self.scripted(plan.script)
         if plan.sleep_ms:
@@ -372,7 +424,7 @@ class Handler(BaseHTTPRequestHandler):
         return {"id": f"msg_fake_{self.seq:08d}", "type": "message", "role": "assistant",
                 "model": body.get("model", "fake"), "content": content,
                 "stop_reason": "tool_use" if plan.tools else "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": 10, "output_tokens": max(1, len(plan.text) // 4)}}
+                "usage": {"input_tokens": plan.usage or 10, "output_tokens": max(1, len(plan.text) // 4)}}
 
     def stream(self, message, plan):
         self.start(200, "text/event-stream; charset=utf-8", None,
@@ -384,7 +436,8 @@ class Handler(BaseHTTPRequestHandler):
         self.record_answer(200, outcome)
 
     def stream_events(self, message, plan):
-        start = dict(message, content=[], stop_reason=None, usage={"input_tokens": 10, "output_tokens": 1})
+        start = dict(message, content=[], stop_reason=None,
+                     usage={"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1})
         self.event("message_start", {"type": "message_start", "message": start})
         if plan.fail == "silent":
             return self.wait_client_gone()

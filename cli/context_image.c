@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* image build --precheck: the precheck image, built offline from the host's node
- * (HACKING.md "Precheck runtime"): make-context.sh assembles a context in a fresh
+/* image build --precheck and --rich: images whose build context a script assembles first
+ * (HACKING.md "Precheck runtime" and "Rich worker"): make-context.sh fills a fresh
  * temporary directory, docker builds it, the directory goes again. */
 #include "config.h"
 
@@ -13,9 +13,12 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* The context holds node and its libraries: about 100 MB, many files. */
+/* The context holds node and its libraries (about 100 MB), for the rich image also its
+ * node_modules (a few hundred MB, many files). */
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
+	(void)st;
+	(void)ftw;
 	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0)
 		log_warning_errno(errno, "cannot remove %s: %m", path);
 	return 0;
@@ -43,30 +46,42 @@ static bool run_ok(char *const argv[], const char *what)
 	return ok;
 }
 
-int cli_image_build_precheck(const char *tag, const char *dir)
+int cli_image_build_context(const char *what, const char *subdir, const char *tag, const char *dir,
+			    const char *content)
 {
 	char abs_dir[PATH_MAX];
 	if (!realpath(dir, abs_dir)) {
-		log_error_errno(errno, "%s: %m (pass --dir with the precheck directory; the source tree's is "
-				       "worker/precheck)",
-				dir);
+		log_error_errno(errno, "%s: %m (pass --dir with the %s directory; the source tree's is worker/%s)", dir,
+				what, subdir);
 		return CLI_EXIT_FAILED;
 	}
 	cleanup_free char *script = rts_xasprintf("%s/make-context.sh", abs_dir);
 	struct stat st;
 	if (stat(script, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_error("%s has no make-context.sh: install the package, or pass --dir with the precheck directory "
-			  "(the source tree's is worker/precheck)",
-			  abs_dir);
+		log_error("%s has no make-context.sh: install the package, or pass --dir with the %s directory "
+			  "(the source tree's is worker/%s)",
+			  abs_dir, what, subdir);
 		return CLI_EXIT_FAILED;
 	}
-	char ctx[] = "/tmp/roundtable-sandbox-precheck-XXXXXX";
+	char abs_content[PATH_MAX];
+	if (content && !realpath(content, abs_content)) {
+		log_error_errno(errno, "--content %s: %m", content);
+		return CLI_EXIT_FAILED;
+	}
+	cleanup_free char *ctx = rts_xasprintf("/tmp/roundtable-sandbox-%s-XXXXXX", subdir);
 	if (!mkdtemp(ctx)) {
 		log_error_errno(errno, "cannot create a build context directory: %m");
 		return CLI_EXIT_FAILED;
 	}
-	/* make-context.sh takes an empty directory; sh, so a lost mode bit does not matter. */
-	char *const make[] = {"/bin/sh", script, "--source", abs_dir, ctx, NULL};
+	/* make-context.sh takes an empty directory; sh, so a lost mode bit does not matter.
+	 * It runs as the caller, with the caller's npm configuration (npm_config_* in the
+	 * environment: registry, proxy, cache) where it runs npm. */
+	char *make[] = {"/bin/sh", script, "--source", abs_dir, ctx, NULL, NULL, NULL};
+	if (content) {
+		make[4] = "--content";
+		make[5] = abs_content;
+		make[6] = ctx;
+	}
 	char *const build[] = {RTS_DOCKER, "build", "-t", (char *)tag, ctx, NULL};
 	int ex = CLI_EXIT_FAILED;
 	if (run_ok(make, "make-context.sh") && run_ok(build, RTS_DOCKER " build"))
