@@ -232,3 +232,14 @@ def test_brokerd_refuses_a_launcher_socket_another_account_made(host_env):
         LauncherRig(host_env, host_env.accounts["guest"], mode=0o777)
     assert "cannot connect to the host tool launcher" in str(e.value), str(e.value)
     assert "not made by root or this account" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("program", ["statd", "runnerd", "cli"])
+def test_only_brokerd_takes_launcher_socket(host_env, program):
+    """A usage error (exit 2), not an option quietly ignored; brokerd's own use is above."""
+    args = [host_env.program(program), "--launcher-socket", "/nonexistent/launcher.sock"]
+    p = subprocess.run(args + (["status"] if program == "cli" else []), capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    p = subprocess.run(args[:1] + ["--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
