@@ -96,6 +96,7 @@ class Activator:
         self.path = os.path.join(self.dir, "launcher.sock")
         self.log_path = os.path.join(self.dir, "launcher.log")
         self.log = open(self.log_path, "ab")
+        self.final = None
         self.proc = subprocess.Popen(
             ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--",
              "systemd-socket-activate", "--seqpacket", "--accept", "-l", self.path, "--",
@@ -108,6 +109,8 @@ class Activator:
         os.chmod(self.path, mode)
 
     def text(self):
+        if self.final is not None:
+            return self.final
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
@@ -123,6 +126,8 @@ class Activator:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=10)
+        if self.final is None:
+            self.final = self.text()  # what tests read after the stop
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -173,16 +178,17 @@ class LauncherRig(BrokerRig):
     """brokerd started with --launcher-socket, the launcher under systemd-socket-activate
     as account (uid, gid)."""
 
-    def __init__(self, env, launcher_account, mode=0o700):
+    def __init__(self, env, launcher_account, mode=0o700, config=None):
         self.launcher_account = launcher_account
         self.mode = mode
         self.act = None
         self.launcher_ended = False
         try:
-            super().__init__(env)
-        except BaseException:
+            super().__init__(env, config=config)
+        except BaseException as e:
             if self.act:
                 self.act.stop()
+                e.launcher_log = self.act.text()
             raise
 
     def start_daemon(self, name, extra_env=None, args=()):
@@ -232,6 +238,27 @@ def test_brokerd_refuses_a_launcher_socket_another_account_made(host_env):
         LauncherRig(host_env, host_env.accounts["guest"], mode=0o777)
     assert "cannot connect to the host tool launcher" in str(e.value), str(e.value)
     assert "not made by root or this account" in str(e.value), str(e.value)
+
+
+def test_the_launcher_checks_write_paths_where_tools_write(host_env):
+    """brokerd connected to a launcher does not check writePaths itself (its unit cannot
+    write them); the launcher does, refuses to serve, and brokerd's start-up fails. The
+    same rig without the writePath starts (test_brokerd_runs_host_tools_through_...)."""
+    d = tempfile.mkdtemp(prefix="rtsro-", dir="/tmp")
+    os.chmod(d, 0o755)  # root's: the service account cannot write it
+    try:
+        tools = [{"name": "echo", "description": "test tool", "parameters": {"type": "object"},
+                  "command": ["/bin/true"], "writePaths": [d]}]
+        with pytest.raises(HarnessError) as e:
+            LauncherRig(host_env, host_env.accounts["service"], config={"tools": tools})
+        assert "cannot run host tool echo in its sandbox" in str(e.value), str(e.value)
+        assert "roundtable-sandbox-launcher@*.service" in str(e.value), str(e.value)
+        # brokerd did not refuse it itself; the launcher did, naming the unit to fix.
+        assert "this account cannot write" not in str(e.value), str(e.value)
+        assert f"tools[0].writePaths[0]: this account cannot write {d}" in e.value.launcher_log, e.value.launcher_log
+        assert "drop-in for roundtable-sandbox-launcher@.service" in e.value.launcher_log
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize("program", ["statd", "runnerd", "cli"])
