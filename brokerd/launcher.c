@@ -13,6 +13,7 @@
 
 #include "brokerd/launcher.h"
 #include "common/log.h"
+#include "common/sock.h"
 #include "common/spawn.h"
 #include "common/util.h"
 
@@ -483,18 +484,18 @@ static __attribute__((noreturn)) void launcher_main(const struct brokerd_toolbox
 	}
 }
 
-/* The launcher's start in the forked child: nothing of brokerd it does not need. */
-static __attribute__((noreturn)) void launcher_child(const struct brokerd_toolbox *tb, int ctl, pid_t brokerd)
+void brokerd_launcher_serve(const struct brokerd_toolbox *tb, int ctl, bool forked)
 {
-	/* Dies with brokerd; and brokerd may have gone before this was set. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != brokerd)
-		_exit(1);
 	/* Nothing of another process of this account may read the launcher's memory. */
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* brokerd stops it (by closing the socket), not a terminal's ^C or systemd's SIGTERM. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
+	/* Forked, brokerd stops it (by closing the socket), not a terminal's ^C or systemd's
+	 * SIGTERM to brokerd's unit. In a unit of its own, SIGTERM is systemd stopping that
+	 * unit: the default action ends the launcher, and its sandboxes die with it. */
+	if (forked) {
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	sigset_t none;
 	sigemptyset(&none);
@@ -504,20 +505,49 @@ static __attribute__((noreturn)) void launcher_child(const struct brokerd_toolbo
 	for (char **e = environ; e && *e; e++)
 		explicit_bzero(*e, strlen(*e));
 	clearenv();
-	/* The socket at 3, every other descriptor (a socket systemd passed brokerd, ...) gone. */
+	/* The socket at 3, every other descriptor (a socket systemd passed brokerd, ...) gone;
+	 * 0-2 stay (the log, or /dev/null). */
 	if (ctl != LAUNCHER_CTL_FD && (dup3(ctl, LAUNCHER_CTL_FD, O_CLOEXEC) < 0 || close(ctl) < 0))
 		_exit(1);
-	if (close_range(LAUNCHER_CTL_FD + 1, ~0u, 0) < 0)
+	if (fcntl(LAUNCHER_CTL_FD, F_SETFD, FD_CLOEXEC) < 0 || close_range(LAUNCHER_CTL_FD + 1, ~0u, 0) < 0)
 		_exit(1);
 	launcher_main(tb);
+}
+
+/* The launcher's start in the forked child: nothing of brokerd it does not need. */
+static __attribute__((noreturn)) void launcher_child(const struct brokerd_toolbox *tb, int ctl, pid_t brokerd)
+{
+	/* Dies with brokerd; and brokerd may have gone before this was set. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != brokerd)
+		_exit(1);
+	brokerd_launcher_serve(tb, ctl, true);
 }
 
 struct brokerd_launcher {
 	const struct brokerd_toolbox *tb;
 	int ctl;
-	pid_t pid;
-	int pidfd;
+	pid_t pid; /* forked; 0 when connected to a launcher unit */
+	int pidfd; /* forked; -1 when connected */
 };
+
+int brokerd_launcher_connect(const struct brokerd_toolbox *tb, const char *path, struct brokerd_launcher **out)
+{
+	*out = NULL;
+	int fd = rts_connect_unix(path, SOCK_SEQPACKET, 0);
+	if (fd < 0)
+		return fd;
+	/* Made by systemd (root) or by this account: a socket another account planted in the
+	 * runtime directory never gets a RUN, whose pipes carry what tools are given. */
+	int r = rts_listener_is_trusted(fd);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	struct brokerd_launcher *l = rts_xcalloc(1, sizeof(*l));
+	*l = (struct brokerd_launcher){.tb = tb, .ctl = fd, .pid = 0, .pidfd = -1};
+	*out = l;
+	return 0;
+}
 
 int brokerd_launcher_start(const struct brokerd_toolbox *tb, struct brokerd_launcher **out)
 {
@@ -567,6 +597,12 @@ void brokerd_launcher_stop(struct brokerd_launcher *l)
 	if (!l)
 		return;
 	close(l->ctl);
+	if (l->pidfd < 0) {
+		/* A launcher unit: closing the connection ends that launcher and its sandboxes,
+		 * and systemd reaps it. */
+		free(l);
+		return;
+	}
 	struct pollfd p = {.fd = l->pidfd, .events = POLLIN};
 	uint64_t until = rts_now_ms() + BROKERD_LAUNCH_REAP_MS;
 	for (;;) {

@@ -5,12 +5,27 @@
  * Why a process of its own. brokerd holds the credentials and runs under a seccomp filter
  * that lets it open no file for writing, create no namespace and execute nothing; its
  * children would inherit all of that, and their memory would sit next to brokerd's in the
- * same process tree. So brokerd forks the launcher at start-up, before it reads any key,
- * before it starts a thread and before its filter: the launcher keeps only the config
- * (which holds no secret but the names of {"env"} variables; their values are wiped from
- * its copy of the environment), makes itself non-dumpable, dies with brokerd
- * (PR_SET_PDEATHSIG) and starts each run with bubblewrap, whose sandbox dies with the
- * launcher (--die-with-parent).
+ * same process tree. The launcher keeps only the config (which holds no secret but the
+ * names of {"env"} variables; their values are wiped from its copy of the environment),
+ * makes itself non-dumpable and starts each run with bubblewrap, whose sandbox dies with
+ * the launcher (--die-with-parent). It comes one of two ways:
+ *
+ *   - forked (brokerd started by hand, the default): brokerd forks it at start-up, before
+ *     it reads any key, starts a thread or installs its filter; it dies with brokerd
+ *     (PR_SET_PDEATHSIG);
+ *   - a unit of its own (brokerd --launcher-socket PATH, the packaged units):
+ *     roundtable-sandbox-launcher.socket (Accept=yes) starts one
+ *     roundtable-sandbox-launcher@.service per connection, which runs
+ *     roundtable-sandbox-launcher (brokerd/launcher-main.c) with the connection on
+ *     descriptor 3. Only that unit may make namespaces and mounts and map writable
+ *     executable memory; brokerd's unit forbids all of it to brokerd. The launcher runs as
+ *     the broker account and serves exactly that account (SO_PEERCRED); brokerd connects
+ *     only to a socket made by root (systemd) or its own account. The launcher unit
+ *     cannot see brokerd's credentials (/run/credentials is inaccessible there), and
+ *     pidfds cross the units in SCM_RIGHTS: tini runs as the broker account (in a user
+ *     namespace of its own, mapped to it), so brokerd, the same account in an ancestor
+ *     PID namespace, may signal it through the pidfd (pidfd_send_signal(2)'s kill(2)
+ *     permission rule) and no message for signals is needed.
  *
  * The protocol (BROKERD_LAUNCH_VERSION; one fixed-size message per SOCK_SEQPACKET
  * packet, descriptors in SCM_RIGHTS). brokerd asks on the launcher socket, the launcher
@@ -48,8 +63,9 @@
 
 #include "brokerd/toolbox.h"
 
-/* Bump when a message or its meaning changes (the launcher is brokerd forked, so both
- * ends always agree; the number is checked anyway, as every link's is). */
+/* Bump when a message or its meaning changes (a forked launcher is brokerd itself, and the
+ * launcher unit's program comes in the same package, so both ends agree; the number is
+ * checked anyway, as every link's is). */
 #define BROKERD_LAUNCH_VERSION 1u
 
 /* Requests are even, answers odd. */
@@ -120,8 +136,21 @@ int brokerd_launcher_fd(const struct brokerd_launcher *l);
 /* The toolbox the launcher runs (the config's commands are found through it). */
 const struct brokerd_toolbox *brokerd_launcher_toolbox(const struct brokerd_launcher *l);
 
-/* Close the launcher socket, which ends the launcher and every sandbox it holds, and reap
- * it (SIGKILL after BROKERD_LAUNCH_REAP_MS). Frees l; NULL is fine. */
+/* Connect to the launcher unit's socket at path (roundtable-sandbox-launcher.socket) for
+ * tb, whose commands must be the launcher's (both read the same config). The socket must
+ * have been made by root or this account. Call before the seccomp filter. Returns 0 with
+ * *out, or -errno (-EPERM: another account made the socket). */
+int brokerd_launcher_connect(const struct brokerd_toolbox *tb, const char *path, struct brokerd_launcher **out);
+
+/* The launcher's own side: serve RUN on the connected socket ctl (ours; moved to
+ * descriptor 3, every descriptor above it closed) for tb until the peer hangs up, then kill
+ * every sandbox and _exit(0). Wipes the environment and makes the process non-dumpable.
+ * forked: SIGINT, SIGTERM and SIGHUP are ignored (brokerd ends it by closing the socket);
+ * otherwise they end it. The caller has checked the peer. Never returns. */
+__attribute__((noreturn)) void brokerd_launcher_serve(const struct brokerd_toolbox *tb, int ctl, bool forked);
+
+/* Close the launcher socket, which ends the launcher and every sandbox it holds, and, when
+ * it was forked, reap it (SIGKILL after BROKERD_LAUNCH_REAP_MS). Frees l; NULL is fine. */
 void brokerd_launcher_stop(struct brokerd_launcher *l);
 
 /* One run through the launcher, as the hooks of a struct rts_spawn (common/spawn.h):

@@ -40,9 +40,11 @@
 #define SWEEP_EVERY_US 250000 /* connection deadline sweep */
 
 static const char usage[] = "Usage: roundtable-sandbox-brokerd [--config PATH] [--runtime-dir DIR]\n"
+			    "                                  [--launcher-socket PATH]\n"
 			    "\n"
 			    "The per-turn HTTP broker of roundtable-sandbox. Listens on DIR/brokerd.sock for\n"
-			    "roundtable-sandbox-runnerd and serves each turn's broker socket.\n";
+			    "roundtable-sandbox-runnerd and serves each turn's broker socket. Host tools run\n"
+			    "through a launcher it forks, or through the launcher unit's socket at PATH.\n";
 
 /* One runnerd connection on brokerd.sock (common/link.c runs it). */
 struct brokerd_link {
@@ -439,26 +441,36 @@ static int on_launcher_gone(sd_event_source *s, int fd, uint32_t revents, void *
 	return 0;
 }
 
-/* Host tools and key commands: their sandbox's rules checked, the launcher forked (before
- * any key is read, any thread exists and the seccomp filter), and each sandbox profile
- * started once, so that a host where bubblewrap cannot make its namespaces (or a unit
- * that forbids them) stops brokerd at start, with bwrap's own words, instead of failing
- * every call. NULL when the config runs no command. */
+/* Host tools and key commands: their sandbox's rules checked, the launcher forked or
+ * connected to (launcher_socket: the launcher unit's; before any key is read, any thread
+ * exists and the seccomp filter), and each sandbox profile started once, so that a host
+ * where bubblewrap cannot make its namespaces (or a unit that forbids them) stops brokerd
+ * at start, with bwrap's own words, instead of failing every call. NULL when the config
+ * runs no command. */
 static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, const char *runtime_dir,
-					       struct brokerd_toolbox **tb)
+					       const char *launcher_socket, struct brokerd_toolbox **tb)
 {
 	*tb = NULL;
 	if (!brokerd_toolbox_needed(cfg))
 		return NULL;
 	char err[1024];
-	int r = brokerd_toolbox_new(cfg, runtime_dir, getenv("CREDENTIALS_DIRECTORY"), RTS_BWRAP, RTS_TINI, tb, err,
-				    sizeof(err));
+	/* With a launcher unit, tools write in that unit's mount namespace, not in this one
+	 * (where ProtectSystem=strict makes them read-only): the launcher checks writePaths. */
+	int r = brokerd_toolbox_new(cfg, runtime_dir, getenv("CREDENTIALS_DIRECTORY"), RTS_BWRAP, RTS_TINI,
+				    !launcher_socket, tb, err, sizeof(err));
 	if (r < 0)
 		fatal_f("%s", err);
 	struct brokerd_launcher *l = NULL;
-	r = brokerd_launcher_start(*tb, &l);
-	if (r < 0)
-		fatal_f("cannot start the host tool launcher: %s", strerror(-r));
+	if (launcher_socket) {
+		r = brokerd_launcher_connect(*tb, launcher_socket, &l);
+		if (r < 0)
+			fatal_f("cannot connect to the host tool launcher at %s: %s%s", launcher_socket, strerror(-r),
+				r == -EPERM ? " (the socket was not made by root or this account)" : "");
+	} else {
+		r = brokerd_launcher_start(*tb, &l);
+		if (r < 0)
+			fatal_f("cannot start the host tool launcher: %s", strerror(-r));
+	}
 	brokerd_exec_init(l);
 	bool key_command = false;
 	for (size_t i = 0; i < rts_config_key_sources(cfg) && !key_command; i++) {
@@ -482,10 +494,12 @@ static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, con
 		free(res.output);
 		if (r < 0 || res.exit_status != 0)
 			fatal_f("cannot run %s%s in its sandbox (%s; bwrap's message, if any, is logged just "
-				"before): see roundtable-sandbox-brokerd(8), \"Host tools\"",
+				"before%s): see roundtable-sandbox-brokerd(8), \"Host tools\"",
 				i < cfg->n_tools ? "host tool " : "key commands",
 				i < cfg->n_tools ? cfg->tools[i].name : "",
-				r < 0 ? strerror(-r) : "the sandbox did not start");
+				r < 0 ? strerror(-r) : "the sandbox did not start",
+				launcher_socket ? "; the launcher's own refusals are in the journal of "
+						  "roundtable-sandbox-launcher@*.service" : "");
 	}
 	return l;
 }
@@ -498,7 +512,7 @@ int main(int argc, char **argv)
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
 	struct brokerd_toolbox *toolbox = NULL;
-	struct brokerd_launcher *launcher = start_launcher(cfg, daemon.opts.runtime_dir, &toolbox);
+	struct brokerd_launcher *launcher = start_launcher(cfg, daemon.opts.runtime_dir, daemon.opts.launcher_socket, &toolbox);
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and
 	 * its upstream traffic carries the real credentials. Done before any thread exists. */
 	unsetenv("SSLKEYLOGFILE");

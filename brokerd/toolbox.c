@@ -196,8 +196,8 @@ static int check_commands(const struct rts_config *cfg, const struct hidden_list
 	return 0;
 }
 
-static int check_write_path(const struct rts_config *cfg, size_t i, size_t k, const struct hidden_list *l, char *err,
-			    size_t errlen)
+static int check_write_path(const struct rts_config *cfg, size_t i, size_t k, const struct hidden_list *l,
+			    bool writable, char *err, size_t errlen)
 {
 	const char *p = cfg->tools[i].write_paths[k];
 	char at[64];
@@ -220,11 +220,11 @@ static int check_write_path(const struct rts_config *cfg, size_t i, size_t k, co
 		snprintf(err, errlen, "%s: %s: %s is not a directory", cfg->path, at, p);
 		return -ENOTDIR;
 	}
-	if (faccessat(AT_FDCWD, p, W_OK | X_OK, AT_EACCESS) < 0) {
+	if (writable && faccessat(AT_FDCWD, p, W_OK | X_OK, AT_EACCESS) < 0) {
 		int e = errno;
 		snprintf(err, errlen,
 			 "%s: %s: this account cannot write %s (%s); under systemd, list it in ReadWritePaths= of "
-			 "a drop-in for roundtable-sandbox-brokerd.service",
+			 "a drop-in for roundtable-sandbox-launcher@.service",
 			 cfg->path, at, p, strerror(e));
 		return -e;
 	}
@@ -240,7 +240,8 @@ static int check_write_path(const struct rts_config *cfg, size_t i, size_t k, co
 }
 
 int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, const char *credentials_dir,
-			const char *bwrap, const char *tini, struct brokerd_toolbox **out, char *err, size_t errlen)
+			const char *bwrap, const char *tini, bool writable, struct brokerd_toolbox **out, char *err,
+			size_t errlen)
 {
 	*out = NULL;
 	struct hidden_list suite = {0}, keys = {0};
@@ -296,9 +297,9 @@ int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, c
 			r = check_commands(cfg, &keys, err, errlen);
 		for (size_t i = 0; r == 0 && i < cfg->n_tools; i++)
 			for (size_t k = 0; r == 0 && k < cfg->tools[i].n_write_paths; k++) {
-				r = check_write_path(cfg, i, k, &suite, err, errlen);
+				r = check_write_path(cfg, i, k, &suite, writable, err, errlen);
 				if (r == 0)
-					r = check_write_path(cfg, i, k, &keys, err, errlen);
+					r = check_write_path(cfg, i, k, &keys, writable, err, errlen);
 			}
 	}
 	if (r == 0) {

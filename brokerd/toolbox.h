@@ -82,7 +82,9 @@ bool brokerd_toolbox_needed(const struct rts_config *cfg);
 
 /* Build the toolbox of cfg for a brokerd started with runtime_dir (its --runtime-dir) and
  * credentials_dir ($CREDENTIALS_DIRECTORY, or NULL), running bwrap and tini (absolute
- * paths: RTS_BWRAP and RTS_TINI outside tests). Checks what brokerd's start-up refuses:
+ * paths: RTS_BWRAP and RTS_TINI outside tests). writable: check that this process may
+ * write each writePath (false in a brokerd that connects to a launcher unit: the
+ * launcher, whose unit is where tools write, checks it). Checks what start-up refuses:
  *   - bwrap and tini are executable;
  *   - each directory to hide is neither / nor a top-level directory nor under /usr, /proc,
  *     /sys or /dev (a sandbox without it could not run programs): a key file needs a
@@ -91,11 +93,12 @@ bool brokerd_toolbox_needed(const struct rts_config *cfg);
  *   - each writePath is an existing directory, named without symbolic links, that this
  *     process may write (which also catches a read-only mount, systemd's
  *     ProtectSystem=strict without ReadWritePaths=), and neither holds nor lies in a
- *     hidden directory.
+ *     hidden directory; may write it only when writable is set.
  * Returns 0 with *out (free with brokerd_toolbox_free()), or -EINVAL (or -errno) with a
  * one-line message in err naming the config key and the fix. */
 int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, const char *credentials_dir,
-			const char *bwrap, const char *tini, struct brokerd_toolbox **out, char *err, size_t errlen);
+			const char *bwrap, const char *tini, bool writable, struct brokerd_toolbox **out, char *err,
+			size_t errlen);
 
 void brokerd_toolbox_free(struct brokerd_toolbox *tb);
 

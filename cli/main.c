@@ -219,6 +219,8 @@ int main(int argc, char **argv)
 	rts_log_init("roundtable-sandbox");
 	struct rts_opts o;
 	int i = rts_parse_options(argc, argv, cli_usage, &o);
+	if (o.launcher_socket)
+		return cli_usage_error("--launcher-socket is brokerd's option");
 	if (i >= argc)
 		return cli_usage_error("no command given");
 	int ex = -1;

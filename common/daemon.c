@@ -23,12 +23,14 @@ int rts_parse_options(int argc, char **argv, const char *usage, struct rts_opts 
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"runtime-dir", required_argument, NULL, 'r'},
+		{"launcher-socket", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	o->config_path = RTS_DEFAULT_CONFIG;
 	o->runtime_dir = RTS_DEFAULT_RUNTIME_DIR;
+	o->launcher_socket = NULL;
 	int c;
 	/* '+': stop at the first non-option, so subcommands keep their own options. */
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
@@ -38,6 +40,9 @@ int rts_parse_options(int argc, char **argv, const char *usage, struct rts_opts 
 			break;
 		case 'r':
 			o->runtime_dir = optarg;
+			break;
+		case 'l':
+			o->launcher_socket = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -98,7 +103,7 @@ void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *pr
 	ensure_std_fds();
 	*d = (struct rts_daemon){.program = program, .role = rts_role_of(program), .listen_fd = -1};
 	int idx = rts_parse_options(argc, argv, usage, &d->opts);
-	if (idx != argc) {
+	if (idx != argc || (d->opts.launcher_socket && d->role != RTS_ROLE_BROKERD)) {
 		fputs(usage, stderr);
 		exit(2);
 	}

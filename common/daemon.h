@@ -37,10 +37,13 @@
 struct rts_opts {
 	const char *config_path; /* --config, default RTS_DEFAULT_CONFIG */
 	const char *runtime_dir; /* --runtime-dir, default RTS_DEFAULT_RUNTIME_DIR */
+	const char *launcher_socket; /* --launcher-socket, brokerd's alone (brokerd/launcher.h);
+					NULL when not given */
 };
 
 /* Parse the options every program takes before its subcommand or arguments:
- * --config PATH, --runtime-dir DIR, --help, --version. usage is printed for --help (exit 0)
+ * --config PATH, --runtime-dir DIR, --help, --version, and --launcher-socket PATH, which
+ * only brokerd takes (the others refuse it as a usage error). usage is printed for --help (exit 0)
  * and after a bad option (exit 2). Returns the index of the first non-option argument. */
 int rts_parse_options(int argc, char **argv, const char *usage, struct rts_opts *o);
 

@@ -147,6 +147,12 @@ for d in statd runnerd brokerd; do
 			die "the package lacks roundtable-sandbox-$d.$t"
 	done
 done
+# brokerd's launcher unit (brokerd/launcher.h): its socket, its template, its program.
+for f in ./lib/systemd/system/roundtable-sandbox-launcher.socket ./lib/systemd/system/roundtable-sandbox-launcher@.service; do
+	grep -qxF "$f" <<<"$contents" || die "the package lacks $f"
+done
+grep -qE '^\./usr/(lib|libexec)/.*roundtable-sandbox-launcher$' <<<"$contents" ||
+	die "the package lacks the launcher program"
 
 step "install"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" >"$work/install.log" 2>&1 ||
@@ -174,10 +180,12 @@ uid=$(id -u "$user")
 gid=$(id -g "$user")
 systemd-analyze verify /lib/systemd/system/roundtable-sandbox-*.socket /lib/systemd/system/roundtable-sandbox-*.service ||
 	die "systemd-analyze verify of the installed units"
-for d in statd runnerd brokerd; do
+for d in statd runnerd brokerd launcher@; do
 	systemd-analyze security --offline=yes --no-pager "/lib/systemd/system/roundtable-sandbox-$d.service" 2>/dev/null |
 		grep 'Overall exposure' || true
 done
+launcher_exe=$(sed -n 's/^ExecStart=\([^ ]*\) .*/\1/p' /lib/systemd/system/roundtable-sandbox-launcher@.service)
+[ -x "$launcher_exe" ] || die "the launcher unit's program $launcher_exe is not installed"
 du -sk /usr/sbin/roundtable-sandbox-* /usr/bin/roundtable-sandbox /usr/lib/roundtable-sandbox \
 	/lib/systemd/system/roundtable-sandbox-* /usr/share/man/man?/roundtable-sandbox* | awk '{s += $1} END {print "installed footprint: " s " KiB"}'
 
@@ -405,7 +413,8 @@ done
 for exe in /proc/[0-9]*/exe; do
 	t=$(readlink "$exe" 2>/dev/null) || continue
 	case $t in
-	/usr/sbin/roundtable-sandbox-* | /usr/bin/roundtable-sandbox*) die "still running: ${exe%/exe} ($t)" ;;
+	/usr/sbin/roundtable-sandbox-* | /usr/bin/roundtable-sandbox* | */roundtable-sandbox/roundtable-sandbox-launcher*)
+		die "still running: ${exe%/exe} ($t)" ;;
 	esac
 done
 echo "purged; nothing left running"

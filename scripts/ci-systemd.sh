@@ -2,10 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # The installed systemd units under a real systemd: boots the host's own systemd
 # (/lib/systemd/systemd) as PID 1 in a throwaway Docker container and checks that
-#   - only the three .socket units start; the first CLI connection socket-activates statd,
-#     the first turn then activates runnerd and brokerd;
+#   - only the four .socket units start (the daemons' three and brokerd's launcher's); the
+#     first CLI connection socket-activates statd, the first turn then activates runnerd
+#     and brokerd, and brokerd's connection an instance of roundtable-sandbox-launcher@;
 #   - `roundtable-sandbox doctor` passes in there;
-#   - a turn runs in a turn container started by the HOST dockerd and answers;
+#   - a turn runs in a turn container started by the HOST dockerd and answers; a turn whose
+#     model asks for a host tool (a tool this script adds to a copy of the config, bound
+#     over it in the container) has it run by the launcher unit, as the broker account,
+#     with the python3 interpreter, and unable to read brokerd's credential; brokerd's unit
+#     cannot make a namespace (a one-shot with its settings tries), the launcher's can
+#     (bwrap, tini, python3, node and sh under its settings); brokerd starts no process;
 #   - each daemon runs as its own packaged account (statd roundtable-sandbox, runnerd
 #     roundtable-sandbox-runner, brokerd roundtable-sandbox-broker; the config names them:
 #     accounts mode) under its unit's sandbox (NoNewPrivs 1, Seccomp 2 with the unit's
@@ -45,6 +51,7 @@ keyfile=/etc/roundtable-sandbox/model-api-key
 rundir=/run/roundtable-sandbox
 statedir=/var/lib/roundtable-sandbox
 units="roundtable-sandbox-statd roundtable-sandbox-runnerd roundtable-sandbox-brokerd"
+launcher=roundtable-sandbox-launcher
 suffix="$$-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 ctr=roundtable-sandbox-systemd-ci-$suffix
 img=roundtable-sandbox-systemd-ci:$suffix
@@ -174,7 +181,7 @@ fi
 
 # Units of this run, first in the unit search path ($SYSTEMD_UNIT_PATH with a trailing
 # colon keeps the usual path after it, so these win even over /etc/systemd/system): the
-# boot target that pulls in the three sockets and nothing else, and masks for what must
+# boot target that pulls in the four sockets and nothing else, and masks for what must
 # never run here. docker.service and containerd.service above all: runnerd's unit
 # Wants=docker.service, and a second dockerd must never start. The rest of the list is
 # sysinit.target's units that would act on the shared kernel (udev, sysctl, modules,
@@ -182,9 +189,9 @@ fi
 mkdir -p "$work/units" "$work/root"
 cat >"$work/units/roundtable-sandbox-ci.target" <<'EOF'
 [Unit]
-Description=roundtable-sandbox CI: the three sockets
-Requires=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket
-After=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket
+Description=roundtable-sandbox CI: the four sockets
+Requires=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket roundtable-sandbox-launcher.socket
+After=roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket roundtable-sandbox-brokerd.socket roundtable-sandbox-launcher.socket
 AllowIsolate=yes
 EOF
 for u in docker.service docker.socket containerd.service apparmor.service systemd-timesyncd.service \
@@ -209,23 +216,45 @@ for d in statd runnerd brokerd; do
 	} >"$work/units/roundtable-sandbox-ci-probe-$d.service"
 done
 
-# Host tools (brokerd/toolbox.h): brokerd's unit must let bubblewrap build a tool's sandbox
-# (namespaces, mounts, a fresh /proc) and let a JavaScript engine run in it, since every
-# setting of the unit reaches the tools too. A one-shot with brokerd's unit and ExecStart=
-# replaced by the sandbox brokerd's launcher builds for a tool (same options, tini as PID
-# 1), running python3, node and sh; it must print "tool-probe 42 42 ok".
-tool_probe_drop='^(Requires|After|Wants|Also|WantedBy|Documentation|Type|ExecStart|Restart|RestartSec|KillMode|LoadCredential|RuntimeDirectory|RuntimeDirectoryMode|StateDirectory|StateDirectoryMode)='
-{
-	sed -n '1,/^\[Service\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service | grep -vE "$tool_probe_drop"
-	cat <<'UNIT'
-Type=oneshot
-StandardOutput=truncate:/run/roundtable-sandbox-ci-tool-probe.out
-StandardError=journal
-ExecStart=/usr/bin/bwrap --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try --disable-userns --die-with-parent --new-session --as-pid-1 --ro-bind / / --dev /dev --proc /proc --chdir / -- /usr/bin/tini -g -- /bin/sh -c "p=$$(python3 -c 'print(6*7)') && n=$$(node -e 'console.log([...Array(7).keys()].reduce((a, b) => a + b, 0) * 2)') && echo x >/dev/null && echo tool-probe $$p $$n ok"
-UNIT
-	sed -n '/^\[Service\]$/,/^\[Install\]$/p' /lib/systemd/system/roundtable-sandbox-brokerd.service |
-		grep -vE "$tool_probe_drop|^\[(Service|Install)\]$"
-} >"$work/units/roundtable-sandbox-ci-tool-probe.service"
+# Host tools (brokerd/toolbox.h) run in the launcher unit, whose settings must let
+# bubblewrap build a tool's sandbox (namespaces, mounts, a fresh /proc) and let a
+# JavaScript engine run in it, since every setting of the unit reaches the tools too. A
+# one-shot with the launcher unit's settings and ExecStart= replaced by the sandbox the
+# launcher builds for a tool (same options, tini as PID 1), running python3, node and sh;
+# it must print "tool-probe 42 42 ok". Another with brokerd's unit's settings tries to
+# make user, mount and PID namespaces and must fail: brokerd's unit has no such rights.
+tool_probe_drop='^(Requires|After|Wants|Also|WantedBy|Documentation|Type|ExecStart|Restart|RestartSec|KillMode|LoadCredential|RuntimeDirectory|RuntimeDirectoryMode|StateDirectory|StateDirectoryMode|StandardInput|StandardOutput|StandardError|CollectMode)='
+probe_unit() { # UNIT-FILE EXEC-START OUTPUT-NAME
+	sed -n '1,/^\[Service\]$/p' "$1" | grep -vE "$tool_probe_drop"
+	printf 'Type=oneshot\nStandardOutput=truncate:/run/%s.out\nStandardError=journal\nExecStart=%s\n' "$3" "$2"
+	sed -n '/^\[Service\]$/,/^\[Install\]$/p' "$1" | grep -vE "$tool_probe_drop|^\[(Service|Install)\]$"
+}
+probe_bwrap="/usr/bin/bwrap --unshare-user --unshare-ipc --unshare-pid --unshare-uts --unshare-cgroup-try --disable-userns --die-with-parent --new-session --as-pid-1 --ro-bind / / --dev /dev --proc /proc --chdir / -- /usr/bin/tini -g --"
+probe_unit "/lib/systemd/system/$launcher@.service" \
+	"$probe_bwrap /bin/sh -c \"p=\$\$(python3 -c 'print(6*7)') && n=\$\$(node -e 'console.log([...Array(7).keys()].reduce((a, b) => a + b, 0) * 2)') && echo x >/dev/null && echo tool-probe \$\$p \$\$n ok\"" \
+	roundtable-sandbox-ci-tool-probe >"$work/units/roundtable-sandbox-ci-tool-probe.service"
+probe_unit /lib/systemd/system/roundtable-sandbox-brokerd.service "/usr/bin/unshare --user --mount --pid --fork /bin/true" \
+	roundtable-sandbox-ci-ns-probe >"$work/units/roundtable-sandbox-ci-ns-probe.service"
+
+# The config the units read in the container: the operator's, plus one host tool that
+# reports what it can do (its uid, python3, whether brokerd's credential is readable). A
+# copy with the original's owner, mode and ACL, bound over it read-only.
+cp -a "$conf" "$work/sandbox.json"
+python3 - "$work/sandbox.json" <<'EOF'
+import json, sys
+path = sys.argv[1]
+with open(path, encoding="utf-8") as f:
+    c = json.load(f)
+probe = ("import json, os; P = ['/run/credentials/roundtable-sandbox-brokerd.service/model-api-key', "
+         "'/etc/roundtable-sandbox/model-api-key']; "
+         "print(json.dumps(dict({p: os.access(p, os.R_OK) for p in P}, uid=os.getuid(), python=6 * 7), sort_keys=True))")
+c.setdefault("tools", []).append({"name": "ci_probe", "description": "ci-systemd's host tool probe",
+                                  "parameters": {"type": "object"}, "command": ["/usr/bin/python3", "-c", probe],
+                                  "timeoutMs": 20000})
+with open(path, "r+", encoding="utf-8") as f:
+    f.truncate(0)
+    json.dump(c, f, indent=2)
+EOF
 
 # No registry: the image is FROM scratch plus mount points and Debian 12's merged-/usr
 # symlinks; the host's /usr and /etc are bind-mounted read-only. /var stays in the
@@ -266,7 +295,7 @@ docker run -d -t --name "$ctr" \
 	--cgroupns=private --network host -e container=docker -e SYSTEMD_UNIT_PATH=/run/roundtable-sandbox-ci/units: \
 	--stop-signal SIGRTMIN+3 \
 	--tmpfs /run:rw,nosuid,nodev,mode=0755 --tmpfs /tmp:rw,nosuid,nodev \
-	-v /usr:/usr:ro -v /etc:/etc:ro "${ca_mounts[@]}" \
+	-v /usr:/usr:ro -v /etc:/etc:ro -v "$work/sandbox.json:$conf:ro" "${ca_mounts[@]}" \
 	-v "$work/units:/run/roundtable-sandbox-ci/units:ro" \
 	-v $rundir:$rundir -v $statedir:$statedir -v /run/docker.sock:/run/docker.sock \
 	"$img" /bin/sh -c 'for d in /sys/fs/cgroup /sys/fs/cgroup/*/; do
@@ -307,7 +336,9 @@ for u in $units; do
 	[ "$(dx systemctl is-active "$u.socket")" = active ] || die "$u.socket is not active"
 	[ "$(dx systemctl is-active "$u.service" || true)" = inactive ] || die "$u.service runs before any connection"
 done
-say "the three sockets listen; no service runs yet"
+[ "$(dx systemctl is-active "$launcher.socket")" = active ] || die "$launcher.socket is not active"
+[ -z "$(dx systemctl list-units --no-legend --plain "$launcher@*.service")" ] || die "a launcher instance runs before brokerd"
+say "the four sockets listen; no service runs yet"
 
 # Socket activation: the first CLI connection starts statd alone; statd reaches runnerd
 # (and runnerd brokerd) only at the first turn.
@@ -348,6 +379,34 @@ if [ -n "${RTS_MODEL_RECORD:-}" ]; then
 		die "the model endpoint did not get the key in this run's requests"
 	say "the model endpoint got the key from brokerd's credential"
 fi
+
+# A host tool through the launcher unit: the model asks for it, the worker calls the broker,
+# brokerd sends RUN to its launcher instance, which runs it in a bwrap sandbox.
+reply=$(dx roundtable-sandbox say "$channel" --author 1001 --name Alice "#tools 1 host_ci_probe") ||
+	die "the host tool turn failed"
+python3 -c '
+import json, sys
+prefix = "tool results: "
+reply, uid = sys.argv[1], int(sys.argv[2])
+assert reply.startswith(prefix), reply
+r = json.loads(reply[len(prefix):])
+assert r == {"uid": uid, "python": 42, "/etc/roundtable-sandbox/model-api-key": False,
+             "/run/credentials/roundtable-sandbox-brokerd.service/model-api-key": False}, r
+' "$reply" "$(id -u "$broker")" || die "the host tool did not answer as expected: $reply"
+instances=$(dx systemctl list-units --no-legend --plain --state=active "$launcher@*.service" | awk '{print $1}')
+[ "$(grep -c . <<<"$instances")" = 1 ] || die "not one active launcher instance: $instances"
+lpid=$(dx systemctl show -p MainPID --value "$instances")
+bpid=$(dx systemctl show -p MainPID --value roundtable-sandbox-brokerd.service)
+lst=$(dx cat "/proc/$lpid/status")
+[ "$(awk '$1 == "Uid:" {print $2 $3 $4 $5}' <<<"$lst")" = "$(id -u "$broker")$(id -u "$broker")$(id -u "$broker")$(id -u "$broker")" ] ||
+	die "the launcher does not run as $broker"
+[ "$(dx stat -c %u "/proc/$lpid/environ")" = 0 ] || die "the launcher is dumpable"
+[ "$(awk '$1 == "NoNewPrivs:" {print $2}' <<<"$lst")" = 1 ] && [ "$(awk '$1 == "CapEff:" {print $2}' <<<"$lst")" = 0000000000000000 ] ||
+	die "the launcher has privileges: $(grep -E '^(NoNewPrivs|CapEff)' <<<"$lst")"
+! dx cat "/proc/$lpid/environ" | tr '\0' '\n' | grep -q '^CREDENTIALS_DIRECTORY=' || die "the launcher has a credentials directory"
+[ -z "$(dx sh -c "cat /proc/$bpid/task/*/children")" ] || die "brokerd has child processes: it must start none"
+dx journalctl --no-pager -u "$instances" | grep -q "serving brokerd (pid $bpid)" || die "the launcher's journal does not name brokerd $bpid"
+say "a host tool ran through $instances (pid $lpid, $broker, not dumpable, no capabilities, no credentials): python3 works, brokerd's credential unreadable; brokerd (pid $bpid) has no child"
 
 say "doctor inside the container:"
 doc=$(dx roundtable-sandbox doctor 2>&1) || {
@@ -420,12 +479,17 @@ for u in $units; do
 done
 say "brokerd reads model-api-key from \$CREDENTIALS_DIRECTORY (LoadCredential=), same bytes as $keyfile"
 
-# A host tool's sandbox under brokerd's unit (the probe unit made above).
+# A host tool's sandbox under the launcher unit's settings, and none under brokerd's (the
+# probe units made above).
 dx systemctl start roundtable-sandbox-ci-tool-probe.service ||
-	die "a host tool's sandbox does not start under brokerd's unit: $(dx journalctl --no-pager -n 5 -u roundtable-sandbox-ci-tool-probe.service)"
+	die "a host tool's sandbox does not start under the launcher unit: $(dx journalctl --no-pager -n 5 -u roundtable-sandbox-ci-tool-probe.service)"
 tool_out=$(dx cat /run/roundtable-sandbox-ci-tool-probe.out)
 [ "$tool_out" = "tool-probe 42 42 ok" ] || die "the host tool probe printed '$tool_out', not 'tool-probe 42 42 ok'"
-say "a host tool's sandbox (bwrap, tini, python3, node, sh) runs under brokerd's unit"
+! dx systemctl start roundtable-sandbox-ci-ns-probe.service 2>/dev/null || die "bwrap made its namespaces under brokerd's unit"
+ns_log=$(dx journalctl --no-pager -u roundtable-sandbox-ci-ns-probe.service)
+grep -q 'unshare failed: Operation not permitted' <<<"$ns_log" ||
+	die "unshare under brokerd's unit failed otherwise than for want of permission: $(tail -n 3 <<<"$ns_log")"
+say "a host tool's sandbox (bwrap, tini, python3, node, sh) runs under the launcher unit; under brokerd's, no namespace can be made"
 
 # The journal: structured per-turn fields, and no key or guest text anywhere in the
 # three units' entries.
@@ -489,6 +553,14 @@ channel_on=""
 dx systemctl stop roundtable-sandbox-statd.service roundtable-sandbox-runnerd.service \
 	roundtable-sandbox-brokerd.service roundtable-sandbox-statd.socket roundtable-sandbox-runnerd.socket \
 	roundtable-sandbox-brokerd.socket || die "systemctl stop failed"
+# brokerd's connection closed: its launcher instance ended by itself (and was collected).
+for _ in $(seq 100); do
+	[ -z "$(dx systemctl list-units --all --no-legend --plain "$launcher@*.service")" ] && break
+	sleep 0.1
+done
+left=$(dx systemctl list-units --all --no-legend --plain "$launcher@*.service")
+[ -z "$left" ] || die "launcher instances left after brokerd stopped: $left"
+dx systemctl stop "$launcher.socket" || die "systemctl stop $launcher.socket failed"
 for u in $units; do
 	for t in service socket; do
 		[ "$(dx systemctl is-active "$u.$t" || true)" = inactive ] || die "$u.$t did not stop"
@@ -503,7 +575,7 @@ left=$(docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst"
 [ -z "$left" ] || die "turn containers left after systemctl stop: $left"
 [ ! -e "$rundir/turns" ] || [ -z "$(ls -A "$rundir/turns")" ] || die "run dirs left: $(ls -A "$rundir/turns")"
 [ ! -e "$rundir/turns" ] || die "$rundir/turns (RuntimeDirectory=) still exists after runnerd stopped"
-for s in control.sock runnerd.sock brokerd.sock; do
+for s in control.sock runnerd.sock brokerd.sock launcher.sock; do
 	[ ! -e "$rundir/$s" ] || die "$rundir/$s left behind (RemoveOnStop=yes)"
 done
 say "systemctl stop: every service exited cleanly (Result=success, no restarts); no turn container, no run dir, no socket left"

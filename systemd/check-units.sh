@@ -1,6 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # make check: the generated systemd units and the example configuration.
+#   - brokerd's unit may make no namespace and mount nothing: host tools run in the launcher
+#     unit (roundtable-sandbox-launcher.socket and @.service), which alone may;
 #   - the units carry the sandboxing DESIGN.md section 2 asks of each daemon (and nothing a
 #     daemon must not have: no network for statd and runnerd, the credential for brokerd
 #     alone, writable directories only where the daemon writes);
@@ -40,8 +42,10 @@ for d in statd runnerd brokerd; do
 	[ -f "$s" ] || { fail "$s was not generated"; continue; }
 	grep -q '@[A-Za-z_]*@' "$s" && fail "$s has unsubstituted placeholders"
 	has "$s" "Type=notify"
-	grep -qE "^ExecStart=/.*/roundtable-sandbox-$d --config /.*/roundtable-sandbox/sandbox.json --runtime-dir $runtime\$" "$s" ||
-		fail "$s: ExecStart does not run roundtable-sandbox-$d with --config and --runtime-dir $runtime"
+	extra=""
+	[ "$d" = brokerd ] && extra=" --launcher-socket $runtime/launcher.sock"
+	grep -qE "^ExecStart=/.*/roundtable-sandbox-$d --config /.*/roundtable-sandbox/sandbox.json --runtime-dir $runtime$extra\$" "$s" ||
+		fail "$s: ExecStart does not run roundtable-sandbox-$d with --config and --runtime-dir $runtime$extra"
 	has "$s" "Requires=roundtable-sandbox-$d.socket"
 	lacks "$s" '^PrivateUsers=' # the daemons' ACL entries and peer checks name other accounts' uids
 	for line in "NoNewPrivileges=yes" "CapabilityBoundingSet=" "ProtectSystem=strict" "ProtectHome=yes" \
@@ -49,9 +53,7 @@ for d in statd runnerd brokerd; do
 		"RestrictSUIDSGID=yes" "LockPersonality=yes" "SystemCallArchitectures=native" "UMask=0077"; do
 		has "$s" "$line"
 	done
-	# brokerd's host tool sandboxes need namespaces, mounts, a fresh /proc and JIT memory
-	# (its unit says why); its own filter keeps those from brokerd itself.
-	[ "$d" = brokerd ] && continue
+	# Host tools run in the launcher unit (checked below): no daemon may make namespaces.
 	for line in "ProtectKernelTunables=yes" "ProtectKernelLogs=yes" "RestrictNamespaces=yes" \
 		"MemoryDenyWriteExecute=yes"; do
 		has "$s" "$line"
@@ -74,8 +76,7 @@ for su in statd:roundtable-sandbox runnerd:roundtable-sandbox brokerd:roundtable
 	has "$(unit "${su%%:*}.socket")" "SocketGroup=${su#*:}"
 done
 has "$(unit statd.service)" "SystemCallFilter=~@privileged @resources"
-# brokerd's host tools' bwrap needs @privileged's capset, pivot_root and chroot.
-has "$(unit brokerd.service)" "SystemCallFilter=~@resources"
+has "$(unit brokerd.service)" "SystemCallFilter=~@privileged @resources"
 
 s=$(unit statd.service)
 has "$s" "PrivateNetwork=yes"
@@ -104,16 +105,45 @@ has "$k" "SocketMode=0600"
 s=$(unit brokerd.service)
 has "$s" "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
 has "$s" "InaccessiblePaths=-/run/docker.sock"
-# Namespaces for bwrap but never a network one; mounts; brokerd stops its tools itself.
-has "$s" "RestrictNamespaces=user mnt pid ipc uts cgroup"
-has "$s" "SystemCallFilter=@system-service @mount seccomp"
-has "$s" "KillMode=mixed"
-lacks "$s" '^(ProcSubset|ProtectKernelTunables|ProtectKernelLogs|ProtectHostname|MemoryDenyWriteExecute)='
+# Host tools go through the launcher unit; brokerd itself mounts nothing and runs nothing.
+has "$s" "SystemCallFilter=@system-service seccomp"
+for line in "ProtectHostname=yes" "ProcSubset=pid" "Wants=roundtable-sandbox-launcher.socket" \
+	"After=roundtable-sandbox-launcher.socket"; do
+	has "$s" "$line"
+done
+lacks "$s" '^(KillMode|ReadWritePaths)='
+lacks "$s" '^SystemCallFilter=.*@mount'
 grep -qE '^LoadCredential=model-api-key:/.*/roundtable-sandbox/model-api-key$' "$s" || fail "$s: no LoadCredential=model-api-key"
 lacks "$s" '^(PrivateNetwork|SupplementaryGroups|StateDirectory|RuntimeDirectory)='
 k=$(unit brokerd.socket)
 has "$k" "ListenSequentialPacket=$runtime/brokerd.sock"
 has "$k" "SocketMode=0600"
+
+# brokerd's launcher (brokerd/launcher.h): a socket only the broker account may use, and a
+# service per connection that holds what bwrap needs and nothing of the credentials.
+k=$(unit launcher.socket)
+s=$(unit launcher@.service)
+[ -f "$k" ] && [ -f "$s" ] || fail "the launcher's units were not generated"
+has "$k" "ListenSequentialPacket=$runtime/launcher.sock"
+has "$k" "Accept=yes"
+has "$k" "SocketUser=roundtable-sandbox-broker"
+has "$k" "SocketGroup=roundtable-sandbox-broker"
+has "$k" "SocketMode=0600"
+grep -q '@[A-Za-z_]*@' "$s" && fail "$s has unsubstituted placeholders"
+grep -qE "^ExecStart=/.*/roundtable-sandbox/roundtable-sandbox-launcher --config /.*/roundtable-sandbox/sandbox.json --runtime-dir $runtime\$" "$s" ||
+	fail "$s: ExecStart does not run roundtable-sandbox-launcher with --config and --runtime-dir $runtime"
+[ -x "brokerd/roundtable-sandbox-launcher" ] || fail "brokerd/roundtable-sandbox-launcher was not built"
+has "$s" "User=roundtable-sandbox-broker"
+has "$s" "Group=roundtable-sandbox-broker"
+for line in "NoNewPrivileges=yes" "CapabilityBoundingSet=" "ProtectSystem=strict" "ProtectHome=yes" \
+	"PrivateTmp=yes" "PrivateDevices=yes" "ProtectKernelModules=yes" "ProtectControlGroups=yes" \
+	"RestrictSUIDSGID=yes" "LockPersonality=yes" "SystemCallArchitectures=native" "UMask=0077" \
+	"RestrictNamespaces=user mnt pid ipc uts cgroup" "SystemCallFilter=@system-service @mount" \
+	"InaccessiblePaths=-/run/credentials -/run/docker.sock" "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" \
+	"StandardInput=null"; do
+	has "$s" "$line"
+done
+lacks "$s" '^(LoadCredential|SetCredential|ImportCredential|SupplementaryGroups|PrivateUsers|StateDirectory|RuntimeDirectory|Restart)='
 
 # The four accounts; none is put in the docker group: only runnerd's unit adds it.
 c=systemd/roundtable-sandbox.conf
@@ -149,12 +179,15 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 		sed "s|^ExecStart=[^ ]*|ExecStart=$PWD/$d/roundtable-sandbox-$d|" "$(unit "$d.service")" \
 			>"$tmp/roundtable-sandbox-$d.service"
 	done
+	cp "$(unit launcher.socket)" "$tmp/"
+	sed "s|^ExecStart=[^ ]*|ExecStart=$PWD/brokerd/roundtable-sandbox-launcher|" "$(unit launcher@.service)" \
+		>"$tmp/roundtable-sandbox-launcher@.service"
 	if ! out=$(cd "$tmp" && systemd-analyze verify --man=no ./*.socket ./*.service 2>&1) || [ -n "$out" ]; then
 		fail "systemd-analyze verify: $out"
 	fi
-	for d in statd runnerd brokerd; do
+	for d in statd runnerd brokerd launcher@; do
 		(cd "$tmp" && systemd-analyze security --offline=yes --no-pager "./roundtable-sandbox-$d.service" 2>/dev/null |
-			grep 'Overall exposure') || true
+			grep 'Overall exposure' | sed "s/^/roundtable-sandbox-$d: /") || true
 	done
 else
 	echo "systemd-analyze not installed: verify skipped"

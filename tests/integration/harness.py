@@ -87,6 +87,7 @@ PROGRAMS = {
     "runnerd": "runnerd/roundtable-sandbox-runnerd",
     "brokerd": "brokerd/roundtable-sandbox-brokerd",
     "cli": "cli/roundtable-sandbox",
+    "launcher": "brokerd/roundtable-sandbox-launcher",  # brokerd's launcher unit's program
 }
 SOCKETS = {"statd": "control.sock", "runnerd": "runnerd.sock", "brokerd": "brokerd.sock"}
 START_TIMEOUT_S = 15
@@ -629,7 +630,7 @@ class Suite:
     def log_path(self, name):
         return os.path.join(self.dirs["logs"], f"{name}.log")
 
-    def start_daemon(self, name, extra_env=None):
+    def start_daemon(self, name, extra_env=None, args=()):
         log = open(self.log_path(name), "ab")
         self._logfiles.append(log)
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
@@ -648,7 +649,7 @@ class Suite:
         groups = ["-g", acct.group] + (["-G", DOCKER_GROUP] if name == "runnerd" else [])
         self.procs[name] = subprocess.Popen(
             ["runuser", "-u", acct.name, *groups, "--", self.env.program(name), "--config", self.config_path,
-             "--runtime-dir", self.dirs["rt"]],
+             "--runtime-dir", self.dirs["rt"], *args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
 
     def _wait_ready(self):

@@ -56,7 +56,7 @@ static void rig_start(struct rig *g, char *const *tool_argv, char *const *key_ar
 	};
 	cleanup_free char *rt = rts_xasprintf("%s/rt", tmpdir);
 	char err[1024] = "";
-	int r = brokerd_toolbox_new(&g->cfg, rt, NULL, RTS_BWRAP, RTS_TINI, &g->tb, err, sizeof(err));
+	int r = brokerd_toolbox_new(&g->cfg, rt, NULL, RTS_BWRAP, RTS_TINI, true, &g->tb, err, sizeof(err));
 	ck_assert_msg(r == 0, "toolbox: %s", err);
 	ck_assert_int_eq(brokerd_launcher_start(g->tb, &g->l), 0);
 	brokerd_exec_init(g->l);

@@ -228,7 +228,7 @@ static void make_layout(void)
 static int build(struct setup *s, const char *creds, struct brokerd_toolbox **tb, char *err, size_t len)
 {
 	cleanup_free char *rt = in_tmp("rt");
-	return brokerd_toolbox_new(&s->cfg, rt, creds, RTS_BWRAP, RTS_TINI, tb, err, len);
+	return brokerd_toolbox_new(&s->cfg, rt, creds, RTS_BWRAP, RTS_TINI, true, tb, err, len);
 }
 
 static void assert_refused(struct setup *s, const char *creds, const char *says)
@@ -488,16 +488,16 @@ START_TEST(test_refusals)
 	/* bwrap and tini must be there. */
 	config(&s, NULL, (struct rts_key_source){.kind = RTS_KEY_ENV, .value = "K"});
 	cleanup_free char *rt = in_tmp("rt");
-	ck_assert_int_lt(brokerd_toolbox_new(&s.cfg, rt, NULL, "/nonexistent/bwrap", RTS_TINI, &tb, err, sizeof(err)),
+	ck_assert_int_lt(brokerd_toolbox_new(&s.cfg, rt, NULL, "/nonexistent/bwrap", RTS_TINI, true, &tb, err, sizeof(err)),
 			 0);
 	ck_assert_ptr_nonnull(strstr(err, "install the Debian package bubblewrap"));
-	ck_assert_int_lt(brokerd_toolbox_new(&s.cfg, rt, NULL, RTS_BWRAP, "/nonexistent/tini", &tb, err, sizeof(err)),
+	ck_assert_int_lt(brokerd_toolbox_new(&s.cfg, rt, NULL, RTS_BWRAP, "/nonexistent/tini", true, &tb, err, sizeof(err)),
 			 0);
 	ck_assert_ptr_nonnull(strstr(err, "install the Debian package tini"));
 	/* Without a tool or key command, nothing is checked and no launcher is needed. */
 	s.cfg.n_tools = 0;
 	ck_assert(!brokerd_toolbox_needed(&s.cfg));
-	ck_assert_int_eq(brokerd_toolbox_new(&s.cfg, rt, NULL, "/nonexistent/bwrap", RTS_TINI, &tb, err, sizeof(err)),
+	ck_assert_int_eq(brokerd_toolbox_new(&s.cfg, rt, NULL, "/nonexistent/bwrap", RTS_TINI, true, &tb, err, sizeof(err)),
 			 0);
 	brokerd_toolbox_free(tb);
 	release(&s);
