@@ -23,7 +23,8 @@
  *
  * Lifecycle: started by spare_refill after a turn of its channel (not after a cancelled
  * one), ready once `docker container inspect` says it runs, claimed once (then the turn
- * owns it and removes it like any turn container), discarded after RUNNERD_SPARE_IDLE_MS
+ * owns it and removes it like any turn container; one that ends before the turn's input
+ * reached it gives way to a cold start, turn.c spare_lost), discarded after RUNNERD_SPARE_IDLE_MS
  * without a turn, on a workspace mismatch, and at shutdown. A spare that dies while it
  * waits (killed from outside, a failed start) is removed and started again up to
  * RUNNERD_SPARE_RETRIES times. The config is read once at start-up; a config or image
