@@ -303,8 +303,9 @@ static void spare_start(struct runnerd *rd, const char *channel_hash, const char
 	const struct rts_config *cfg = rd->cfg;
 	if (cfg->warm_spares == 0 || rd->spares.shutting_down || ws_fd < 0 || spare_of(rd, channel_hash))
 		return;
-	if (rd->spares.n >= RUNNERD_SPARES_MAX) {
-		log_debug("channel %.12s: no spare, %u are waiting already", channel_hash, rd->spares.n);
+	if (rd->spares.n >= cfg->warm_spares_max) {
+		log_info("channel %.12s: no spare: warmSparesMax (%u) spares exist already", channel_hash,
+			 cfg->warm_spares_max);
 		return;
 	}
 	/* The path must still name the directory statd verified: a swapped-in symlink or
@@ -363,7 +364,7 @@ static void spare_start(struct runnerd *rd, const char *channel_hash, const char
 		spare_discard(s, "docker run could not be started");
 		return;
 	}
-	if (rts_timer_start(rd->event, RUNNERD_SPARE_IDLE_MS, 1000, idle_fire, s, &s->idle_timer) < 0) {
+	if (rts_timer_start(rd->event, cfg->warm_spare_idle_ms, 100, idle_fire, s, &s->idle_timer) < 0) {
 		spare_discard(s, "cannot arm its idle timer");
 		return;
 	}

@@ -50,10 +50,10 @@ def spares(s, channel=None, running=False):
     """Names of this suite's spare containers (of channel), by their labels."""
     args = ["ps", "--filter", f"label={LABEL_INSTALLATION}={s.installation}", "--filter", f"label={LABEL_SPARE}=1",
             "--format", "{{.Names}}"]
+    if channel:
+        args[1:1] = ["--filter", f"label={LABEL_CHANNEL}={chash(channel)}"]
     if not running:
         args.insert(1, "-a")
-    if channel:
-        args[3:3] = ["--filter", f"label={LABEL_CHANNEL}={chash(channel)}"]
     return sorted(n for n in docker(*args, timeout=30).stdout.split() if n)
 
 
@@ -291,3 +291,21 @@ def test_spare_drop_with_a_malformed_hash_drops_the_link_not_a_spare(make_suite)
     # The same message with the hash as statd writes it discards the spare, link kept.
     assert spare_drop_as_statd(s, h, QUIET_FORWARD_S) is False
     wait_until(lambda: not container_exists(a), 30, "the spare's removal after SPARE_DROP")
+
+
+def test_no_more_spares_than_warm_spares_max(make_suite):
+    """warmSparesMax 1: while one channel's spare waits, another channel's turn leaves no
+    spare behind (runnerd says the cap was why); the first channel keeps its spare."""
+    s = make_suite(config=dict(SPARES_ON, warmSparesMax=1))
+    a, b = "guild-15/spares-cap-a", "guild-15/spares-cap-b"
+    for ch in (a, b):
+        assert s.cli("on", ch).returncode == 0
+    turn(s, a, "a, cold")
+    sa = ready_spare(s, a)
+    turn(s, b, "b, cold")
+    cap = f"channel {chash(b)[:12]}: no spare: warmSparesMax (1) spares exist already"
+    wait_until(lambda: cap in s.log_tail("runnerd", 1 << 20), 30, "the cap's log line")
+    assert assert_quiet(lambda: spares(s, b) or None, QUIET_TURN_S, "a spare of the second channel") is None
+    assert spares(s) == [sa]
+    turn(s, a, "a, warm")  # the spare that was kept serves its channel
+    assert warm_turns(s) == 1
