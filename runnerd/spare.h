@@ -78,6 +78,9 @@ void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash);
  * containers are gone. */
 void runnerd_spares_shutdown(struct runnerd *rd);
 bool runnerd_spares_idle(const struct runnerd *rd);
+/* Tell peer (NULL: every statd) which channels have a ready spare (SPARE_STATE, for
+ * `status` and `channels`); a congested link gets it when it drains. */
+void runnerd_spares_announce(struct runnerd *rd, struct runnerd_statd *peer);
 /* Containers the pool accounts for: spares waiting plus those still being removed. */
 unsigned runnerd_spares_containers(const struct runnerd *rd);
 

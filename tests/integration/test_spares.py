@@ -309,3 +309,33 @@ def test_no_more_spares_than_warm_spares_max(make_suite):
     assert spares(s) == [sa]
     turn(s, a, "a, warm")  # the spare that was kept serves its channel
     assert warm_turns(s) == 1
+
+
+def status(s, *args):
+    out = s.cli("status", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_status_and_channels_account_the_spares(make_suite):
+    """`status` counts the ready spares and names a channel's (ready or none), `channels`
+    lists each channel's; runnerd tells statd (SPARE_STATE) as spares come and go."""
+    s = make_suite(config=SPARES_ON)
+    ch, other = "guild-15/spares-status", "guild-15/spares-status-other"
+    for c in (ch, other):
+        assert s.cli("on", c).returncode == 0
+    assert status(s)["spares"] == 0 and status(s, ch)["spare"] == "none"
+    turn(s, ch, "cold")
+    ready_spare(s, ch)
+    wait_until(lambda: status(s)["spares"] == 1 or None, 30, "status to count the spare")
+    assert status(s, ch)["spare"] == "ready" and status(s, other)["spare"] == "none"
+    out = s.cli("status", ch)
+    assert "\nspare\tready\n" in out.stdout, out.stdout
+    assert "spares\t1\n" in s.cli("status").stdout
+    listed = {e["channel"]: e["spare"] for e in json.loads(s.cli("channels", "--json").stdout)["channels"]}
+    assert listed == {ch: "ready", other: "none"}
+    # off discards the spare, and status says so.
+    assert s.cli("off", ch).returncode == 0
+    wait_until(lambda: status(s)["spares"] == 0 or None, 30, "status to drop the spare")
+    assert status(s, ch)["spare"] == "none"
+    wait_until(lambda: spares(s, ch) == [], 30, "the spare's removal")
