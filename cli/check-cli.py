@@ -95,9 +95,9 @@ def statd_script(req):
         return []  # accepted, never answered: a statd that hangs
     if op == "status" and "channel" in req:
         return [line({"id": rid, "ok": True, "channel": req["channel"], "mode": "on", "running": True,
-                      "queued": 2, "fresh": False})]
+                      "queued": 2, "fresh": False, "spare": "ready"})]
     if op == "status":
-        return [line({"id": rid, "ok": True, "channels": 3, "on": 2, "running": 1, "queued": 4})]
+        return [line({"id": rid, "ok": True, "channels": 3, "on": 2, "running": 1, "queued": 4, "spares": 5})]
     if op == "fresh":
         return [line({"id": rid, "ok": True, "channel": req["channel"], "fresh": True})]
     if op == "cancel":
@@ -179,10 +179,10 @@ class CliTest(unittest.TestCase):
     def test_status(self):
         p = self.cli("status")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout, b"channels\t3\non\t2\nrunning\t1\nqueued\t4\n")
+        self.assertEqual(p.stdout, b"channels\t3\non\t2\nrunning\t1\nqueued\t4\nspares\t5\n")
         self.assertNotIn("channel", self.statd.requests[0])
         p = self.cli("status", "c")
-        self.assertEqual(p.stdout, b"channel\tc\nmode\ton\nrunning\tyes\nqueued\t2\nfresh\tno\n")
+        self.assertEqual(p.stdout, b"channel\tc\nmode\ton\nrunning\tyes\nqueued\t2\nfresh\tno\nspare\tready\n")
         p = self.cli("status", "--json", "c")
         self.assertEqual(json.loads(p.stdout)["queued"], 2)
         p = self.cli("status", "--json")

@@ -13,9 +13,10 @@
  *   status [--json] [CHANNEL]
  *       With CHANNEL, prints the lines "channel<TAB>KEY", "mode<TAB>on|off|rich", for a rich
  *       channel "profile<TAB>NAME" and "logTag<TAB>sandbox/<16 hex>", then
- *       "running<TAB>yes|no", "queued<TAB>N", "fresh<TAB>yes|no". Without, prints
- *       "channels<TAB>N", "on<TAB>N", "rich<TAB>N", "running<TAB>N", "queued<TAB>N" for the
- *       whole service ("rich" only when statd reports it).
+ *       "running<TAB>yes|no", "queued<TAB>N", "fresh<TAB>yes|no", "spare<TAB>ready|none".
+ *       Without, prints "channels<TAB>N", "on<TAB>N", "rich<TAB>N", "running<TAB>N",
+ *       "queued<TAB>N", "spares<TAB>N" (ready warm spares) for the whole service ("rich"
+ *       only when statd reports it).
  *   fresh CHANNEL
  *       The channel's next successful turn starts without history (memory is kept).
  *       Prints "CHANNEL<TAB>fresh".

@@ -112,6 +112,7 @@ int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
 		json_object *running = cli_need(answer, "running", json_type_boolean, &ok);
 		json_object *queued = cli_need(answer, "queued", json_type_int, &ok);
 		json_object *fresh = cli_need(answer, "fresh", json_type_boolean, &ok);
+		json_object *spare = cli_need(answer, "spare", json_type_string, &ok);
 		if (!ok)
 			return CLI_EXIT_FAILED;
 		if (json) {
@@ -131,11 +132,13 @@ int cli_cmd_status(const struct rts_opts *o, int argc, char **argv)
 				cli_put_field(stdout, v);
 			}
 		}
-		printf("\nrunning\t%s\nqueued\t%" PRId64 "\nfresh\t%s\n", json_object_get_boolean(running) ? "yes" : "no",
+		printf("\nrunning\t%s\nqueued\t%" PRId64 "\nfresh\t%s\nspare\t", json_object_get_boolean(running) ? "yes" : "no",
 		       json_object_get_int64(queued), json_object_get_boolean(fresh) ? "yes" : "no");
+		cli_put_field(stdout, spare);
+		putchar('\n');
 		return CLI_EXIT_OK;
 	}
-	static const char *const counts[] = {"channels", "on", "running", "queued"};
+	static const char *const counts[] = {"channels", "on", "running", "queued", "spares"};
 	json_object *v[RTS_ARRAY_SIZE(counts)];
 	for (size_t k = 0; k < RTS_ARRAY_SIZE(counts); k++)
 		v[k] = cli_need(answer, counts[k], json_type_int, &ok);

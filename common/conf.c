@@ -684,6 +684,9 @@ static const struct rts_jspec config_spec = {
 		 .at = CONF(limits)},
 		UINT_FIELD("turnTimeoutMs", RTS_TURN_TIMEOUT_MS_MIN, RTS_TURN_TIMEOUT_MS_MAX, CONF(turn_timeout_ms)),
 		UINT_FIELD("warmSpares", 0, RTS_WARM_SPARES_MAX, CONF(warm_spares)),
+		UINT_FIELD("warmSparesMax", RTS_WARM_SPARES_CAP_MIN, RTS_WARM_SPARES_CAP_MAX, CONF(warm_spares_max)),
+		UINT_FIELD("warmSpareIdleMs", RTS_WARM_SPARE_IDLE_MS_MIN, RTS_WARM_SPARE_IDLE_MS_MAX,
+			   CONF(warm_spare_idle_ms)),
 		{.key = "systemPrompt", .types = RTS_JT_STRING, .flags = RTS_JF_ENCODED, .max = RTS_SYSTEM_PROMPT_MAX,
 		 .store = RTS_JS_STRDUP, .at = CONF(system_prompt)},
 		{.key = "timeZone", .types = RTS_JT_STRING, .min = 1, .max = RTS_TIME_ZONE_MAX,
@@ -796,6 +799,8 @@ static void set_defaults(struct rts_config *c)
 					.pids = RTS_PIDS_DEFAULT};
 	c->turn_timeout_ms = RTS_TURN_TIMEOUT_MS_DEFAULT;
 	c->warm_spares = RTS_WARM_SPARES_DEFAULT;
+	c->warm_spares_max = RTS_WARM_SPARES_CAP_DEFAULT;
+	c->warm_spare_idle_ms = RTS_WARM_SPARE_IDLE_MS_DEFAULT;
 	c->system_prompt = rts_xstrdup("You are a helpful assistant taking part in a group chat. Answer the "
 				       "current speaker briefly and stay friendly.");
 	c->time_zone = rts_xstrdup("UTC");

@@ -216,6 +216,8 @@ struct rts_config {
 	struct rts_limits limits;
 	uint32_t turn_timeout_ms; /* RTS_TURN_TIMEOUT_MS_* */
 	uint32_t warm_spares;	  /* "warmSpares": 0 or 1 per sandboxed channel (DESIGN.md 8.4) */
+	uint32_t warm_spares_max; /* "warmSparesMax": spares on the host at once */
+	uint32_t warm_spare_idle_ms; /* "warmSpareIdleMs": a channel's spare goes after this idle */
 	char *system_prompt;	  /* at most RTS_SYSTEM_PROMPT_MAX bytes encoded */
 	char *time_zone;
 	struct rts_tool *tools;

@@ -31,6 +31,16 @@
 /* Warm spares per sandboxed channel (DESIGN.md 8.4 "warmSpares": 0 or 1, default 1). */
 #define RTS_WARM_SPARES_MAX 1u
 #define RTS_WARM_SPARES_DEFAULT 1u
+/* "warmSparesMax": spares on the whole host at once, so a host with many quiet channels
+ * does not run a container for each (issue 15: a global cap). */
+#define RTS_WARM_SPARES_CAP_MIN 1u
+#define RTS_WARM_SPARES_CAP_MAX 256u
+#define RTS_WARM_SPARES_CAP_DEFAULT 16u
+/* "warmSpareIdleMs": a channel without a turn for this long loses its spare (issue 15: an
+ * idle timeout per channel); 1 s to 24 h, default 10 minutes. */
+#define RTS_WARM_SPARE_IDLE_MS_MIN 1000u
+#define RTS_WARM_SPARE_IDLE_MS_MAX 86400000u
+#define RTS_WARM_SPARE_IDLE_MS_DEFAULT 600000u
 
 /* The turn container's resources, given to docker run by runnerd (seed: "512 MiB RAM with
  * no additional swap, one CPU, 64 PIDs"; "Tune container resources with limits"). A cpus

@@ -43,7 +43,7 @@
  * 3: METRICS, METRICS_TEXT, BROKER_METRICS, BROKER_METRICS_TEXT (issue 15); the precheck
  * runner (DESIGN.md 8.3): PRECHECK_RUN, PRECHECK_DONE, PRECHECK_CANCEL on runnerd.sock and
  * PRECHECK_BIND on brokerd.sock.
- * 4: SPARE_DROP (warm spares, issue 15) on runnerd.sock; rich mode (DESIGN.md 8.5): the
+ * 4: SPARE_DROP and SPARE_STATE (warm spares, issue 15) on runnerd.sock; rich mode (DESIGN.md 8.5): the
  * RICH_* and BROKER_RICH_* / BROKER_ATTACH_* messages of brokerd.sock, the RICH_* and
  * ATTACH_* messages of runnerd.sock; payloads too big for a packet travel as sealed memfds
  * (common/memfd.h). */
@@ -111,6 +111,12 @@ enum rts_proto_dir {
 /* statd -> runnerd: the channel was turned off or cancelled: discard its warm spare, if
  * any (DESIGN.md 8.4; runnerd/spare.h). No answer. */
 #define RTS_PROTO_FIELDS_SPARE_DROP(F, X) F(X, STR, channel_hash, RTS_HASH_HEX_LEN)
+/* runnerd -> statd: the channels whose warm spare is ready, for `status` and `channels`
+ * (issue 15): their hashes, RTS_HASH_HEX_LEN lowercase hex digits each, one after the
+ * other, at most "warmSparesMax" of them. The whole set, after HELLO and whenever it
+ * changed; statd replaces what it had, and forgets it when the link goes. */
+#define RTS_SPARES_READY_MAX (RTS_WARM_SPARES_CAP_MAX * RTS_HASH_HEX_LEN)
+#define RTS_PROTO_FIELDS_SPARE_STATE(F, X) F(X, STR, ready, RTS_SPARES_READY_MAX)
 /* runnerd -> brokerd: serve a turn. fd: the listening SOCK_STREAM socket bound at
  * runRoot/<turn>/broker.sock. deadline_ms: CLOCK_MONOTONIC milliseconds when the turn
  * ends. */
@@ -410,6 +416,7 @@ enum rts_precheck_answer {
 	M(TURN_DONE, turn_done, 11, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0)     \
 	M(TURN_CANCEL, turn_cancel, 12, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)  \
 	M(SPARE_DROP, spare_drop, 14, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)    \
+	M(SPARE_STATE, spare_state, 15, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(RICH_SYNC, rich_sync, 24, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 0)      \
 	M(RICH_SYNCED, rich_synced, 25, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_CONNECTOR, 0) \
 	M(RICH_ENSURE, rich_ensure, 26, RTS_PROTO_LINK_RUNNERD, RTS_PROTO_TO_LISTENER, 1)  \

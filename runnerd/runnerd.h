@@ -60,6 +60,7 @@ struct runnerd_statd {
 	TAILQ_ENTRY(runnerd_statd) entry;
 	struct runnerd *rd;
 	struct rts_link *link;
+	bool spares_due; /* the ready spares changed while the link was congested */
 };
 
 /* metrics.c: runnerd's metrics and the METRICS requests waiting for brokerd's text. */

@@ -55,6 +55,41 @@ struct runnerd_spare_retry {
 static void spare_start(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd,
 			unsigned failures);
 
+static void announce_to(struct runnerd *rd, struct runnerd_statd *peer, const char *ready)
+{
+	if (!rts_link_up(peer->link))
+		return;
+	if (!rts_link_has_room(peer->link)) {
+		peer->spares_due = true;
+		return;
+	}
+	peer->spares_due = false;
+	/* A failure fails the link; its teardown is statd's forgetting. */
+	(void)rts_link_send_spare_state(peer->link, &(struct rts_msg_spare_state){.ready = ready});
+}
+
+void runnerd_spares_announce(struct runnerd *rd, struct runnerd_statd *peer)
+{
+	/* The ready spares never outnumber warmSparesMax, which the config bounds by
+	 * RTS_WARM_SPARES_CAP_MAX: the set always fits. */
+	char ready[RTS_SPARES_READY_MAX + 1];
+	size_t n = 0;
+	const struct runnerd_spare *s;
+	TAILQ_FOREACH(s, &rd->spares.list, entry)
+	if (s->ready && n + RTS_HASH_HEX_LEN <= RTS_SPARES_READY_MAX) {
+		memcpy(ready + n, s->channel_hash, RTS_HASH_HEX_LEN);
+		n += RTS_HASH_HEX_LEN;
+	}
+	ready[n] = '\0';
+	if (peer) {
+		announce_to(rd, peer, ready);
+		return;
+	}
+	struct runnerd_statd *p;
+	TAILQ_FOREACH(p, &rd->statd, entry)
+	announce_to(rd, p, ready);
+}
+
 void runnerd_spares_init(struct runnerd *rd)
 {
 	rd->spares = (struct runnerd_spares){0};
@@ -149,8 +184,10 @@ static void spare_discard(struct runnerd_spare *s, const char *why)
 	struct runnerd *rd = s->rd;
 	TAILQ_REMOVE(&rd->spares.list, s, entry);
 	rd->spares.n--;
-	if (s->ready)
+	if (s->ready) {
 		rd->spares.n_ready--;
+		runnerd_spares_announce(rd, NULL);
+	}
 	log_info("spare %s of channel %.12s discarded: %s", s->id, s->channel_hash, why);
 	rts_timer_stop(s->probe_timer);
 	rts_timer_stop(s->idle_timer);
@@ -250,6 +287,7 @@ static void probe_done(struct runnerd_proc *p, const struct runnerd_proc_result 
 		s->ready = true;
 		s->rd->spares.n_ready++;
 		log_debug("spare %s of channel %.12s is ready", s->id, s->channel_hash);
+		runnerd_spares_announce(s->rd, NULL);
 		return;
 	}
 	if (++s->probes >= RUNNERD_SPARE_PROBES) {
@@ -303,8 +341,9 @@ static void spare_start(struct runnerd *rd, const char *channel_hash, const char
 	const struct rts_config *cfg = rd->cfg;
 	if (cfg->warm_spares == 0 || rd->spares.shutting_down || ws_fd < 0 || spare_of(rd, channel_hash))
 		return;
-	if (rd->spares.n >= RUNNERD_SPARES_MAX) {
-		log_debug("channel %.12s: no spare, %u are waiting already", channel_hash, rd->spares.n);
+	if (rd->spares.n >= cfg->warm_spares_max) {
+		log_info("channel %.12s: no spare: warmSparesMax (%u) spares exist already", channel_hash,
+			 cfg->warm_spares_max);
 		return;
 	}
 	/* The path must still name the directory statd verified: a swapped-in symlink or
@@ -363,7 +402,7 @@ static void spare_start(struct runnerd *rd, const char *channel_hash, const char
 		spare_discard(s, "docker run could not be started");
 		return;
 	}
-	if (rts_timer_start(rd->event, RUNNERD_SPARE_IDLE_MS, 1000, idle_fire, s, &s->idle_timer) < 0) {
+	if (rts_timer_start(rd->event, cfg->warm_spare_idle_ms, 100, idle_fire, s, &s->idle_timer) < 0) {
 		spare_discard(s, "cannot arm its idle timer");
 		return;
 	}
@@ -415,6 +454,7 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 	out->run = steal_pointer(&s->run);
 	runnerd_proc_retarget(out->run, done, arg);
 	log_info("channel %.12s: a turn claimed spare %s", s->channel_hash, s->id);
+	runnerd_spares_announce(rd, NULL);
 	if (s->workspace_fd >= 0)
 		close(s->workspace_fd);
 	free(s->workspace);

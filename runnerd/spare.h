@@ -23,12 +23,13 @@
  *
  * Lifecycle: started by spare_refill after a turn of its channel (not after a cancelled
  * one), ready once `docker container inspect` says it runs, claimed once (then the turn
- * owns it and removes it like any turn container), discarded after RUNNERD_SPARE_IDLE_MS
+ * owns it and removes it like any turn container; one that ends before the turn's input
+ * reached it gives way to a cold start, turn.c spare_lost), discarded after "warmSpareIdleMs"
  * without a turn, on a workspace mismatch, and at shutdown. A spare that dies while it
  * waits (killed from outside, a failed start) is removed and started again up to
  * RUNNERD_SPARE_RETRIES times. The config is read once at start-up; a config or image
  * change takes a restart, and start-up removes every container of this installation by
- * its label, spares included. At most RUNNERD_SPARES_MAX spares exist at once. */
+ * its label, spares included. At most "warmSparesMax" spares exist at once. */
 #ifndef RUNNERD_SPARE_H
 #define RUNNERD_SPARE_H
 
@@ -40,11 +41,6 @@
 #include "runnerd/proc.h"
 #include "runnerd/turn.h"
 
-/* Spares on the whole host at once: a host with many quiet channels must not run a
- * container for each. */
-#define RUNNERD_SPARES_MAX 16u
-/* A channel without a turn for this long loses its spare. */
-#define RUNNERD_SPARE_IDLE_MS (10u * 60u * 1000u)
 /* Readiness: docker container inspect every RUNNERD_SPARE_PROBE_MS, at most
  * RUNNERD_SPARE_PROBES times, then the spare is given up as failed. */
 #define RUNNERD_SPARE_PROBE_MS 100u
@@ -82,6 +78,9 @@ void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash);
  * containers are gone. */
 void runnerd_spares_shutdown(struct runnerd *rd);
 bool runnerd_spares_idle(const struct runnerd *rd);
+/* Tell peer (NULL: every statd) which channels have a ready spare (SPARE_STATE, for
+ * `status` and `channels`); a congested link gets it when it drains. */
+void runnerd_spares_announce(struct runnerd *rd, struct runnerd_statd *peer);
 /* Containers the pool accounts for: spares waiting plus those still being removed. */
 unsigned runnerd_spares_containers(const struct runnerd *rd);
 

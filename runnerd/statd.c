@@ -128,6 +128,20 @@ static void runnerd_statd_down(struct rts_link *l, void *owner, int err, bool wa
 	free(peer);
 }
 
+/* statd learns the ready spares at once, and again after a congestion that held them. */
+static void runnerd_statd_up(struct rts_link *l, void *owner)
+{
+	struct runnerd_statd *peer = owner;
+	runnerd_spares_announce(peer->rd, peer);
+}
+
+static void runnerd_statd_drain(struct rts_link *l, void *owner)
+{
+	struct runnerd_statd *peer = owner;
+	if (peer->spares_due)
+		runnerd_spares_announce(peer->rd, peer);
+}
+
 const struct rts_link_spec runnerd_statd_spec = {
 	.proto = RTS_PROTO_LINK_RUNNERD,
 	.sock = RTS_SOCK_RUNNERD,
@@ -138,7 +152,9 @@ const struct rts_link_spec runnerd_statd_spec = {
 	.peer_check = rts_peer_is_statd,
 	.peer_refusal = "connection from an account other than statd's",
 	.dispatch = runnerd_dispatch_statd,
+	.on_up = runnerd_statd_up,
 	.on_down = runnerd_statd_down,
+	.on_drain = runnerd_statd_drain,
 };
 
 void *runnerd_statd_new(void *owner, struct rts_link *l)

@@ -40,7 +40,15 @@ struct runnerd_turn {
 	/* A warm spare's: its id names the container and the run dir; its docker CLI is t->run
 	 * from the claim on, fed the input in turn_spawn (runnerd/spare.h). */
 	bool warm, fed;
-	char spare_id[RTS_TURN_ID_LEN + 1];
+	char spare_id[RTS_TURN_ID_LEN + 1]; /* empty: no spare was claimed */
+	char *spare_container;		     /* a lost spare's (spare_lost) */
+	/* A claimed spare that ended before its input: its container's docker rm -f, which the
+	 * turn's end waits for (the turn itself goes on cold). */
+	struct runnerd_proc *spare_rm;
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+	struct rts_timer *feed_hold; /* test build only: the input waits (see turn_spawn) */
+	bool held;
+#endif
 	uint64_t broker_gen; /* link generation BROKER_BIND went out on; 0: none (or closed) */
 
 	enum runnerd_turn_phase phase;
@@ -66,6 +74,13 @@ struct runnerd_turn {
 static bool is_precheck(const struct runnerd_turn *t)
 {
 	return t->kind == RUNNERD_KIND_PRECHECK;
+}
+
+/* The id naming the turn's run dir: a claimed spare's, even when the spare ended before its
+ * input and the turn went on cold (its broker.sock is the one brokerd was bound to). */
+static const char *run_dir_id(const struct runnerd_turn *t)
+{
+	return t->spare_id[0] ? t->spare_id : t->id;
 }
 
 /* "turn" or "precheck", for log lines. */
@@ -113,6 +128,11 @@ static void turn_free(struct runnerd_turn *t)
 	timer_stop(t, &t->bind_timer);
 	timer_stop(t, &t->rm_delay);
 	timer_stop(t, &t->finish);
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+	timer_stop(t, &t->feed_hold);
+#endif
+	if (t->spare_rm)
+		ts->ops->detach(ts->owner, t->spare_rm);
 	/* Children outlive the turn only if they refused to die; they reap themselves. */
 	if (t->run)
 		ts->ops->detach(ts->owner, t->run);
@@ -129,6 +149,7 @@ static void turn_free(struct runnerd_turn *t)
 	free(t->text);
 	free(t->workspace);
 	free(t->container);
+	free(t->spare_container);
 	free(t->reply);
 	free(t->target);
 	free(t->tier);
@@ -181,7 +202,7 @@ static void turn_finish(void *arg)
 		close(steal_fd(&t->listen_fd));
 	if (t->run_dir_made) {
 		int r = is_precheck(t) ? ts->ops->precheck_dir_remove(ts->owner, t->id)
-				       : ts->ops->run_dir_remove(ts->owner, t->warm ? t->spare_id : t->id);
+				       : ts->ops->run_dir_remove(ts->owner, run_dir_id(t));
 		if (r < 0)
 			log_warning_errno(r, "cannot remove the run dir of %s %s: %m", kind_word(t), t->id);
 	}
@@ -236,7 +257,8 @@ static void turn_finish(void *arg)
 static void turn_settle(struct runnerd_turn *t)
 {
 	struct runnerd_turns *ts = t->ts;
-	if (!t->ended || t->phase == RUNNERD_TURN_FINISHING || t->rm || t->rm_delay || t->rm_rounds_left > 0)
+	if (!t->ended || t->phase == RUNNERD_TURN_FINISHING || t->rm || t->rm_delay || t->rm_rounds_left > 0 ||
+	    t->spare_rm)
 		return;
 	if (t->run) {
 		/* Already SIGKILLed by turn_end; it reaps itself whenever the kernel lets go. */
@@ -329,6 +351,9 @@ static void turn_end(struct runnerd_turn *t, enum rts_turn_status status, const 
 	t->why = why;
 	timer_stop(t, &t->deadline);
 	timer_stop(t, &t->bind_timer);
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+	timer_stop(t, &t->feed_hold);
+#endif
 
 	/* brokerd aborts in-flight upstream calls and tool processes; its BROKER_CLOSED is
 	 * not waited for. */
@@ -412,12 +437,58 @@ static void precheck_run_done(struct runnerd_turn *t, const struct runnerd_proc_
 	turn_end(t, RTS_TURN_ERROR, "precheck output malformed", 1);
 }
 
+static void turn_spawn(struct runnerd_turn *t);
+
+static void spare_rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd_turn *t = arg;
+	t->spare_rm = NULL;
+	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
+	if (o != RUNNERD_RM_GONE && o != RUNNERD_RM_IN_PROGRESS)
+		log_error("turn %s: spare container %s could not be removed: inspect it with docker ps -a and remove it",
+			  t->id, t->spare_container ? t->spare_container : "?");
+	turn_settle(t);
+}
+
+/* A claimed spare ended, or refused its input, before the turn's input reached it: the turn
+ * goes on cold instead of failing (issue 15: a crash never loses a turn). The spare's
+ * container is removed by name (the turn's end waits for it); its run dir and broker.sock,
+ * which brokerd serves for this turn already, stay the turn's and are mounted into the cold
+ * container. The spare had no input, so nothing of the turn ran twice. */
+static void spare_lost(struct runnerd_turn *t, const char *what)
+{
+	struct runnerd_turns *ts = t->ts;
+	log_warning("turn %s: spare %s %s before its input; the turn starts cold", t->id, t->spare_id, what);
+	t->spare_container = steal_pointer(&t->container);
+	cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, t->spare_container);
+	int r = argv ? ts->ops->spawn(ts->owner, argv, NULL, 0, RUNNERD_RM_OUTPUT_MAX, RUNNERD_RM_TIMEOUT_MS,
+				      spare_rm_done, t, &t->spare_rm)
+		     : -EINVAL;
+	if (r < 0)
+		log_error_errno(r, "turn %s: cannot run docker rm -f for spare container %s: %m; inspect it with "
+				   "docker ps -a and remove it",
+				t->id, t->spare_container);
+	t->warm = false;
+	t->spawned = false; /* no container of the turn's own yet */
+	t->container = rts_container_name(ts->conf.cfg->installation_id, t->id);
+}
+
 /* docker run exited: its output decides the outcome, unless one was decided already. */
 static void run_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
 	struct runnerd_turn *t = arg;
 	struct runnerd_turns *ts = t->ts;
 	t->run = NULL;
+	if (t->warm && !t->fed && !t->ended) {
+		spare_lost(t, "ended");
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+		if (t->feed_hold) {
+			timer_stop(t, &t->feed_hold);
+			turn_spawn(t);
+		}
+#endif
+		return;
+	}
 	if (t->ended) {
 		/* Killed by a cancellation; its removals decide the rest. How it ended comes from
 		 * the kernel's wait status, not from what we meant to send. */
@@ -536,7 +607,84 @@ static void precheck_spawn(struct runnerd_turn *t)
 	log_debug("precheck %s: started container %s with %zu tools", t->id, t->container, n_pairs);
 }
 
-/* BINDING -> RUNNING: the workspace re-check, the worker input, docker run. */
+/* The worker input of turn t (HACKING.md "Worker input"); 0, or the turn is ended. */
+static int turn_input(struct runnerd_turn *t, char **input, size_t *input_len)
+{
+	struct runnerd_turns *ts = t->ts;
+	char now[40];
+	int r = rts_format_local_time(time(NULL), now, sizeof(now));
+	if (r < 0) {
+		log_error_errno(r, "turn %s: cannot format the current time: %m", t->id);
+		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+		return r;
+	}
+	uint64_t now_ms = ts->ops->now_ms(ts->owner);
+	struct runnerd_worker_turn wt = {
+		.turn_id = t->id,
+		.speaker_id = t->speaker_id,
+		.speaker_name = t->speaker_name,
+		.text = t->text,
+		.attachments = t->attachments,
+		.start_fresh = t->start_fresh,
+		.time_left_ms = t->deadline_ms > now_ms ? t->deadline_ms - now_ms : 0,
+	};
+	r = runnerd_worker_input(ts->conf.cfg, ts->conf.public_tools, &wt, now, input, input_len);
+	if (r < 0) {
+		log_error_errno(r, "turn %s: cannot build the worker input: %m", t->id);
+		turn_end(t, RTS_TURN_ERROR, "worker input too large", 0);
+	}
+	return r;
+}
+
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+static void on_feed_hold(void *arg)
+{
+	struct runnerd_turn *t = arg;
+	t->feed_hold = NULL; /* fired */
+	turn_spawn(t);
+}
+#endif
+
+/* A claimed spare gets the input: true once it has it. False: the turn went on cold
+ * (spare_lost) or ended, or (test build) the input waits. */
+static bool spare_feed(struct runnerd_turn *t, bool *wait)
+{
+	struct runnerd_turns *ts = t->ts;
+	*wait = false;
+#ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
+	/* The test build's seam: the input waits RUNNERD_TEST_SPARE_FEED_HOLD_MS, or until the
+	 * spare's CLI ended, so a test can end the spare between the claim and its input. */
+	if (!t->held) {
+		t->held = true;
+		t->phase = RUNNERD_TURN_RUNNING;
+		int rr = ts->ops->timer_start(ts->owner, RUNNERD_TEST_SPARE_FEED_HOLD_MS, on_feed_hold, t, &t->feed_hold);
+		if (rr < 0)
+			turn_end(t, RTS_TURN_ERROR, "internal error", 1);
+		*wait = true;
+		return false;
+	}
+#endif
+	char *input = NULL;
+	size_t input_len = 0;
+	if (turn_input(t, &input, &input_len) < 0)
+		return false;
+	int r = ts->ops->spare_feed(ts->owner, t->run, input, input_len);
+	if (r < 0) {
+		log_warning_errno(r, "turn %s: cannot hand the input to spare %s: %m", t->id, t->spare_id);
+		ts->ops->kill(ts->owner, t->run);
+		ts->ops->detach(ts->owner, t->run);
+		t->run = NULL;
+		spare_lost(t, "took no input");
+		return false;
+	}
+	t->fed = true;
+	t->phase = RUNNERD_TURN_RUNNING;
+	log_debug("turn %s: input handed to spare container %s", t->id, t->container);
+	return true;
+}
+
+/* BINDING -> RUNNING: the workspace re-check, the worker input, docker run (or a claimed
+ * spare's stdin). */
 static void turn_spawn(struct runnerd_turn *t)
 {
 	struct runnerd_turns *ts = t->ts;
@@ -553,44 +701,14 @@ static void turn_spawn(struct runnerd_turn *t)
 		turn_end(t, RTS_TURN_ERROR, "workspace changed", 0);
 		return;
 	}
-	char now[40];
-	r = rts_format_local_time(time(NULL), now, sizeof(now));
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot format the current time: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "internal error", 0);
+	bool wait;
+	if (t->warm && (spare_feed(t, &wait) || wait || t->ended))
 		return;
-	}
-	uint64_t now_ms = ts->ops->now_ms(ts->owner);
-	struct runnerd_worker_turn wt = {
-		.turn_id = t->id,
-		.speaker_id = t->speaker_id,
-		.speaker_name = t->speaker_name,
-		.text = t->text,
-		.attachments = t->attachments,
-		.start_fresh = t->start_fresh,
-		.time_left_ms = t->deadline_ms > now_ms ? t->deadline_ms - now_ms : 0,
-	};
 	char *input = NULL;
 	size_t input_len = 0;
-	r = runnerd_worker_input(c->cfg, c->public_tools, &wt, now, &input, &input_len);
-	if (r < 0) {
-		log_error_errno(r, "turn %s: cannot build the worker input: %m", t->id);
-		turn_end(t, RTS_TURN_ERROR, "worker input too large", 0);
+	if (turn_input(t, &input, &input_len) < 0)
 		return;
-	}
-	if (t->warm) {
-		r = ts->ops->spare_feed(ts->owner, t->run, input, input_len);
-		if (r < 0) {
-			log_error_errno(r, "turn %s: cannot hand the input to spare %s: %m", t->id, t->spare_id);
-			turn_end(t, RTS_TURN_ERROR, "spare unusable", 1);
-			return;
-		}
-		t->fed = true;
-		t->phase = RUNNERD_TURN_RUNNING;
-		log_debug("turn %s: input handed to spare container %s", t->id, t->container);
-		return;
-	}
-	cleanup_free char *run_dir = rts_xasprintf("%s/%s", c->cfg->run_root, t->id);
+	cleanup_free char *run_dir = rts_xasprintf("%s/%s", c->cfg->run_root, run_dir_id(t));
 	struct runnerd_run_spec spec = {
 		.docker = RTS_DOCKER,
 		.installation_id = c->cfg->installation_id,

@@ -241,6 +241,17 @@ json_object *statd_control_cancel(struct statd *d, json_object *id, const char *
 	return a;
 }
 
+/* "ready" when runnerd said channel's warm spare waits for its next turn, else "none". */
+static const char *spare_word(const struct statd *d, const char *channel)
+{
+	char hash[RTS_HASH_HEX_LEN + 1];
+	rts_channel_hash(channel, hash);
+	for (const char *p = d->spares_ready; *p; p += RTS_HASH_HEX_LEN)
+		if (memcmp(p, hash, RTS_HASH_HEX_LEN) == 0)
+			return "ready";
+	return "none";
+}
+
 json_object *statd_control_status(struct statd *d, json_object *id, const char *channel)
 {
 	json_object *a = ok_answer(id, channel);
@@ -263,6 +274,7 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		json_object_object_add(a, "running", json_object_new_boolean(st.running));
 		json_object_object_add(a, "queued", json_object_new_int64(st.queued));
 		json_object_object_add(a, "fresh", json_object_new_boolean(st.fresh));
+		json_object_object_add(a, "spare", json_object_new_string(spare_word(d, channel)));
 	} else {
 		unsigned running, queued;
 		statd_queue_totals(d->queue, &running, &queued);
@@ -273,6 +285,9 @@ json_object *statd_control_status(struct statd *d, json_object *id, const char *
 		json_object_object_add(a, "queued", json_object_new_int64(queued));
 		/* Their containers are live too: gc must not take them. */
 		json_object_object_add(a, "prechecks", json_object_new_int64(statd_prechecks_running(d)));
+		/* Warm spares ready, all channels together (they are containers too). */
+		json_object_object_add(a, "spares",
+				       json_object_new_int64((int64_t)(strlen(d->spares_ready) / RTS_HASH_HEX_LEN)));
 	}
 	return a;
 }
@@ -288,6 +303,7 @@ json_object *statd_control_channels(struct statd *d, json_object *id)
 		json_object_object_add(e, "mode", json_object_new_string(statd_mode_name(mode)));
 		if (statd_state_profile_at(d->state, i))
 			json_object_object_add(e, "profile", json_object_new_string(statd_state_profile_at(d->state, i)));
+		json_object_object_add(e, "spare", json_object_new_string(spare_word(d, statd_state_key(d->state, i))));
 		json_object_array_add(list, e);
 	}
 	json_object_object_add(a, "channels", list);

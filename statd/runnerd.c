@@ -86,6 +86,17 @@ static int statd_on_metrics_text(struct rts_link *l, void *owner, struct rts_msg
 	return statd_metrics_text(owner, m);
 }
 
+static int statd_on_spare_state(struct rts_link *l, void *owner, struct rts_msg_spare_state *m)
+{
+	struct statd *d = owner;
+	size_t n = strlen(m->ready);
+	if (n % RTS_HASH_HEX_LEN != 0 || n / RTS_HASH_HEX_LEN > d->cfg->warm_spares_max ||
+	    strspn(m->ready, "0123456789abcdef") != n)
+		return -EBADMSG;
+	memcpy(d->spares_ready, m->ready, n + 1);
+	return 0;
+}
+
 static int statd_on_precheck_done(struct rts_link *l, void *owner, struct rts_msg_precheck_done *m)
 {
 	return statd_precheck_done(owner, m);
@@ -100,6 +111,7 @@ static const struct rts_link_dispatch statd_dispatch_runnerd[] = {
 	RTS_LINK_ON(RICH_SYNCED, statd_on_rich_synced),
 	RTS_LINK_ON(METRICS_TEXT, statd_on_metrics_text),
 	RTS_LINK_ON(PRECHECK_DONE, statd_on_precheck_done),
+	RTS_LINK_ON(SPARE_STATE, statd_on_spare_state),
 	RTS_LINK_DISPATCH_END,
 };
 
@@ -164,6 +176,7 @@ static void statd_runnerd_down(struct rts_link *l, void *owner, int err, bool wa
 	}
 	statd_metrics_link_down(d);
 	statd_prechecks_link_down(d);
+	d->spares_ready[0] = '\0'; /* a new runnerd tells its own after HELLO */
 }
 
 static const struct rts_link_spec statd_runnerd_spec = {

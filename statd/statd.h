@@ -120,6 +120,9 @@ struct statd {
 	struct statd_link link;
 	struct statd_metrics metrics;
 	struct statd_prechecks *prechecks; /* precheck.c */
+	/* The channels whose warm spare runnerd has ready (its last SPARE_STATE, checked):
+	 * RTS_HASH_HEX_LEN hex digits per channel; "" while the link is down. */
+	char spares_ready[RTS_SPARES_READY_MAX + 1];
 
 	bool stopping;	     /* a stop signal came: no more clients */
 	bool queue_stopped;  /* the queue's stopped op ran: no turn is left */

@@ -28,7 +28,7 @@ from typing import Optional
 
 # common/proto.h is the authority; tests/unit/check-rtsproto.py (make check) compares
 # everything from here to _INT with it, so a change there that is not made here fails.
-PROTO_VERSION = 4  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3); 4: SPARE_DROP and rich mode (DESIGN.md 8.5)
+PROTO_VERSION = 4  # 3: the METRICS messages (issue 15) and the precheck runner (DESIGN.md 8.3); 4: SPARE_DROP, SPARE_STATE and rich mode (DESIGN.md 8.5)
 MSG_MAX = 128 * 1024
 
 # The programs that say HELLO / HELLO_OK; a listening side accepts only the one its link is for.
@@ -45,6 +45,7 @@ TURN_RUN = 10
 TURN_DONE = 11
 TURN_CANCEL = 12
 SPARE_DROP = 14
+SPARE_STATE = 15
 RICH_SYNC = 24
 RICH_SYNCED = 25
 RICH_ENSURE = 26
@@ -104,6 +105,7 @@ REPLY_MAX = 64 * 1024
 WORKER_OUTPUT_MAX = 256 * 1024
 TURN_ID_LEN = 16
 HASH_HEX_LEN = 64
+WARM_SPARES_CAP_MAX = 256  # common/limits.h RTS_WARM_SPARES_CAP_MAX: hashes in a SPARE_STATE
 METRICS_TEXT_MAX = 32 * 1024
 DUMMY_KEY = "roundtable-sandbox-dummy-key"
 NAME_MAX = 48
@@ -146,6 +148,8 @@ MESSAGES = {
                   (("turn_id", "str", TURN_ID_LEN), ("status", "u32", 0), ("reply", "str", REPLY_MAX))),
     "TURN_CANCEL": (TURN_CANCEL, "runnerd.sock", "to_listener", False, (("turn_id", "str", TURN_ID_LEN),)),
     "SPARE_DROP": (SPARE_DROP, "runnerd.sock", "to_listener", False, (("channel_hash", "str", HASH_HEX_LEN),)),
+    "SPARE_STATE": (SPARE_STATE, "runnerd.sock", "to_connector", False,
+                    (("ready", "str", WARM_SPARES_CAP_MAX * HASH_HEX_LEN),)),
     "RICH_SYNC": (RICH_SYNC, "runnerd.sock", "to_listener", False, (("channels", "u32", 0),)),
     "RICH_SYNCED": (RICH_SYNCED, "runnerd.sock", "to_connector", False, (("removed", "u32", 0),)),
     "RICH_ENSURE": (RICH_ENSURE, "runnerd.sock", "to_listener", True,

@@ -28,6 +28,7 @@ import rtsproto
 from broker_rig import BrokerRig, FakeMcp
 from harness import SRCDIR, HarnessError, Suite, wait_until
 from precheck_suite import PrecheckSuite, build_precheck_image
+import test_spares as spare_tests
 
 # common/limits.h (a test of its own below checks these against the header).
 LIMITS = {
@@ -42,6 +43,8 @@ LIMITS = {
     "RTS_TEXT_MAX": 64 * 1024,
     "RTS_PRECHECK_TIMEOUT_MS_MIN": 1000, "RTS_PRECHECK_TIMEOUT_MS_MAX": 600000,
     "RTS_PRECHECK_MAX_CALLS_MAX": 1000, "RTS_PRECHECK_PIDS_MIN": 16,
+    "RTS_WARM_SPARES_CAP_MIN": 1, "RTS_WARM_SPARES_CAP_MAX": 256,
+    "RTS_WARM_SPARE_IDLE_MS_MIN": 1000, "RTS_WARM_SPARE_IDLE_MS_MAX": 86400000,
 }
 CPUS_MIN, CPUS_MAX = 0.01, 64
 USER_CONTEXT_MAX = 48 * 1024  # seed: "current user context at 48 KiB" (worker/worker.h)
@@ -161,7 +164,10 @@ def test_python_copies_match_the_header():
                  f"timeoutMs Pq integer, {value('RTS_PRECHECK_TIMEOUT_MS_MIN')} to "
                  f"{value('RTS_PRECHECK_TIMEOUT_MS_MAX')}",
                  f"maxCalls Pq integer, 0 to {value('RTS_PRECHECK_MAX_CALLS_MAX')}",
-                 f"is at least {value('RTS_PRECHECK_PIDS_MIN')}:"):
+                 f"is at least {value('RTS_PRECHECK_PIDS_MIN')}:",
+                 f"warmSparesMax Pq integer, {value('RTS_WARM_SPARES_CAP_MIN')} to {value('RTS_WARM_SPARES_CAP_MAX')}",
+                 f"warmSpareIdleMs Pq integer, {value('RTS_WARM_SPARE_IDLE_MS_MIN')} to "
+                 f"{value('RTS_WARM_SPARE_IDLE_MS_MAX')}"):
         assert line in page, line
 
 
@@ -225,6 +231,40 @@ def test_bottom_of_every_range(make_suite):
         assert offered["host_wide"]["parameters"] == wide
         assert offered["host_deep"]["parameters"] == deep
     assert json_len(description) == LIMITS["RTS_DESCRIPTION_MAX"]
+
+
+def test_warm_spare_bounds_at_their_bottom(make_suite):
+    """warmSparesMax 1 and warmSpareIdleMs 1000: after a turn the channel's spare is started
+    and, with no turn for 1 s, discarded (runnerd says why, its container goes); the next
+    turn then starts cold. (The cap of 1 between two channels: test_spares.py.)"""
+    s = make_suite(config={"warmSpares": 1, "warmSparesMax": LIMITS["RTS_WARM_SPARES_CAP_MIN"],
+                           "warmSpareIdleMs": LIMITS["RTS_WARM_SPARE_IDLE_MS_MIN"]})
+    channel = "guild-1/limits-spares-low"
+    assert s.cli("on", channel).returncode == 0
+    p = say(s, channel, "cold")
+    assert p.returncode == 0, p.stderr + s.logs()
+    h = spare_tests.chash(channel)
+    idle = re.compile(r"spare [0-9a-f]+ of channel " + h[:12] + r" discarded: its channel was idle")
+    wait_until(lambda: idle.search(s.log_tail("runnerd", limit=1 << 20)), 30, "the idle spare's discard")
+    wait_until(lambda: spare_tests.spares(s, channel) == [], 30, "the idle spare's container to go")
+    p = say(s, channel, "cold again")
+    assert p.returncode == 0, p.stderr + s.logs()
+    assert (spare_tests.cold_turns(s), spare_tests.warm_turns(s)) == (2, 0)
+
+
+def test_warm_spare_bounds_at_their_top(make_suite):
+    """warmSparesMax 256 and warmSpareIdleMs 86400000 load, and the channel's next turn
+    claims its spare."""
+    s = make_suite(config={"warmSpares": 1, "warmSparesMax": LIMITS["RTS_WARM_SPARES_CAP_MAX"],
+                           "warmSpareIdleMs": LIMITS["RTS_WARM_SPARE_IDLE_MS_MAX"]})
+    channel = "guild-1/limits-spares-high"
+    assert s.cli("on", channel).returncode == 0
+    p = say(s, channel, "cold")
+    assert p.returncode == 0, p.stderr + s.logs()
+    spare_tests.ready_spare(s, channel)
+    p = say(s, channel, "warm")
+    assert p.returncode == 0, p.stderr + s.logs()
+    assert (spare_tests.cold_turns(s), spare_tests.warm_turns(s)) == (1, 1)
 
 
 def test_turn_deadline_at_its_bottom(make_suite):
@@ -475,6 +515,10 @@ OUTSIDE = {
     "maxOutputTokens above": ({"maxOutputTokens": LIMITS["RTS_MAX_OUTPUT_TOKENS_MAX"] + 1}, "maxOutputTokens"),
     "turnTimeoutMs below": ({"turnTimeoutMs": LIMITS["RTS_TURN_TIMEOUT_MS_MIN"] - 1}, "turnTimeoutMs"),
     "turnTimeoutMs above": ({"turnTimeoutMs": LIMITS["RTS_TURN_TIMEOUT_MS_MAX"] + 1}, "turnTimeoutMs"),
+    "warmSparesMax below": ({"warmSparesMax": LIMITS["RTS_WARM_SPARES_CAP_MIN"] - 1}, "warmSparesMax"),
+    "warmSparesMax above": ({"warmSparesMax": LIMITS["RTS_WARM_SPARES_CAP_MAX"] + 1}, "warmSparesMax"),
+    "warmSpareIdleMs below": ({"warmSpareIdleMs": LIMITS["RTS_WARM_SPARE_IDLE_MS_MIN"] - 1}, "warmSpareIdleMs"),
+    "warmSpareIdleMs above": ({"warmSpareIdleMs": LIMITS["RTS_WARM_SPARE_IDLE_MS_MAX"] + 1}, "warmSpareIdleMs"),
     "memoryMb below": ({"limits": {"memoryMb": LIMITS["RTS_MEMORY_MB_MIN"] - 1}}, "limits.memoryMb"),
     "memoryMb above": ({"limits": {"memoryMb": LIMITS["RTS_MEMORY_MB_MAX"] + 1}}, "limits.memoryMb"),
     "cpus below": ({"limits": {"cpus": 0.0099}}, "limits.cpus"),

@@ -50,10 +50,10 @@ def spares(s, channel=None, running=False):
     """Names of this suite's spare containers (of channel), by their labels."""
     args = ["ps", "--filter", f"label={LABEL_INSTALLATION}={s.installation}", "--filter", f"label={LABEL_SPARE}=1",
             "--format", "{{.Names}}"]
+    if channel:
+        args[1:1] = ["--filter", f"label={LABEL_CHANNEL}={chash(channel)}"]
     if not running:
         args.insert(1, "-a")
-    if channel:
-        args[3:3] = ["--filter", f"label={LABEL_CHANNEL}={chash(channel)}"]
     return sorted(n for n in docker(*args, timeout=30).stdout.split() if n)
 
 
@@ -291,3 +291,51 @@ def test_spare_drop_with_a_malformed_hash_drops_the_link_not_a_spare(make_suite)
     # The same message with the hash as statd writes it discards the spare, link kept.
     assert spare_drop_as_statd(s, h, QUIET_FORWARD_S) is False
     wait_until(lambda: not container_exists(a), 30, "the spare's removal after SPARE_DROP")
+
+
+def test_no_more_spares_than_warm_spares_max(make_suite):
+    """warmSparesMax 1: while one channel's spare waits, another channel's turn leaves no
+    spare behind (runnerd says the cap was why); the first channel keeps its spare."""
+    s = make_suite(config=dict(SPARES_ON, warmSparesMax=1))
+    a, b = "guild-15/spares-cap-a", "guild-15/spares-cap-b"
+    for ch in (a, b):
+        assert s.cli("on", ch).returncode == 0
+    turn(s, a, "a, cold")
+    sa = ready_spare(s, a)
+    turn(s, b, "b, cold")
+    cap = f"channel {chash(b)[:12]}: no spare: warmSparesMax (1) spares exist already"
+    wait_until(lambda: cap in s.log_tail("runnerd", 1 << 20), 30, "the cap's log line")
+    assert assert_quiet(lambda: spares(s, b) or None, QUIET_TURN_S, "a spare of the second channel") is None
+    assert spares(s) == [sa]
+    turn(s, a, "a, warm")  # the spare that was kept serves its channel
+    assert warm_turns(s) == 1
+
+
+def status(s, *args):
+    out = s.cli("status", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_status_and_channels_account_the_spares(make_suite):
+    """`status` counts the ready spares and names a channel's (ready or none), `channels`
+    lists each channel's; runnerd tells statd (SPARE_STATE) as spares come and go."""
+    s = make_suite(config=SPARES_ON)
+    ch, other = "guild-15/spares-status", "guild-15/spares-status-other"
+    for c in (ch, other):
+        assert s.cli("on", c).returncode == 0
+    assert status(s)["spares"] == 0 and status(s, ch)["spare"] == "none"
+    turn(s, ch, "cold")
+    ready_spare(s, ch)
+    wait_until(lambda: status(s)["spares"] == 1 or None, 30, "status to count the spare")
+    assert status(s, ch)["spare"] == "ready" and status(s, other)["spare"] == "none"
+    out = s.cli("status", ch)
+    assert "\nspare\tready\n" in out.stdout, out.stdout
+    assert "spares\t1\n" in s.cli("status").stdout
+    listed = {e["channel"]: e["spare"] for e in json.loads(s.cli("channels", "--json").stdout)["channels"]}
+    assert listed == {ch: "ready", other: "none"}
+    # off discards the spare, and status says so.
+    assert s.cli("off", ch).returncode == 0
+    wait_until(lambda: status(s)["spares"] == 0 or None, 30, "status to drop the spare")
+    assert status(s, ch)["spare"] == "none"
+    wait_until(lambda: spares(s, ch) == [], 30, "the spare's removal")

@@ -58,6 +58,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c->max_output_tokens, 4096);
 	ck_assert_uint_eq(c->turn_timeout_ms, 120000);
 	ck_assert_uint_eq(c->warm_spares, 1); /* DESIGN.md 8.4: spares on by default */
+	ck_assert_uint_eq(c->warm_spares_max, 16);
+	ck_assert_uint_eq(c->warm_spare_idle_ms, 600000);
 	ck_assert_uint_eq(c->limits.memory_mb, 512);
 	ck_assert_uint_eq(c->limits.pids, 64);
 	ck_assert(c->limits.cpus == 1.0);
@@ -200,6 +202,8 @@ START_TEST(test_range_ends)
 		{"maxOutputTokens", "\"maxOutputTokens\":%s", "1", "1048576", "0", "1048577"},
 		{"turnTimeoutMs", "\"turnTimeoutMs\":%s", "1000", "600000", "999", "600001"},
 		{"warmSpares", "\"warmSpares\":%s", "0", "1", "-1", "2"},
+		{"warmSparesMax", "\"warmSparesMax\":%s", "1", "256", "0", "257"},
+		{"warmSpareIdleMs", "\"warmSpareIdleMs\":%s", "1000", "86400000", "999", "86400001"},
 		{"limits.memoryMb", "\"limits\":{\"memoryMb\":%s}", "64", "65536", "63", "65537"},
 		{"limits.cpus", "\"limits\":{\"cpus\":%s}", "0.01", "64", "0.0099", "64.001"},
 		{"limits.pids", "\"limits\":{\"pids\":%s}", "8", "32768", "7", "32769"},

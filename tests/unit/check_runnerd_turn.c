@@ -1360,6 +1360,7 @@ static struct {
 	bool available; /* spare_claim finds one */
 	int feed_result;
 	unsigned refills;
+	unsigned finished_warm, finished_cold; /* the metrics' count by start */
 } sp;
 
 static int op_spare_claim(void *owner, const char *channel_hash, int workspace_fd, runnerd_proc_done_t done,
@@ -1405,6 +1406,14 @@ static void op_spare_refill(void *owner, const char *channel_hash, const char *w
 	rig_logf("refill");
 }
 
+static void op_finished(void *owner, enum rts_turn_status status, uint64_t ms, bool warm)
+{
+	if (warm)
+		sp.finished_warm++;
+	else
+		sp.finished_cold++;
+}
+
 static struct runnerd_turn_ops spare_ops;
 
 static void setup_spares(void)
@@ -1415,6 +1424,7 @@ static void setup_spares(void)
 	spare_ops.spare_claim = op_spare_claim;
 	spare_ops.spare_feed = op_spare_feed;
 	spare_ops.spare_refill = op_spare_refill;
+	spare_ops.finished = op_finished;
 	runnerd_turns_init(&ts, &spare_ops, NULL,
 			   &(struct runnerd_turn_config){.cfg = cfg, .public_tools = public_tools, .uid = 1000, .gid = 1000});
 }
@@ -1466,7 +1476,10 @@ START_TEST(test_warm_turn_that_ends_before_its_input_removes_the_spare)
 }
 END_TEST
 
-START_TEST(test_spare_that_takes_no_input_fails_the_turn)
+/* Issue 15: a claimed spare that refuses its input does not cost the turn: its container is
+ * removed and the turn runs cold, mounting the spare's run dir (brokerd is bound to its
+ * broker.sock already); the metrics count it cold. */
+START_TEST(test_spare_that_takes_no_input_falls_back_cold)
 {
 	sp.available = true;
 	sp.feed_result = -EPIPE;
@@ -1474,13 +1487,50 @@ START_TEST(test_spare_that_takes_no_input_fails_the_turn)
 	broker_up();
 	size_t m = rig_mark();
 	bound(T1, 0);
-	finish(child(true), killed_by(SIGKILL));
+	cleanup_free char *want = rts_xasprintf("spawn rm roundtable-sandbox-%s-" SPARE, cfg->installation_id);
+	rig_expect_since(m, "wscheck", "kill run", want, "spawn run", NULL);
+	ck_assert_int_eq(phase(T1), RUNNERD_TURN_RUNNING);
+	/* The cold container is the turn's own, with the spare's run dir. */
+	cleanup_free char *name = rts_xasprintf("roundtable-sandbox-%s-" T1, cfg->installation_id);
+	cleanup_free char *dir =
+		rts_xasprintf("type=bind,source=%s/" SPARE ",target=/run/broker,readonly", cfg->run_root);
+	ck_assert(argv_has("--name", name));
+	ck_assert(argv_has("--mount", dir));
+	struct runnerd_proc *run = child(true);
+	ck_assert_ptr_nonnull(run->input);
+	finish(child(false), exit_status(0, "", ""));
+	m = rig_mark();
+	finish(run, exit_status(0, "{\"v\":1,\"reply\":\"cold after all\"}", ""));
+	fake_run();
+	rig_expect_since(m, "close t1 gen=1", "rmdir tf", "done p1 t1 ok cold after all", "refill", NULL);
+	ck_assert_uint_eq(sp.finished_warm, 0);
+	ck_assert_uint_eq(sp.finished_cold, 1);
+}
+END_TEST
+
+/* The spare's CLI ends after the claim, before the binding: the turn waits for brokerd as
+ * usual, then starts cold; it ends only once the spare's removal did. */
+START_TEST(test_spare_that_ends_before_its_input_falls_back_cold)
+{
+	sp.available = true;
+	start(&peer1, T1);
+	size_t m = rig_mark();
+	finish(child(true), exit_status(137, "", ""));
+	cleanup_free char *want = rts_xasprintf("spawn rm roundtable-sandbox-%s-" SPARE, cfg->installation_id);
+	rig_expect_since(m, want, NULL);
+	broker_up();
+	m = rig_mark();
+	bound(T1, 0);
+	rig_expect_since(m, "wscheck", "spawn run", NULL);
+	m = rig_mark();
+	finish(child(true), exit_status(0, "{\"v\":1,\"reply\":\"cold\"}", ""));
+	fake_run();
+	/* Not done while the spare's removal runs. */
+	rig_expect_since(m, "close t1 gen=1", NULL);
 	finish(child(false), exit_status(0, "", ""));
 	fake_run();
-	cleanup_free char *want = rts_xasprintf("spawn rm roundtable-sandbox-%s-" SPARE, cfg->installation_id);
-	rig_expect_since(m, "wscheck", "close t1 gen=1", "kill run", want, "rmdir tf", "done p1 t1 error", "refill",
-			 NULL);
-	ck_assert_uint_eq(sp.refills, 1);
+	rig_expect_since(m, "close t1 gen=1", "rmdir tf", "done p1 t1 ok cold", "refill", NULL);
+	ck_assert_uint_eq(sp.finished_cold, 1);
 }
 END_TEST
 
@@ -1558,7 +1608,8 @@ int main(void)
 	tcase_set_timeout(wc, 60);
 	tcase_add_test(wc, test_warm_turn_replies_through_its_spare);
 	tcase_add_test(wc, test_warm_turn_that_ends_before_its_input_removes_the_spare);
-	tcase_add_test(wc, test_spare_that_takes_no_input_fails_the_turn);
+	tcase_add_test(wc, test_spare_that_takes_no_input_falls_back_cold);
+	tcase_add_test(wc, test_spare_that_ends_before_its_input_falls_back_cold);
 	tcase_add_test(wc, test_cold_when_no_spare_and_no_refill_after_cancel);
 	suite_add_tcase(s, wc);
 	SRunner *sr = srunner_create(s);
