@@ -473,7 +473,7 @@ void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash)
 	retries_cancel(rd, channel_hash);
 	struct runnerd_spare *s = spare_of(rd, channel_hash);
 	if (s)
-		spare_discard(s, "its channel was turned off or cancelled");
+		spare_discard(s, "its channel left sealed mode or was cancelled");
 }
 
 void runnerd_spares_shutdown(struct runnerd *rd)

@@ -749,8 +749,9 @@ static void item_run_mode(struct statd_queue *q, struct statd_channel *ch, struc
 		log_info("channel %.12s: mode %s, profile %s", ch->hash, statd_mode_name(it->mode), it->profile);
 	else
 		log_info("channel %.12s: mode %s", ch->hash, statd_mode_name(it->mode));
-	/* An off channel keeps no warm spare at runnerd (DESIGN.md 8.4). */
-	if (r >= 0 && it->mode == STATD_MODE_OFF && q->ops->send_spare_drop)
+	/* Only a sealed (on) channel keeps a warm spare at runnerd (DESIGN.md 8.4): off or
+	 * rich drops it, so no sealed container holds the workspace beside a rich one. */
+	if (r >= 0 && it->mode != STATD_MODE_ON && q->ops->send_spare_drop)
 		q->ops->send_spare_drop(q->owner, ch->hash);
 	item_answer(q, it, &a);
 	if (r >= 0)

@@ -239,7 +239,7 @@ def test_off_and_cancel_discard_the_channels_spare(make_suite):
     a, keep = ready_spare(s, ch), ready_spare(s, other)
     assert s.cli("off", ch).returncode == 0
     wait_until(lambda: not container_exists(a), 30, "the spare's removal after off")
-    assert "discarded: its channel was turned off or cancelled" in s.log_tail("runnerd", limit=10**7)
+    assert "discarded: its channel left sealed mode or was cancelled" in s.log_tail("runnerd", limit=10**7)
     assert s.cli("on", ch).returncode == 0
     turn(s, ch, "cold: off took the spare")
     assert warm_turns(s) == 0
@@ -252,6 +252,24 @@ def test_off_and_cancel_discard_the_channels_spare(make_suite):
     assert container_exists(keep)
     turn(s, other, "warm")
     assert warm_turns(s) == 1
+
+
+def test_a_switch_to_rich_discards_the_channels_spare(rts_env):
+    """Only a sealed channel keeps a spare: switching it to rich drops the spare at once
+    (statd's SPARE_DROP on every mode but on), so no sealed container holds the workspace
+    beside the rich one until the idle timeout."""
+    from rich_host_rig import RichHostSuite
+    s = RichHostSuite(rts_env, config=dict(SPARES_ON))
+    try:
+        ch = "guild-15/spares-to-rich"
+        assert s.cli("on", ch).returncode == 0
+        turn(s, ch, "cold")
+        a = ready_spare(s, ch)
+        assert s.rich(ch).returncode == 0
+        wait_until(lambda: not container_exists(a), 30, "the spare's removal after the switch to rich")
+        assert "discarded: its channel left sealed mode or was cancelled" in s.log_tail("runnerd", limit=10**7)
+    finally:
+        s.stop()
 
 
 # Speaks statd's side of runnerd.sock as the service account (runnerd accepts only its own
