@@ -5,22 +5,12 @@ socket, into runRoot or the state directory; a config file, or its directory, th
 account other than root may change; a key file that is a symbolic link. Each is made on a
 running accounts-mode installation, seen as a FAIL that names the fix, and undone; doctor
 passes before and after, so each FAIL is that problem's."""
-import json
 import os
-import subprocess
 
 import pytest
 
 from harness import setfacl
-
-
-def doctor(suite, *args, config=None):
-    p = subprocess.run([suite.env.program("cli"), "--config", config or suite.config_path, "--runtime-dir",
-                        suite.dirs["rt"], "doctor", *args], capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
-    lines = p.stdout.splitlines()
-    assert lines and lines[-1].startswith("summary: "), p.stdout + p.stderr
-    return p, lines
+from test_doctor import doctor
 
 
 def fails(suite, check, *words, config=None, offline=False):
