@@ -52,7 +52,7 @@ static int read_key_file(int dirfd, const char *path, int extra_flags, char **ke
 	/* O_NONBLOCK: a FIFO planted at the path must not hang the call. */
 	cleanup_close int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra_flags);
 	if (fd < 0)
-		return -ENOKEY;
+		return errno == ELOOP && (extra_flags & O_NOFOLLOW) ? -ELOOP : -ENOKEY;
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)BROKERD_KEY_MAX + 1)
 		return -ENOKEY;
@@ -71,6 +71,23 @@ static int read_key_file(int dirfd, const char *path, int extra_flags, char **ke
 		len += (size_t)n;
 	}
 	return finish(buf, len, true, key, key_len);
+}
+
+int brokerd_key_files_check(const struct rts_config *cfg, char *err, size_t errlen)
+{
+	char label[96];
+	for (size_t i = 0; i < rts_config_key_sources(cfg); i++) {
+		const struct rts_key_source *k = rts_config_key_source(cfg, i, label, sizeof(label));
+		struct stat st;
+		if (!k || k->kind != RTS_KEY_FILE || lstat(k->value, &st) < 0 || !S_ISLNK(st.st_mode))
+			continue;
+		snprintf(err, errlen,
+			 "%s: %s.file: %s is a symbolic link; brokerd reads key files only by their own name, since "
+			 "host tools could read a link's target: name the file itself",
+			 cfg->path, label, k->value);
+		return -ELOOP;
+	}
+	return 0;
 }
 
 json_object *brokerd_binding_json(const struct brokerd_binding *b)
@@ -138,10 +155,26 @@ int brokerd_key_read_for(const struct rts_key_source *src, const struct brokerd_
 		if (dfd < 0)
 			return -ENOKEY;
 		/* The name is [A-Za-z0-9._-] and not . or .. (config), so it stays in dir. */
-		return read_key_file(dfd, src->value, O_NOFOLLOW, key, len);
+		int r = read_key_file(dfd, src->value, O_NOFOLLOW, key, len);
+		return r == -ELOOP ? -ENOKEY : r;
 	}
-	case RTS_KEY_FILE:
-		return read_key_file(AT_FDCWD, src->value, 0, key, len);
+	case RTS_KEY_FILE: {
+		/* Never through a link: host tools' sandbox hides the key file's directory, not
+		 * wherever a link points (brokerd/toolbox.h). */
+		int r = read_key_file(AT_FDCWD, src->value, O_NOFOLLOW, key, len);
+		if (r == -ELOOP) {
+			static const char why[] = "key file %s is a symbolic link, which brokerd refuses to follow "
+						  "(host tools could read its target); fix: name the file itself in the "
+						  "config";
+			if (b)
+				rts_log_turn(LOG_WARNING, b->turn_id, b->channel_hash, "key_file_symlink", 0, why,
+					     src->value);
+			else
+				log_warning(why, src->value);
+			return -ENOKEY;
+		}
+		return r;
+	}
 	case RTS_KEY_ENV: {
 		const char *v = getenv(src->value);
 		if (!v)

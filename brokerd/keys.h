@@ -21,7 +21,10 @@ bool brokerd_key_valid(const char *key, size_t len);
 
 /* Read the credential named by src for the turn bound in b:
  *   credential: $CREDENTIALS_DIRECTORY/NAME (no symlinks), one trailing newline stripped;
- *   file:       the file, one trailing newline stripped (DESIGN.md "Pinned details");
+ *   file:       the file, one trailing newline stripped (DESIGN.md "Pinned details"),
+ *               never through a symbolic link as its last component (host tools' sandbox
+ *               hides the directory the config names, not a link's target): a link is
+ *               refused with a log line naming the file;
  *   env:        the variable's value;
  *   command:    argv run by brokerd's launcher in the key commands' sandbox
  *               (brokerd/toolbox.h; src must be a key source of the config the launcher
@@ -41,6 +44,12 @@ int brokerd_key_read(const struct rts_key_source *src, const struct brokerd_bind
  * {"target","tier"}} (brokerd/precheck.c), since a precheck has no speaker. */
 int brokerd_key_read_for(const struct rts_key_source *src, const struct brokerd_binding *b, json_object *who,
 			 const struct brokerd_cancel *cancel, char **key, size_t *len);
+
+/* Start-up: refuse a config whose {"file"} key source (any of rts_config_key_source())
+ * is a symbolic link now, as every read would. A file that is missing now is not refused
+ * (it may appear later). Returns 0, or -ELOOP with a message naming the config key and the
+ * fix in err (errlen bytes). */
+int brokerd_key_files_check(const struct rts_config *cfg, char *err, size_t errlen);
 
 /* Wipe and free a key from brokerd_key_read. NULL is fine. */
 void brokerd_key_free(char *key, size_t len);

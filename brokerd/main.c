@@ -20,6 +20,7 @@
 #include "brokerd/brokerd.h"
 #include "brokerd/rich.h"
 #include "brokerd/exec.h"
+#include "brokerd/keys.h"
 #include "brokerd/launcher.h"
 #include "brokerd/toolbox.h"
 #include "brokerd/precheck.h"
@@ -511,6 +512,9 @@ int main(int argc, char **argv)
 	const struct rts_config *cfg = daemon.cfg;
 	if (cfg->ca_file && access(cfg->ca_file, R_OK) < 0)
 		fatal_f("%s: caFile: cannot read %s: %s", cfg->path, cfg->ca_file, strerror(errno));
+	char key_err[1024];
+	if (brokerd_key_files_check(cfg, key_err, sizeof(key_err)) < 0)
+		fatal_f("%s", key_err);
 	struct brokerd_toolbox *toolbox = NULL;
 	struct brokerd_launcher *launcher = start_launcher(cfg, daemon.opts.runtime_dir, daemon.opts.launcher_socket, &toolbox);
 	/* libcurl would write TLS session secrets to this file; brokerd writes no files and

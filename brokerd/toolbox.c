@@ -115,6 +115,14 @@ static char *dir_of(const char *path)
 	return slash == path ? rts_xstrdup("/") : rts_xstrndup(path, (size_t)(slash - path));
 }
 
+/* The directory the file at path really lies in (every link resolved, the last
+ * component's too), or NULL when path does not resolve now. Free it. */
+static char *real_dir_of(const char *path)
+{
+	cleanup_free char *real = realpath(path, NULL);
+	return real ? dir_of(real) : NULL;
+}
+
 static void hidden_release(struct hidden_list *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -267,6 +275,11 @@ int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, c
 		cleanup_free char *d = dir_of(k->value);
 		snprintf(why, sizeof(why), "%s.file", label);
 		hidden_add(&keys, d, why);
+		/* And where the file really is, should a link lead elsewhere (brokerd refuses a
+		 * link as the last component, but the key stays readable where it points). */
+		cleanup_free char *real = real_dir_of(k->value);
+		if (real)
+			hidden_add(&keys, real, why);
 	}
 	if (credentials_dir && credentials_dir[0] == '/')
 		hidden_add(&keys, credentials_dir, "$CREDENTIALS_DIRECTORY");
@@ -310,8 +323,14 @@ int brokerd_toolbox_new(const struct rts_config *cfg, const char *runtime_dir, c
 			.tini = rts_xstrdup(tini),
 			.suite_dirs = hidden_dirs(&suite),
 			.key_dirs = hidden_dirs(&keys),
+			.key_files = rts_xcalloc(n_key_sources(cfg) + 1, sizeof(char *)),
 			.probe_argv = rts_xcalloc(3, sizeof(char *)),
 		};
+		for (uint32_t i = 0, n = 0; i < n_key_sources(cfg); i++) {
+			const struct rts_key_source *k = key_source(cfg, i, &label, buf, sizeof(buf));
+			if (k && k->kind == RTS_KEY_FILE)
+				tb->key_files[n++] = rts_xstrdup(k->value);
+		}
 		tb->probe_argv[0] = rts_xstrdup(tini);
 		tb->probe_argv[1] = rts_xstrdup("--version");
 		*out = tb;
@@ -329,6 +348,7 @@ void brokerd_toolbox_free(struct brokerd_toolbox *tb)
 	free(tb->tini);
 	rts_strv_free(tb->suite_dirs);
 	rts_strv_free(tb->key_dirs);
+	rts_strv_free(tb->key_files);
 	rts_strv_free(tb->probe_argv);
 	free(tb);
 }
@@ -427,11 +447,23 @@ int brokerd_toolbox_argv(const struct brokerd_toolbox *tb, enum brokerd_run_kind
 		}
 	/* Last, so that nothing bound above can uncover them. */
 	size_t n_suite = rts_strv_len(tb->suite_dirs), n_keys = hide_keys ? rts_strv_len(tb->key_dirs) : 0;
-	cleanup_free char **all = rts_xcalloc(n_suite + n_keys + 1, sizeof(char *));
+	size_t n_files = hide_keys ? rts_strv_len(tb->key_files) : 0;
+	cleanup_free char **all = rts_xcalloc(n_suite + n_keys + n_files + 1, sizeof(char *));
+	/* Where each key file really lies now: a link made since start-up may lead out of
+	 * the directories above (brokerd refuses to read it, but the target is a key). */
+	cleanup_strv char **now = rts_xcalloc(n_files + 1, sizeof(char *));
+	for (size_t i = 0, n = 0; i < n_files; i++) {
+		char *d = real_dir_of(tb->key_files[i]);
+		if (d)
+			now[n++] = d;
+	}
+	size_t n = 0;
 	for (size_t i = 0; i < n_suite; i++)
-		all[i] = tb->suite_dirs[i];
+		all[n++] = tb->suite_dirs[i];
 	for (size_t i = 0; i < n_keys; i++)
-		all[n_suite + i] = tb->key_dirs[i];
+		all[n++] = tb->key_dirs[i];
+	for (size_t i = 0; now[i]; i++)
+		all[n++] = now[i];
 	hide(&b, all);
 	push(&b, "--chdir");
 	push(&b, "/");

@@ -19,9 +19,10 @@
  *     directories, from every run (brokerd's runtime directory with the daemons'
  *     sockets and control.sock, runRoot with every turn's broker socket, workspaceRoot,
  *     the state file's directory); from tools also every key source: the directory of
- *     each {"file"} key, $CREDENTIALS_DIRECTORY, and the config file's directory (it
- *     names the key sources). Key commands do see the key sources: the key a command
- *     prints must come from somewhere it can read;
+ *     each {"file"} key as the config names it and the one it really lies in (every
+ *     link resolved, at start and again at each run), $CREDENTIALS_DIRECTORY, and the
+ *     config file's directory (it names the key sources). Key commands do see the key
+ *     sources: the key a command prints must come from somewhere it can read;
  *   - no seccomp filter: a tool is trusted operator code, and interpreters (python3,
  *     node, sh) and the programs they start make system calls no allow-list of ours
  *     could predict. What keeps a tool that guest input has subverted in check is the
@@ -70,6 +71,7 @@ struct brokerd_toolbox {
 	char *bwrap, *tini;	      /* absolute paths */
 	char **suite_dirs;	      /* hidden from every run (NULL-terminated) */
 	char **key_dirs;	      /* also hidden from tools (NULL-terminated) */
+	char **key_files;	      /* each {"file"} key: its real directory hidden too, per run */
 	char **probe_argv;	      /* {tini, "--version"} */
 };
 

@@ -269,6 +269,52 @@ void doctor_check_accounts(struct doctor *d)
 	              c->accounts.runner, (unsigned long)d->runner_uid, guest, (unsigned long)d->guest_gid);
 }
 
+struct acl_only {
+	const struct doctor *d;
+	const uid_t *ok;
+	size_t n;
+	bool write_only;
+};
+
+static bool acl_entry_ok(const struct rts_acl_named *e, void *arg)
+{
+	const struct acl_only *a = arg;
+	if (a->write_only && !(e->perms & RTS_PERM_W))
+		return true;
+	if (e->group)
+		return doctor_gid_trusted(a->d, (gid_t)e->id);
+	if ((uid_t)e->id == 0)
+		return true;
+	for (size_t i = 0; i < a->n; i++)
+		if ((uid_t)e->id == a->ok[i])
+			return true;
+	return false;
+}
+
+bool doctor_acl_only(struct doctor *d, const char *check, const char *path, const uid_t *ok, size_t n, bool write_only,
+		     const char *risk)
+{
+	struct acl_only a = {.d = d, .ok = ok, .n = n, .write_only = write_only};
+	struct rts_acl_named e;
+	int r = rts_acl_find_named(-1, path, acl_entry_ok, &a, &e);
+	if (r == 0)
+		return true;
+	if (r < 0) {
+		doctor_report(d, DOCTOR_FAIL, check, "cannot read the ACL of %s: %s", path, doctor_cannot(-r));
+		return false;
+	}
+	char who[96];
+	if (e.group)
+		doctor_name_gid((gid_t)e.id, who, sizeof(who));
+	else
+		doctor_name_uid((uid_t)e.id, who, sizeof(who));
+	doctor_report(d, DOCTOR_FAIL, check, "%s has an ACL entry granting %s%s \"%c%c%c\", who could %s; fix: "
+	              "setfacl -x %c:%lu %s", path, e.group ? "the group " : "", who,
+	              e.perms & RTS_PERM_R ? 'r' : '-', e.perms & RTS_PERM_W ? 'w' : '-',
+	              e.perms & RTS_PERM_X ? 'x' : '-', risk, e.group ? 'g' : 'u', (unsigned long)e.id, path);
+	return false;
+}
+
 const char *doctor_cannot(int e)
 {
 	return e == EACCES ? "permission denied (run doctor as root or as the service account)" : strerror(e);

@@ -88,6 +88,14 @@ char *doctor_dir_of(const char *path);
 bool doctor_uid_trusted(const struct doctor *d, uid_t uid);
 bool doctor_gid_trusted(const struct doctor *d, gid_t gid);
 
+/* The ACL rule of what only some accounts may reach: FAIL (and false) when the access ACL
+ * of path has a named entry granting anything (with write_only: write) to an account
+ * other than root and the n uids of ok, or to a group doctor_gid_trusted() does not
+ * trust; the message says what that account could then do (risk, "who could ...") and
+ * names the setfacl -x that removes the entry. True when there is none. */
+bool doctor_acl_only(struct doctor *d, const char *check, const char *path, const uid_t *ok, size_t n, bool write_only,
+		     const char *risk);
+
 /* strerror(e), or how to get past a permission error. */
 const char *doctor_cannot(int e);
 

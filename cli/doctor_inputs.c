@@ -34,6 +34,35 @@ void doctor_check_config_file(struct doctor *d, const char *path)
 		              path);
 		return;
 	}
+	/* Root alone may change it, in accounts mode (else the service account too); by an ACL
+	 * entry neither. */
+	const uid_t svc[] = {d->svc_uid};
+	const char *risk = "change the commands brokerd runs";
+	if (!doctor_acl_only(d, "config file", path, svc, d->accounts || !d->have_account ? 0 : 1, true, risk))
+		return;
+	/* Nor may anyone else replace it: its directory, likewise. */
+	cleanup_free char *real = realpath(path, NULL);
+	cleanup_free char *dir = doctor_dir_of(real ? real : path);
+	struct stat dst;
+	if (stat(dir, &dst) == 0) {
+		struct stat masked = dst;
+		/* A sticky directory lets nobody but a file's owner replace that file. */
+		if (dst.st_mode & S_ISVTX)
+			masked.st_mode &= ~(mode_t)(S_IWGRP | S_IWOTH);
+		const char *dwriter = d->accounts ? doctor_writer_besides_root(d, &masked, who, sizeof(who))
+						  : doctor_other_writer(d, &masked, who, sizeof(who));
+		if (dwriter) {
+			doctor_report(d, DOCTOR_FAIL, "config file", "%s, the config file's directory, can be changed by "
+			              "%s (mode %04o), who could replace %s with a config of their own and so change "
+			              "the commands brokerd runs; fix: chown root:root %s && chmod 0755 %s", dir, dwriter,
+			              (unsigned)(dst.st_mode & 07777), path, dir, dir);
+			return;
+		}
+		if (!(dst.st_mode & S_ISVTX) &&
+		    !doctor_acl_only(d, "config file", dir, svc, d->accounts || !d->have_account ? 0 : 1, true,
+				     "replace the config file in it and so change the commands brokerd runs"))
+			return;
+	}
 	if (d->accounts) {
 		/* All three daemon accounts read it (it holds no secret: keys come from key
 		 * sources). */
@@ -86,6 +115,13 @@ static void check_secret_file(struct doctor *d, const char *check, const char *p
 static void check_secret_file_as(struct doctor *d, const char *check, const char *path, bool read_by_root)
 {
 	struct stat st;
+	/* brokerd reads a key file only by its own name (brokerd/keys.h); systemd, which
+	 * reads the unit's credential as root, follows links. */
+	if (!read_by_root && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		doctor_report(d, DOCTOR_FAIL, check, "%s is a symbolic link, which brokerd refuses to read (host tools "
+		              "could read the file it points to); fix: mv \"$(readlink -f %s)\" %s", path, path, path);
+		return;
+	}
 	if (stat(path, &st) < 0) {
 		int e = errno;
 		if (e == ENOENT && read_by_root)

@@ -38,6 +38,13 @@ void doctor_check_runtime_dir(struct doctor *d)
 		              (unsigned)(st.st_mode & 07777), dir, dir);
 		return;
 	}
+	/* Mode bits alone miss an ACL entry (setfacl -m u:GUEST:x): only the daemons' accounts
+	 * may pass through to the sockets (a hand-started runtime directory lets runnerd and
+	 * brokerd in to bind their own). */
+	const uid_t ok[] = {d->svc_uid, d->accounts ? d->runner_uid : d->svc_uid, d->accounts ? d->broker_uid : d->svc_uid};
+	if (!doctor_acl_only(d, "runtime dir", dir, ok, d->have_account ? RTS_ARRAY_SIZE(ok) : 0, false,
+			     "reach the daemons' sockets in it"))
+		return;
 	doctor_report(d, DOCTOR_OK, "runtime dir", "%s: owner %lu, mode %04o", dir, (unsigned long)st.st_uid,
 	              (unsigned)(st.st_mode & 07777));
 }
@@ -71,6 +78,13 @@ static bool check_socket_file(struct doctor *d, const char *check, const char *d
 		              "restart the daemon", path, (unsigned long)st.st_uid);
 		return false;
 	}
+	/* Mode bits alone miss an ACL entry (setfacl -m u:GUEST:rw): nobody but the owner,
+	 * the service account and the one peer may connect. */
+	const uid_t ok[] = {st.st_uid, d->have_account ? d->svc_uid : st.st_uid, peer != (uid_t)-1 ? peer : st.st_uid};
+	if (!doctor_acl_only(d, check, path, ok, RTS_ARRAY_SIZE(ok), false,
+			     strcmp(daemon, "statd") == 0 ? "connect to it and switch a channel's mode"
+							  : "connect to it and speak for a daemon"))
+		return false;
 	struct rts_acl_view v;
 	if (d->accounts && peer != (uid_t)-1 && (st.st_mode & 0777) == 0660 && rts_acl_view(-1, path, &v) == 0 &&
 	    rts_acl_is_grant(&v, 06, peer, 06))

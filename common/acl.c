@@ -239,3 +239,34 @@ bool rts_acl_is_grant(const struct rts_acl_view *v, unsigned owner_perms, uid_t 
 	       v->user_perms == perms && v->mask == perms && v->group_perms == 0 && v->other_perms == 0 &&
 	       v->named_groups == 0 && !v->has_default;
 }
+
+struct named_walk {
+	bool (*accept)(const struct rts_acl_named *e, void *arg);
+	void *arg;
+	struct rts_acl_named *found;
+};
+
+static int named_entry(acl_tag_t tag, unsigned p, acl_entry_t e, void *arg)
+{
+	struct named_walk *w = arg;
+	if ((tag != ACL_USER && tag != ACL_GROUP) || p == 0)
+		return 0;
+	struct rts_acl_named n = {.group = tag == ACL_GROUP, .perms = p};
+	int r = qualifier(e, &n.id);
+	if (r < 0)
+		return r;
+	if (w->accept(&n, w->arg))
+		return 0;
+	*w->found = n;
+	return 1;
+}
+
+int rts_acl_find_named(int fd, const char *path, bool (*accept)(const struct rts_acl_named *e, void *arg), void *arg,
+		       struct rts_acl_named *found)
+{
+	cleanup_acl acl_t acl = fd >= 0 ? acl_get_fd(fd) : acl_get_file(path, ACL_TYPE_ACCESS);
+	if (!acl)
+		return errno == ENOTSUP ? 0 : -errno;
+	struct named_walk w = {.accept = accept, .arg = arg, .found = found};
+	return each_entry(acl, named_entry, &w);
+}

@@ -73,4 +73,18 @@ bool rts_acl_private_but(const struct rts_acl_view *v, uid_t uid, unsigned perms
  * default ACL. */
 bool rts_acl_is_grant(const struct rts_acl_view *v, unsigned owner_perms, uid_t uid, unsigned perms);
 
+/* A named entry of an access ACL: an account (group false) or a group, and its
+ * permissions as written (before the mask: see struct rts_acl_view). */
+struct rts_acl_named {
+	bool group;
+	id_t id;
+	unsigned perms;
+};
+
+/* Find the first named entry of a file's access ACL (fd and path as for rts_acl_view())
+ * that grants something (perms not 0) and that accept(e, arg) does not accept. Returns 1
+ * with *found filled, 0 when there is none (or the file system has no ACLs), or -errno. */
+int rts_acl_find_named(int fd, const char *path, bool (*accept)(const struct rts_acl_named *e, void *arg), void *arg,
+		       struct rts_acl_named *found);
+
 #endif

@@ -432,6 +432,31 @@ START_TEST(test_key_file)
 	ck_assert_int_eq(mkfifo(p5, 0600), 0);
 	src.value = p5;
 	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	/* a link to a good key file is refused; a link on the way to it is not */
+	cleanup_free char *p6 = rts_xasprintf("%s/link", tmpdir);
+	ck_assert_int_eq(symlink(p1, p6), 0);
+	src.value = p6;
+	ck_assert_int_eq(read_key(&src, &key, &len), -ENOKEY);
+	ck_assert_ptr_null(key);
+	cleanup_free char *p7 = rts_xasprintf("%s/dirlink", tmpdir);
+	ck_assert_int_eq(symlink(tmpdir, p7), 0);
+	cleanup_free char *p8 = rts_xasprintf("%s/dirlink/k1", tmpdir);
+	src.value = p8;
+	ck_assert_int_eq(read_key(&src, &key, &len), 0);
+	brokerd_key_free(key, len);
+
+	/* start-up refuses the link too, naming the config key */
+	struct rts_config cfg = {.path = "/etc/x.json", .api_key = {.kind = RTS_KEY_FILE, .value = p1}};
+	char err[512] = "";
+	ck_assert_int_eq(brokerd_key_files_check(&cfg, err, sizeof(err)), 0);
+	cfg.api_key.value = p8;
+	ck_assert_int_eq(brokerd_key_files_check(&cfg, err, sizeof(err)), 0);
+	cfg.api_key.value = p4; /* missing now: may appear later */
+	ck_assert_int_eq(brokerd_key_files_check(&cfg, err, sizeof(err)), 0);
+	cfg.api_key.value = p6;
+	ck_assert_int_eq(brokerd_key_files_check(&cfg, err, sizeof(err)), -ELOOP);
+	ck_assert_ptr_nonnull(strstr(err, "apiKey.file: "));
+	ck_assert_ptr_nonnull(strstr(err, "is a symbolic link"));
 }
 END_TEST
 

@@ -394,6 +394,94 @@ START_TEST(test_nested_and_missing_hidden_directories)
 }
 END_TEST
 
+static void make_file(const char *name)
+{
+	cleanup_free char *p = in_tmp(name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+static void make_link(const char *target, const char *name)
+{
+	cleanup_free char *t = in_tmp(target), *p = in_tmp(name);
+	ck_assert_int_eq(symlink(t, p), 0);
+}
+
+/* A tool's sandbox built for s hides dir (a name in tmpdir). */
+static bool tool_hides(struct brokerd_toolbox *tb, const char *dir)
+{
+	cleanup_strv char **a = NULL;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_TOOL, 0, 3, &a), 0);
+	cleanup_free char *d = in_tmp(dir);
+	return hides(a, d);
+}
+
+/* A key file's real directory is hidden as well as the one the config names: a link as
+ * the key file (which brokerd refuses to read, but whose target is a key), a link as a
+ * directory on the way, and a link made after start-up. */
+START_TEST(test_real_key_directories)
+{
+	make_layout();
+	const char *dirs[] = {"vault", "keys", "vault2", "vault3", "keys3"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		make_dir(dirs[i]);
+	make_file("vault/api-key");
+	make_link("vault/api-key", "keys/api-key");
+	make_file("vault2/api-key");
+	make_link("vault2", "linkdir");
+	make_file("vault3/api-key");
+	make_file("keys3/api-key");
+
+	struct setup s;
+	config(&s, NULL, key_file("keys/api-key"));
+	struct brokerd_toolbox *tb = NULL;
+	char err[1024] = "";
+	ck_assert_msg(build(&s, NULL, &tb, err, sizeof(err)) == 0, "%s", err);
+	ck_assert(tool_hides(tb, "keys"));
+	ck_assert(tool_hides(tb, "vault"));
+	ck_assert(!tool_hides(tb, "vault2")); /* not a key's: what hides vault/ is the rule */
+	brokerd_toolbox_free(tb);
+	free(s.cfg.api_key.value);
+	release(&s);
+
+	config(&s, NULL, key_file("linkdir/api-key"));
+	ck_assert_msg(build(&s, NULL, &tb, err, sizeof(err)) == 0, "%s", err);
+	ck_assert(tool_hides(tb, "vault2"));
+	brokerd_toolbox_free(tb);
+	free(s.cfg.api_key.value);
+	release(&s);
+
+	/* keys3/api-key is a file at start, a link to vault3/ at the next run. */
+	config(&s, NULL, key_file("keys3/api-key"));
+	ck_assert_msg(build(&s, NULL, &tb, err, sizeof(err)) == 0, "%s", err);
+	ck_assert(tool_hides(tb, "keys3"));
+	ck_assert(!tool_hides(tb, "vault3"));
+	cleanup_free char *k3 = in_tmp("keys3/api-key");
+	ck_assert_int_eq(unlink(k3), 0);
+	make_link("vault3/api-key", "keys3/api-key");
+	ck_assert(tool_hides(tb, "keys3"));
+	ck_assert(tool_hides(tb, "vault3"));
+	/* The key commands' sandbox sees key sources, wherever they are. */
+	cleanup_strv char **a = NULL;
+	s.cfg.n_tools = 0;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_PROBE_KEY, 0, 3, &a), 0);
+	cleanup_free char *v3 = in_tmp("vault3");
+	ck_assert(!hides(a, v3));
+	brokerd_toolbox_free(tb);
+	free(s.cfg.api_key.value);
+	release(&s);
+
+	/* A key file linked into a directory every program needs stops the start. */
+	cleanup_free char *hostname = in_tmp("keys/host");
+	ck_assert_int_eq(symlink("/etc/hostname", hostname), 0);
+	config(&s, NULL, key_file("keys/host"));
+	assert_refused(&s, NULL, "apiKey.file: host tools and key commands run with /etc hidden");
+	free(s.cfg.api_key.value);
+	release(&s);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
 	make_layout();
@@ -517,6 +605,7 @@ int main(void)
 	tcase_add_test(tc, test_argv_of_each_kind);
 	tcase_add_test(tc, test_nested_and_missing_hidden_directories);
 	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_real_key_directories);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -229,6 +229,52 @@ START_TEST(test_acl_perms_for)
 }
 END_TEST
 
+/* Accepts named users 4242 and groups with nothing but read. */
+static bool accept_4242(const struct rts_acl_named *e, void *arg)
+{
+	(void)arg;
+	return e->group ? (e->perms & ~RTS_PERM_R) == 0 : e->id == 4242;
+}
+
+START_TEST(test_acl_find_named)
+{
+	cleanup_free char *f = in_tmp("named");
+	FILE *fp = fopen(f, "we");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	ck_assert_int_eq(chmod(f, 0600), 0);
+	struct rts_acl_named e = {0};
+	/* No named entry: nothing found. */
+	ck_assert_int_eq(rts_acl_find_named(-1, f, accept_4242, NULL, &e), 0);
+	/* An accepted one, one that grants nothing (masked or not), a read-only group. */
+	acl_t a = acl_from_text("u::rw-,u:4242:rw-,u:4243:---,g::---,g:4343:r--,m::rw-,o::---");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(acl_set_file(f, ACL_TYPE_ACCESS, a), 0);
+	acl_free(a);
+	ck_assert_int_eq(rts_acl_find_named(-1, f, accept_4242, NULL, &e), 0);
+	/* Another account, even masked away today (a chmod g+w would bring it to life). */
+	a = acl_from_text("u::rw-,u:4242:rw-,u:4244:-w-,g::---,m::---,o::---");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(acl_set_file(f, ACL_TYPE_ACCESS, a), 0);
+	acl_free(a);
+	ck_assert_int_eq(rts_acl_find_named(-1, f, accept_4242, NULL, &e), 1);
+	ck_assert(!e.group);
+	ck_assert_uint_eq(e.id, 4244);
+	ck_assert_uint_eq(e.perms, RTS_PERM_W);
+	/* A group that may write. */
+	a = acl_from_text("u::rw-,g::---,g:4343:rw-,m::rw-,o::---");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(acl_set_file(f, ACL_TYPE_ACCESS, a), 0);
+	acl_free(a);
+	ck_assert_int_eq(rts_acl_find_named(-1, f, accept_4242, NULL, &e), 1);
+	ck_assert(e.group);
+	ck_assert_uint_eq(e.id, 4343);
+	ck_assert_uint_eq(e.perms, RTS_PERM_R | RTS_PERM_W);
+	cleanup_free char *missing = in_tmp("missing");
+	ck_assert_int_eq(rts_acl_find_named(-1, missing, accept_4242, NULL, &e), -ENOENT);
+}
+END_TEST
+
 struct seen {
 	char dirs[8][256];
 	size_t n;
@@ -308,6 +354,7 @@ int main(void)
 	tcase_add_test(tc, test_private_dir_judge);
 	tcase_add_test(tc, test_private_dir_acl);
 	tcase_add_test(tc, test_acl_perms_for);
+	tcase_add_test(tc, test_acl_find_named);
 	tcase_add_test(tc, test_ancestors);
 	tcase_add_test(tc, test_image_ref);
 	suite_add_tcase(s, tc);
