@@ -49,6 +49,7 @@ struct rich_stream {
 	char *body;		/* the upstream request */
 	struct brokerd_cancel cancel;
 	uint64_t started_ms, first_event_ms;
+	uint64_t sent_ms;	/* the transfer started (after the token was read) */
 
 	long status;
 	bool head_done, head_seen, sse;
@@ -77,12 +78,12 @@ struct rich_stream {
  * failure), whether it ran on a kept connection. */
 static void meter(struct rich_stream *s, bool answered)
 {
-	if (s->metered || !s->e)
+	if (s->metered || !s->e || !s->sent_ms)
 		return;
 	s->metered = true;
 	long connects = 0;
 	curl_easy_getinfo(s->e, CURLINFO_NUM_CONNECTS, &connects);
-	brokerd_metrics_upstream("anthropic", (rts_now_ms() - s->started_ms) * 1000u, connects == 0, answered);
+	brokerd_metrics_upstream("anthropic", (rts_now_ms() - s->sent_ms) * 1000u, connects == 0, answered);
 }
 
 /* Whether the request left for the upstream (its head was sent). */
@@ -506,6 +507,7 @@ static int start_transfer(struct rich_stream *s, const char *url, const char *ca
 		return -EPROTO;
 	if (curl_multi_add_handle(s->m, s->e) != CURLM_OK)
 		return -EPROTO;
+	s->sent_ms = rts_now_ms();
 	return 0;
 }
 
