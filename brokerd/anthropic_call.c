@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "brokerd/anthropic.h"
+#include "brokerd/audit.h"
 #include "brokerd/keys.h"
 #include "brokerd/rich.h"
 #include "brokerd/sse_stream.h"
@@ -48,6 +49,7 @@ struct rich_stream {
 	char *body;		/* the upstream request */
 	struct brokerd_cancel cancel;
 	uint64_t started_ms, first_event_ms;
+	uint64_t sent_ms;	/* the transfer started (after the token was read) */
 
 	long status;
 	bool head_done, head_seen, sse;
@@ -62,7 +64,34 @@ struct rich_stream {
 	unsigned events;
 	bool paused, done, finished, ended_with_error;
 	CURLcode result;
+	bool metered; /* its upstream latency is in the metrics */
+	/* The call's audit entry, written when the stream ends (brokerd/audit.h). */
+	char turn_id[RTS_TURN_ID_LEN + 1];
+	unsigned call_no;
+	uint64_t accepted_ms;
+	bool count_route;
+	const char *fail_rule;	 /* why the stream failed, or NULL */
+	enum brokerd_result fail_result;
 };
+
+/* The upstream request in the metrics, once: how long until its whole answer (or its
+ * failure), whether it ran on a kept connection. */
+static void meter(struct rich_stream *s, bool answered)
+{
+	if (s->metered || !s->e || !s->sent_ms)
+		return;
+	s->metered = true;
+	long connects = 0;
+	curl_easy_getinfo(s->e, CURLINFO_NUM_CONNECTS, &connects);
+	brokerd_metrics_upstream("anthropic", (rts_now_ms() - s->sent_ms) * 1000u, connects == 0, answered);
+}
+
+/* Whether the request left for the upstream (its head was sent). */
+static bool sent(struct rich_stream *s)
+{
+	long n = 0;
+	return s->e && curl_easy_getinfo(s->e, CURLINFO_REQUEST_SIZE, &n) == CURLE_OK && n > 0;
+}
 
 static void wipe_headers(struct curl_slist *l)
 {
@@ -256,9 +285,13 @@ static const char *transport_why(struct rich_stream *s)
 /* ---- the streamed answer (libmicrohttpd's content reader) ---- */
 
 /* The stream cannot go on: log why, drop what is held and end with an error event. */
-static void stream_fail(struct rich_stream *s, const char *what)
+static void stream_fail(struct rich_stream *s, const char *what, const char *rule, enum brokerd_result r)
 {
 	struct rich_turn *t = s->t;
+	if (!s->fail_rule) {
+		s->fail_rule = rule;
+		s->fail_result = r;
+	}
 	if (t) {
 		if (s->filter_err == BROKERD_STREAM_REFLECTED)
 			rts_log_turn(LOG_WARNING, t->b.turn_id, t->b.channel_hash, "upstream_error",
@@ -271,6 +304,27 @@ static void stream_fail(struct rich_stream *s, const char *what)
 	}
 	brokerd_stream_filter_fail(s->filter);
 	s->finished = true;
+}
+
+static const char *filter_rule(int err)
+{
+	switch (err) {
+	case BROKERD_STREAM_REFLECTED:
+		return "credential_reflected";
+	case BROKERD_STREAM_UPSTREAM_ERROR:
+		return "upstream_error_event";
+	case -EFBIG:
+		return "upstream_event_too_large";
+	default:
+		return "upstream_event";
+	}
+}
+
+static const char *transport_rule(const struct rich_stream *s)
+{
+	return s->overflow ? "upstream_answer_too_large"
+	       : s->result == CURLE_OPERATION_TIMEDOUT ? "upstream_timeout"
+						       : "upstream_transport";
 }
 
 static const char *filter_why(int err)
@@ -314,9 +368,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		if (s->done) {
 			if (s->filter_err) {
-				stream_fail(s, filter_why(s->filter_err));
+				stream_fail(s, filter_why(s->filter_err), filter_rule(s->filter_err),
+					    BROKERD_UPSTREAM_ERROR);
 			} else if (s->result != CURLE_OK) {
-				stream_fail(s, transport_why(s));
+				stream_fail(s, transport_why(s), transport_rule(s),
+					    s->result == CURLE_OPERATION_TIMEDOUT ? BROKERD_UPSTREAM_TIMEOUT
+										  : BROKERD_UPSTREAM_ERROR);
 			} else {
 				brokerd_stream_filter_end(s->filter);
 				if (!brokerd_stream_filter_stopped(s->filter) && s->t)
@@ -328,7 +385,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			continue;
 		}
 		if (silent(s)) {
-			stream_fail(s, "the stream was silent for the silence limit");
+			stream_fail(s, "the stream was silent for the silence limit", "upstream_silence",
+				    BROKERD_UPSTREAM_TIMEOUT);
 			continue;
 		}
 		int r = pump_once(s, 1000);
@@ -336,7 +394,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			/* The turn settled or the worker left: nothing to tell anyone. */
 			s->ended_with_error = true;
 		} else if (r == -ETIMEDOUT) {
-			stream_fail(s, "the turn deadline passed");
+			stream_fail(s, "the turn deadline passed", "turn_deadline", BROKERD_UPSTREAM_TIMEOUT);
 		}
 	}
 }
@@ -351,6 +409,16 @@ static void stream_free(void *cls)
 {
 	struct rich_stream *s = cls;
 	struct rich_channel *ch = s->ch;
+	meter(s, s->finished && !s->fail_rule);
+	/* Allowed when the whole stream reached the worker; a failed one is refused by what
+	 * failed it; one that ended unfinished (turn settled, worker gone) was closed. */
+	enum brokerd_result r = s->fail_rule ? s->fail_result : s->finished ? BROKERD_OK : BROKERD_RESULT_MAX_;
+	const char *rule = s->fail_rule	     ? s->fail_rule
+			   : s->finished      ? NULL
+			   : s->ended_with_error ? "turn_closing"
+						 : "connection_cut";
+	brokerd_rich_audit(ch, s->turn_id, s->call_no, true, s->count_route ? RICH_ROUTE_COUNT_TOKENS : RICH_ROUTE_MESSAGES,
+			   rule, r, true, s->accepted_ms);
 	if (s->t) {
 		uint64_t took = rts_now_ms() - s->started_ms;
 		rts_log_turn(LOG_DEBUG, s->t->b.turn_id, ch->hash, s->finished ? "ok" : "closed", took,
@@ -439,12 +507,13 @@ static int start_transfer(struct rich_stream *s, const char *url, const char *ca
 		return -EPROTO;
 	if (curl_multi_add_handle(s->m, s->e) != CURLM_OK)
 		return -EPROTO;
+	s->sent_ms = rts_now_ms();
 	return 0;
 }
 
 /* Pump until the head is in (or the whole answer, with whole), the turn ends, or silence.
  * Returns 0, or the refusal for the worker (and logs it). */
-static enum brokerd_result pump_until(struct rich_stream *s, bool whole)
+static enum brokerd_result pump_until(struct rich_stream *s, bool whole, const char **rule)
 {
 	for (;;) {
 		if (s->done || (!whole && s->head_done))
@@ -453,40 +522,46 @@ static enum brokerd_result pump_until(struct rich_stream *s, bool whole)
 			log_upstream_failure(s, s->t, whole ? "the answer stopped for the silence limit"
 							   : "no answer head within the silence limit",
 					     NULL, 0);
+			*rule = "upstream_silence";
 			return BROKERD_UPSTREAM_TIMEOUT;
 		}
 		int r = pump_once(s, 1000);
-		if (r == -ECANCELED)
+		if (r == -ECANCELED) {
+			*rule = "turn_closing";
 			return BROKERD_UNAVAILABLE;
+		}
 		if (r == -ETIMEDOUT) {
 			log_upstream_failure(s, s->t, "the turn deadline passed", NULL, 0);
+			*rule = "turn_deadline";
 			return BROKERD_UPSTREAM_TIMEOUT;
 		}
 	}
 }
 
-/* A whole, non-streamed answer: rebuilt for the worker, or an error. */
-static void finish_whole(struct rich_stream *s, struct rich_answer *a)
+/* A whole, non-streamed answer: rebuilt for the worker, or an error. Returns the rule that
+ * decided (static; NULL: the route's allow rule). */
+static const char *finish_whole(struct rich_stream *s, struct rich_answer *a)
 {
 	struct rich_turn *t = s->t;
 	if (s->result != CURLE_OK) {
 		log_upstream_failure(s, t, transport_why(s), NULL, 0);
 		refuse(a, s->result == CURLE_OPERATION_TIMEDOUT ? BROKERD_UPSTREAM_TIMEOUT : BROKERD_UPSTREAM_ERROR);
-		return;
+		return transport_rule(s);
 	}
 	if (s->status < 200 || s->status > 299) {
 		log_upstream_failure(s, t, "error status", s->buf, s->buf_len);
 		unsigned status;
 		a->body = brokerd_anthropic_error_answer(s->status, s->buf, s->buf_len, &status);
 		a->status = status;
+		a->result = BROKERD_UPSTREAM_ERROR;
 		a->len = strlen(a->body);
 		a->content_type = "application/json";
-		return;
+		return "upstream_status";
 	}
 	if (s->want_stream) {
 		log_upstream_failure(s, t, "the answer is not an event stream", NULL, 0);
 		refuse(a, BROKERD_UPSTREAM_ERROR);
-		return;
+		return "upstream_content_type";
 	}
 	cleanup_json json_object *doc = NULL;
 	const char *why = NULL;
@@ -494,24 +569,25 @@ static void finish_whole(struct rich_stream *s, struct rich_answer *a)
 	    rts_json_parse(s->buf ? s->buf : "", s->buf_len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0) {
 		log_upstream_failure(s, t, "the answer is not JSON", NULL, 0);
 		refuse(a, BROKERD_UPSTREAM_ERROR);
-		return;
+		return "upstream_answer_json";
 	}
 	if (brokerd_keyring_reflected(t->keys, s->buf, s->buf_len, doc)) {
 		rts_log_turn(LOG_WARNING, t->b.turn_id, t->b.channel_hash, "upstream_error", rts_now_ms() - s->started_ms,
 			     "anthropic answer refused: it reflects a credential of the turn");
 		refuse(a, BROKERD_UPSTREAM_ERROR);
-		return;
+		return "credential_reflected";
 	}
 	char *text = brokerd_anthropic_answer_rebuild(doc, s->count_tokens);
 	if (!text) {
 		log_upstream_failure(s, t, "the answer is not a Messages API answer", NULL, 0);
 		refuse(a, BROKERD_UPSTREAM_ERROR);
-		return;
+		return "upstream_answer_shape";
 	}
 	a->status = 200;
 	a->body = text;
 	a->len = strlen(text);
 	a->content_type = "application/json";
+	return NULL;
 }
 
 static bool queue_stream(struct rich_stream *s, struct MHD_Connection *mc)
@@ -543,6 +619,7 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	cleanup_json json_object *req = NULL;
 	if (brokerd_body_parse(c->body, c->body_len, &req, &why) < 0) {
 		rts_log_turn(LOG_DEBUG, t->b.turn_id, ch->hash, "refused", 0, "anthropic request refused (shape): %s", why);
+		c->rule = "body_json";
 		refuse(a, BROKERD_BAD_REQUEST);
 		return false;
 	}
@@ -559,6 +636,7 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	if (brokerd_anthropic_request_build(req, &policy, &rb, &why, &rule) < 0) {
 		rts_log_turn(LOG_DEBUG, t->b.turn_id, ch->hash, "refused", 0, "anthropic request refused (%s): %s", rule,
 			     why);
+		c->rule = !rule || strcmp(rule, "shape") == 0 ? "anthropic_request" : rule;
 		refuse(a, BROKERD_BAD_REQUEST);
 		return false;
 	}
@@ -592,6 +670,7 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 		if (r == -ENOKEY)
 			rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, "no_key", 0,
 				     "no OAuth token from rich.oauthToken for this channel and speaker; call refused");
+		c->rule = r == -ECANCELED ? "turn_closing" : "no_credential";
 		stream_cleanup(s);
 		free(s);
 		refuse(a, BROKERD_UNAVAILABLE);
@@ -606,6 +685,7 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	s->t = t; /* for the log lines; the use moves to the stream below */
 	if (start_transfer(s, url, cfg->ca_file) < 0) {
 		log_warning("turn %s: cannot set up the anthropic upstream transfer", t->b.turn_id);
+		c->rule = "server_error";
 		s->t = NULL;
 		stream_cleanup(s);
 		free(s);
@@ -614,8 +694,16 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 	}
 
 	rich_conn_reader_watches(c, true);
-	enum brokerd_result res = pump_until(s, false);
+	const char *rule_why = NULL;
+	enum brokerd_result res = pump_until(s, false, &rule_why);
+	c->forwarded = sent(s);
 	if (res == BROKERD_OK && s->sse) {
+		/* The stream writes the call's audit entry when it ends. */
+		snprintf(s->turn_id, sizeof(s->turn_id), "%s", c->turn_id);
+		s->call_no = c->call_no;
+		s->accepted_ms = c->accepted_ms;
+		s->count_route = count_tokens;
+		c->audited = true;
 		/* The stream now holds the turn's slot and use; the connection forgets them. */
 		pthread_mutex_lock(&ch->lock);
 		c->turn = NULL;
@@ -624,6 +712,8 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 		pthread_mutex_unlock(&ch->lock);
 		rich_conn_reader_watches(c, false);
 		if (!queue_stream(s, mc)) {
+			c->audited = false; /* the call's entry is run()'s again */
+			c->rule = "server_error";
 			pthread_mutex_lock(&ch->lock);
 			c->stream = NULL;
 			stream_release_locked(s);
@@ -637,12 +727,16 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 		return true;
 	}
 	if (res == BROKERD_OK)
-		res = pump_until(s, true);
+		res = pump_until(s, true, &rule_why);
 	rich_conn_reader_watches(c, false);
-	if (res == BROKERD_OK)
-		finish_whole(s, a);
-	else
+	c->forwarded = sent(s);
+	if (res == BROKERD_OK) {
+		c->rule = finish_whole(s, a);
+	} else {
+		c->rule = rule_why;
 		refuse(a, res);
+	}
+	meter(s, a->result == BROKERD_OK);
 	s->t = NULL;
 	stream_cleanup(s);
 	free(s);

@@ -11,10 +11,13 @@
 #include "common/util.h"
 
 /* Label values: fixed lists, so every family has a bounded number of series. */
-static const char *const routes[] = {"model", "fetch", "tool", "mcp", "precheck", "none", "other"};
+static const char *const routes[] = {"model",	   "fetch",	  "tool",	  "mcp",
+				     "precheck",   "none",	  "rich_model",	  "rich_count_tokens",
+				     "rich_mcp",   "rich_tool",	  "rich_worker",  "rich_compact",
+				     "rich_none",  "rich_attachment", "other"};
 #define N_ROUTES RTS_ARRAY_SIZE(routes)
 #define N_RESULTS ((size_t)BROKERD_RESULT_MAX_ + 1u) /* the last one: no answer ("closed") */
-static const char *const upstreams[] = {"model", "mcp"};
+static const char *const upstreams[] = {"model", "mcp", "anthropic"};
 #define N_UPSTREAMS RTS_ARRAY_SIZE(upstreams)
 enum { CONN_NEW, CONN_REUSED, CONN_FAILED, N_CONN };
 static const char *const conn_names[N_CONN] = {"new", "reused", "failed"};
@@ -59,9 +62,20 @@ static const char *result_name(size_t r)
 bool brokerd_audit_call(const struct brokerd_binding *b, unsigned call_no, const char *route, const char *rule,
 			enum brokerd_result result, bool forwarded, uint64_t ms)
 {
-	size_t ri = (size_t)result < N_RESULTS ? (size_t)result : N_RESULTS - 1;
-	atomic_fetch_add(&m.calls[route_index(route)][ri], 1);
-	if (call_no > BROKERD_AUDIT_CALLS_MAX) {
+	return brokerd_audit_decision(b->turn_id, b->channel_hash, call_no, BROKERD_AUDIT_CALLS_MAX, route, rule, result,
+				      forwarded, ms);
+}
+
+bool brokerd_audit_decision(const char *turn_id, const char *channel_hash, unsigned call_no, unsigned call_max,
+			    const char *route, const char *rule, enum brokerd_result result, bool forwarded,
+			    uint64_t ms)
+{
+	brokerd_metrics_call(route, result);
+	if (!turn_id || !turn_id[0])
+		turn_id = "-";
+	if (!channel_hash || !channel_hash[0])
+		channel_hash = "-";
+	if (call_no > call_max) {
 		atomic_fetch_add(&m.unlogged, 1);
 		return false;
 	}
@@ -70,37 +84,51 @@ bool brokerd_audit_call(const struct brokerd_binding *b, unsigned call_no, const
 	snprintf(call, sizeof(call), "%u", call_no);
 	snprintf(dur, sizeof(dur), "%" PRIu64, ms);
 	const struct rts_log_field f[] = {
-		{"RTS_TURN_ID", b->turn_id},
-		{"RTS_CHANNEL_HASH", b->channel_hash},
+		{"RTS_TURN_ID", turn_id},
+		{"RTS_CHANNEL_HASH", channel_hash},
 		{"RTS_CALL", call},
 		{"RTS_ROUTE", route},
 		{"RTS_DECISION", decision},
 		{"RTS_RULE", rule},
-		{"RTS_RESULT", result_name(ri)},
+		{"RTS_RESULT", result_name((size_t)result < N_RESULTS ? (size_t)result : N_RESULTS - 1)},
 		{"RTS_FORWARDED", forwarded ? "yes" : "no"},
 		{"RTS_DURATION_MS", dur},
 	};
 	rts_log_fields(LOG_INFO, BROKERD_AUDIT_MESSAGE_ID, f, RTS_ARRAY_SIZE(f),
-		       "turn %s: broker call %u route %s %s (%s)", b->turn_id, call_no, route, decision, rule);
+		       "turn %s: broker call %u route %s %s (%s)", turn_id, call_no, route, decision, rule);
 	return true;
 }
 
 void brokerd_audit_summary(const struct brokerd_binding *b, unsigned calls)
 {
-	if (calls <= BROKERD_AUDIT_CALLS_MAX)
+	if (calls > BROKERD_AUDIT_CALLS_MAX)
+		brokerd_audit_unlogged(b->turn_id, b->channel_hash, calls - BROKERD_AUDIT_CALLS_MAX);
+}
+
+void brokerd_audit_unlogged(const char *turn_id, const char *channel_hash, unsigned unlogged)
+{
+	if (unlogged == 0)
 		return;
+	if (!turn_id || !turn_id[0])
+		turn_id = "-";
 	char n[16];
-	snprintf(n, sizeof(n), "%u", calls - BROKERD_AUDIT_CALLS_MAX);
+	snprintf(n, sizeof(n), "%u", unlogged);
 	const struct rts_log_field f[] = {
-		{"RTS_TURN_ID", b->turn_id},
-		{"RTS_CHANNEL_HASH", b->channel_hash},
+		{"RTS_TURN_ID", turn_id},
+		{"RTS_CHANNEL_HASH", channel_hash},
 		{"RTS_DECISION", "refused"},
 		{"RTS_RULE", "unlogged_beyond_budget"},
 		{"RTS_CALLS", n},
 	};
 	rts_log_fields(LOG_NOTICE, BROKERD_AUDIT_MESSAGE_ID, f, RTS_ARRAY_SIZE(f),
 		       "turn %s: %s more broker calls beyond the budget were refused and not logged one by one",
-		       b->turn_id, n);
+		       turn_id, n);
+}
+
+void brokerd_metrics_call(const char *route, enum brokerd_result result)
+{
+	size_t ri = (size_t)result < N_RESULTS ? (size_t)result : N_RESULTS - 1;
+	atomic_fetch_add(&m.calls[route_index(route)][ri], 1);
 }
 
 void brokerd_metrics_connection_refused(void)
@@ -111,7 +139,10 @@ void brokerd_metrics_connection_refused(void)
 void brokerd_metrics_upstream(const char *what, uint64_t us, bool reused, bool answered)
 {
 	metrics_init();
-	size_t u = strcmp(what, "mcp") == 0 ? 1 : 0;
+	size_t u = 0;
+	for (size_t i = 0; i < N_UPSTREAMS; i++)
+		if (strcmp(upstreams[i], what) == 0)
+			u = i;
 	atomic_fetch_add(&m.upstream_requests[u][!answered ? CONN_FAILED : reused ? CONN_REUSED : CONN_NEW], 1);
 	rts_histogram_observe(&m.upstream_seconds[u], us);
 }

@@ -203,6 +203,7 @@ static void fall_back(struct rich_conn *c, struct rich_answer *a, const char *re
 	struct rich_turn *t = c->turn;
 	rts_log_turn(LOG_WARNING, t->b.turn_id, c->ch->hash, "fallback", 0, "compaction falls back to Pi's summary: %s",
 		     reason);
+	c->rule = "compaction_fallback";
 	a->status = 204;
 }
 
@@ -214,6 +215,7 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 	const char *why = NULL;
 	if (brokerd_compact_request_check(req, &why) < 0) {
 		log_debug("turn %s: compaction request refused: %s", t->b.turn_id, why);
+		c->rule = "compaction_request";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -254,6 +256,7 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 	};
 	struct brokerd_exec_result res = {0};
 	rich_conn_quiet(c, true);
+	c->forwarded = timeout > 0;
 	int r = timeout > 0 ? brokerd_exec_run(&e, &res) : -ETIMEDOUT;
 	rich_conn_quiet(c, false);
 	uint64_t took = rts_now_ms() - now;
@@ -291,6 +294,7 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 		     "conversation compacted by the host compactor %s (%s, tokensBefore %" PRId64 ")",
 		     rc->compaction_engine, rts_json_get_string(req, "reason"),
 		     json_object_get_int64(rts_json_get(req, "tokensBefore")));
+	c->rule = "compaction_host";
 	a->status = 200;
 	a->body = steal_pointer(&answer);
 	a->len = strlen(a->body);
@@ -305,6 +309,7 @@ static void compact_report(struct rich_conn *c, json_object *report, struct rich
 	const char *why = NULL;
 	if (brokerd_compact_report_format(report, line, sizeof(line), &why) < 0) {
 		log_debug("turn %s: compaction report refused: %s", t->b.turn_id, why);
+		c->rule = "compaction_report";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -316,10 +321,12 @@ static void compact_report(struct rich_conn *c, json_object *report, struct rich
 	if (over) {
 		rts_log_turn(LOG_DEBUG, t->b.turn_id, ch->hash, "refused", 0,
 			     "compaction report refused: sixteen reports in this turn already");
+		c->rule = "compaction_reports";
 		brokerd_rich_answer_error(a, BROKERD_BUDGET_EXHAUSTED);
 		return;
 	}
 	rts_log_turn(LOG_INFO, t->b.turn_id, ch->hash, "compaction", 0, "%s", line);
+	c->rule = "compaction_report";
 	a->status = 204;
 }
 
@@ -333,10 +340,12 @@ void brokerd_rich_worker_compact(struct rich_conn *c, struct rich_answer *a)
 	if (rts_json_parse_strict(c->body, c->body_len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0 ||
 	    brokerd_compact_envelope(doc, &turn_id, &req, &report, &why) < 0) {
 		log_debug("turn %s: /worker/compact refused: %s", t->b.turn_id, why ? why : "malformed");
+		c->rule = "body_json";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
 	if (strcmp(turn_id, t->b.turn_id) != 0) {
+		c->rule = "compaction_turn_id";
 		brokerd_rich_answer_error(a, BROKERD_CONFLICT);
 		return;
 	}

@@ -25,11 +25,11 @@ static int run_of(const struct brokerd_exec *e, enum brokerd_run_kind *kind, uin
 		*index = (uint32_t)(e->tool - cfg->tools);
 		return 0;
 	}
-	if (e->hook && !e->tool && !e->key && !e->probe) {
+	if (e->hook && !e->tool && !e->key) {
 		for (uint32_t h = 0; h < BROKERD_HOOKS; h++)
 			if (e->hook == brokerd_hook_command(cfg, (enum brokerd_hook)h)) {
-				*kind = BROKERD_RUN_HOOK;
-				*index = h;
+				*kind = e->probe ? BROKERD_RUN_PROBE_HOOK : BROKERD_RUN_HOOK;
+				*index = e->probe ? 0 : h; /* one sandbox for every hook */
 				return 0;
 			}
 		return -EINVAL;

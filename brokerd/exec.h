@@ -22,9 +22,9 @@
 
 struct brokerd_exec {
 	/* What runs: exactly one of a host tool of the config the launcher was started
-	 * with, or a key source of it whose kind is RTS_KEY_COMMAND. With probe, {tini,
-	 * "--version"} runs instead, in that tool's or the key commands' sandbox (start-up's
-	 * check that the sandbox comes up). */
+	 * with, a key source of it whose kind is RTS_KEY_COMMAND, or a rich hook. With probe,
+	 * {tini, "--version"} runs instead, in that tool's, the key commands' or the hooks'
+	 * sandbox (start-up's check that the sandbox comes up). */
 	const struct rts_tool *tool;
 	const struct rts_key_source *key;
 	char *const *hook; /* or a rich hook's argv of that config (brokerd_hook_command()) */

@@ -49,7 +49,7 @@ int brokerd_launch_decode(const void *buf, size_t len, size_t nfds, struct broke
 		return -EBADMSG;
 	switch (m->type) {
 	case BROKERD_LAUNCH_RUN:
-		if (m->value != 0 || m->kind < BROKERD_RUN_TOOL || m->kind > BROKERD_RUN_HOOK)
+		if (m->value != 0 || m->kind < BROKERD_RUN_TOOL || m->kind > BROKERD_RUN_PROBE_HOOK)
 			return -EBADMSG;
 		break;
 	case BROKERD_LAUNCH_FAILED:

@@ -502,6 +502,30 @@ static struct brokerd_launcher *start_launcher(const struct rts_config *cfg, con
 				launcher_socket ? "; the launcher's own refusals are in the journal of "
 						  "roundtable-sandbox-launcher@*.service" : "");
 	}
+	/* The rich hooks' sandbox differs from every tool's (no writePaths, key sources hidden)
+	 * and may be the only one: a config with hooks and no tool would otherwise find a
+	 * broken sandbox only at the first turn. */
+	for (int h = 0; h < BROKERD_HOOKS; h++) {
+		char *const *hook = brokerd_hook_command(cfg, (enum brokerd_hook)h);
+		if (!hook)
+			continue;
+		struct brokerd_exec e = {
+			.hook = hook,
+			.probe = true,
+			.max_output = 4096,
+			.cancel = {.wake_fd = -1, .deadline_ms = rts_now_ms() + BROKERD_KEY_COMMAND_TIMEOUT_MS},
+			.stderr_label = "rich hooks",
+			.turn_id = "start-up",
+		};
+		struct brokerd_exec_result res;
+		r = brokerd_exec_run(&e, &res);
+		free(res.output);
+		if (r < 0 || res.exit_status != 0)
+			fatal_f("cannot run the rich hooks in their sandbox (%s; bwrap's message, if any, is logged just "
+				"before): see roundtable-sandbox-brokerd(8), \"Host tools\"",
+				r < 0 ? strerror(-r) : "the sandbox did not start");
+		break; /* one sandbox for every hook */
+	}
 	return l;
 }
 

@@ -185,6 +185,7 @@ static void finish_turn(struct rich_channel *ch, bool force)
 		/* Seed, "Host options and hooks": failed turns are logged with their cause. */
 		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, rts_turn_status_word(status), took,
 			     "rich turn %s after %u calls: %s", rts_turn_status_word(status), calls, cause ? cause : "unknown cause");
+	brokerd_rich_audit_summary(ch, t->b.turn_id);
 	send_done(ch->owner, t->b.turn_id, status, calls, fd);
 	brokerd_rich_turn_free(t);
 }
@@ -216,6 +217,7 @@ static void channel_free(struct rich_channel *ch)
 	pthread_mutex_lock(&ch->lock);
 	brokerd_rich_http_drop_handoffs_locked(ch);
 	pthread_mutex_unlock(&ch->lock);
+	brokerd_rich_audit_summary(ch, ch->turn ? ch->turn->b.turn_id : NULL);
 	if (ch->turn)
 		brokerd_rich_turn_free(ch->turn);
 	pthread_cond_destroy(&ch->cond);
@@ -427,6 +429,8 @@ int brokerd_rich_on_bind(struct brokerd_rich *rich, struct rts_link *l, struct r
 	ch->bound_ms = rts_now_ms();
 	ch->owner = l;
 	ch->last_effort = cfg->rich.effort_default;
+	ch->audit_max = cfg->rich.max_calls + BROKERD_RICH_AUDIT_EXTRA;
+	atomic_init(&ch->audit_unlogged, 0);
 	atomic_init(&ch->closing, false);
 	pthread_mutex_init(&ch->lock, NULL);
 	pthread_condattr_t ca;
@@ -557,7 +561,10 @@ int brokerd_rich_on_turn(struct brokerd_rich *rich, struct rts_link *l, struct r
 	ch->turn = t;
 	/* Seed: the start-up scope is revoked on the first bind. */
 	ch->scope_revoked = true;
+	ch->audit_calls = 0; /* the turn's calls are numbered from 1 */
 	pthread_mutex_unlock(&ch->lock);
+	/* What the stretch before the turn did not log one by one. */
+	brokerd_rich_audit_summary(ch, NULL);
 	rts_log_turn(LOG_INFO, t->b.turn_id, ch->hash, "admitted", 0, "rich turn admitted");
 	r = brokerd_rich_turn_admit(ch);
 	if (r < 0) {

@@ -48,6 +48,10 @@
 #define BROKERD_RICH_FETCHES 8u		 /* ATTACH_FETCH running at once */
 #define BROKERD_RICH_SSE_EVENT_MAX (4u * 1024u * 1024u) /* one upstream event */
 #define BROKERD_RICH_STREAM_HIGH (256u * 1024u) /* streamed bytes waiting for the worker */
+/* Audit entries written per turn (and per stretch between turns) beyond maxCalls: the
+ * worker protocol, compaction requests and reports, refused calls. Calls beyond are counted
+ * and summed up in one entry (brokerd/audit.h), so a worker cannot flood the journal. */
+#define BROKERD_RICH_AUDIT_EXTRA 64u
 
 /* Timings a test build (tests/testbuild) shortens; production has no switch for them. */
 #ifdef BROKERD_TEST_RICH_SILENCE_MS
@@ -147,6 +151,11 @@ struct rich_channel {
 	struct rich_turn *turn;	     /* the admitted turn, or NULL */
 	/* Flags for the main thread (brokerd_rich_poke()). */
 	bool ready_news;	    /* answer RICH_WAIT_READY waiters */
+	/* The audit trail (brokerd/audit.h): calls numbered since the current turn was
+	 * admitted (or the bind); those beyond audit_max get no entry of their own. */
+	unsigned audit_calls;
+	unsigned audit_max;	    /* set at the bind */
+	atomic_uint audit_unlogged; /* any thread */
 
 	/* Main thread only. */
 	struct rich_waiter *waiters; /* RICH_WAIT_READY not answered yet */
@@ -248,6 +257,13 @@ struct rich_conn {
 	bool packet_reserved;	       /* the gate took the turn's one incoming reply packet */
 	char turn_id[RTS_TURN_ID_LEN + 1]; /* of turn, for the log line after it is given back */
 	void *stream;		       /* an answer being streamed (anthropic_call.c) */
+	/* Its audit entry (brokerd/audit.h), written once: its number, and what the handler
+	 * says decided (a static rule name; NULL: the route's default when allowed, else the
+	 * result code) and whether the request reached an upstream or a host command. */
+	unsigned call_no;
+	const char *rule;
+	bool forwarded;
+	bool audited;		       /* written, or handed to the stream */
 };
 
 /* The silence limit's bookkeeping, shared by a connection's thread and the sweep. */
@@ -304,6 +320,7 @@ void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_t
 /* rich_worker.c: the worker protocol routes. Each returns the status to answer and sets
  * *body (caller frees; NULL for no body) and *type (static content type or NULL). */
 struct rich_answer {
+	enum brokerd_result result; /* for the audit entry: BROKERD_OK unless refused */
 	unsigned status;
 	char *body;
 	size_t len;
@@ -318,6 +335,20 @@ void brokerd_rich_tool(struct rich_conn *c, struct rich_answer *a);
 
 /* An error answer {"error":CODE} for r. */
 void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r);
+
+/* The audit entry of a call on ch's listener (brokerd/audit.h): turn_id NULL outside a
+ * turn, route the call's rich route (routed false: none was matched), rule static (NULL:
+ * the route's allow rule for BROKERD_OK, else the result code), result
+ * BROKERD_RESULT_MAX_ for a call closed unanswered, accepted_ms when it was accepted. Any
+ * thread, no lock held. */
+void brokerd_rich_audit(struct rich_channel *ch, const char *turn_id, unsigned call_no, bool routed,
+			enum rich_route_kind route, const char *rule, enum brokerd_result result, bool forwarded,
+			uint64_t accepted_ms);
+/* The same for c, once (c->audited): c's turn id, route, call number, rule, forwarded. */
+void brokerd_rich_audit_conn(struct rich_conn *c, enum brokerd_result result, const char *rule);
+/* One entry summing up ch's calls that got none of their own since the last summary, for
+ * turn_id (NULL: "-"). Any thread. */
+void brokerd_rich_audit_summary(struct rich_channel *ch, const char *turn_id);
 
 /* A call of c's turn, as the shared route handlers (tool.c, mcp.c) take it: the binding,
  * keyring and deadline of the turn, the oauthToken as the model key the reflection filter

@@ -97,6 +97,7 @@ void brokerd_rich_mcp(struct rich_conn *c, struct rich_answer *a)
 	    rts_jspec_validate(doc, &rpc_root, NULL, 0, &e) < 0) {
 		/* Batches are arrays: refused here like any other shape. */
 		log_debug("rich channel %.12s: /mcp/%s body refused", ch->hash, srv->name);
+		c->rule = doc ? "mcp_request" : "body_json";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -104,31 +105,37 @@ void brokerd_rich_mcp(struct rich_conn *c, struct rich_answer *a)
 	json_object *id = rts_json_get(doc, "id");
 	json_object *params = rts_json_get(doc, "params");
 	if (strcmp(method, "notifications/initialized") == 0 && !id) {
+		c->rule = "mcp_initialized";
 		a->status = 202;
 		return;
 	}
 	if (!id) {
 		/* Any other notification (cancelled, roots/list_changed, ...). */
+		c->rule = "mcp_method";
 		brokerd_rich_answer_error(a, BROKERD_FORBIDDEN);
 		return;
 	}
 	if (strcmp(method, "initialize") == 0) {
+		c->rule = "mcp_initialize";
 		cleanup_json json_object *o = rpc_result(id, initialize_result(params));
 		answer_json(a, o);
 		return;
 	}
 	if (strcmp(method, "ping") == 0) {
+		c->rule = "mcp_ping";
 		cleanup_json json_object *o = rpc_result(id, json_object_new_object());
 		answer_json(a, o);
 		return;
 	}
 	if (strcmp(method, "tools/list") == 0) {
+		c->rule = "mcp_tools_list";
 		cleanup_json json_object *o = rpc_result(id, tools_list_result(srv));
 		answer_json(a, o);
 		return;
 	}
 	if (strcmp(method, "tools/call") != 0) {
 		log_debug("rich channel %.12s: /mcp/%s method refused", ch->hash, srv->name);
+		c->rule = "mcp_method";
 		brokerd_rich_answer_error(a, BROKERD_FORBIDDEN);
 		return;
 	}
@@ -136,12 +143,15 @@ void brokerd_rich_mcp(struct rich_conn *c, struct rich_answer *a)
 	if (!c->turn) {
 		rts_log_turn(LOG_DEBUG, NULL, ch->hash, "refused", 0,
 			     "rich /mcp/%s tools/call refused: the start-up scope is metadata only", srv->name);
+		c->rule = "startup_scope_metadata";
 		brokerd_rich_answer_error(a, BROKERD_FORBIDDEN);
 		return;
 	}
 	struct brokerd_call call = brokerd_rich_call(c);
 	char *answer = NULL;
 	enum brokerd_result r = brokerd_mcp_handle(&call, &answer);
+	c->rule = call.rule ? call.rule : r == BROKERD_OK ? "mcp_tool_declared" : NULL;
+	c->forwarded = call.forwarded;
 	if (r != BROKERD_OK) {
 		free(answer);
 		brokerd_rich_answer_error(a, r);
@@ -195,6 +205,8 @@ void brokerd_rich_tool(struct rich_conn *c, struct rich_answer *a)
 	rich_conn_quiet(c, true);
 	enum brokerd_result r = brokerd_tool_handle(&call, &answer);
 	rich_conn_quiet(c, false);
+	c->rule = call.rule;
+	c->forwarded = call.forwarded;
 	if (r != BROKERD_OK) {
 		free(answer);
 		brokerd_rich_answer_error(a, r);
@@ -219,6 +231,7 @@ void brokerd_rich_tool(struct rich_conn *c, struct rich_answer *a)
 	if (!principal_ok(to)) {
 		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, "upstream_error", 0,
 			     "host tool %s returned privateTo that is not a principal id (1 to 256 bytes of text)", name);
+		c->rule = "private_to";
 		brokerd_rich_answer_error(a, BROKERD_UPSTREAM_ERROR);
 		return;
 	}
@@ -239,11 +252,13 @@ void brokerd_rich_tool(struct rich_conn *c, struct rich_answer *a)
 	}
 	pthread_mutex_unlock(&ch->lock);
 	if (!enough) {
+		c->rule = "capabilities";
 		brokerd_rich_answer_error(a, BROKERD_UNAVAILABLE);
 		return;
 	}
 	cleanup_json json_object *o = json_object_new_object();
 	json_object_object_add(o, "result", json_object_get(rts_json_get(priv, "result")));
 	json_object_object_add(o, "privateTo", json_object_get(to));
+	c->rule = "tool_private_to";
 	answer_json(a, o);
 }

@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 
+#include "brokerd/audit.h"
 #include "brokerd/rich.h"
 #include "common/fetch.h"
 #include "common/ids.h"
@@ -85,8 +86,11 @@ static void *fetch_thread(void *arg)
 	const char *why = NULL;
 	uint64_t started = rts_now_ms();
 	int r = rts_fetch(f->url, strlen(f->url), &opts, &res, &why);
+	const char *rule = r == -EACCES ? "fetch_rule" : r == -EFBIG ? "attachment_too_large"
+			   : r == -ETIMEDOUT ? "fetch_timeout" : r < 0 ? "fetch_failed" : "attachment_fetch";
 	if (r == 0 && (res.status < 200 || res.status > 299)) {
 		why = "the answer's status is not 2xx";
+		rule = "fetch_status";
 		r = -EIO;
 	}
 	if (r == 0) {
@@ -94,9 +98,15 @@ static void *fetch_thread(void *arg)
 		f->fd = rts_memfd_from_buffer("rts-attachment", res.body, res.len);
 		if (f->fd < 0) {
 			why = "cannot make the memfd";
+			rule = "server_error";
 			r = -EIO;
 		}
 	}
+	/* Its audit entry (brokerd/audit.h): never the URL, which is the guest's. */
+	brokerd_audit_decision(f->turn_id, NULL, 0, 0, "rich_attachment", rule,
+			       r == 0 ? BROKERD_OK : r == -EACCES ? BROKERD_FORBIDDEN : r == -EFBIG ? BROKERD_TOO_LARGE
+			       : r == -ETIMEDOUT ? BROKERD_UPSTREAM_TIMEOUT : BROKERD_UPSTREAM_ERROR,
+			       r != -EACCES, rts_now_ms() - started);
 	rts_fetch_result_release(&res);
 	f->result = r == 0 || r == -EACCES || r == -EFBIG || r == -ETIMEDOUT ? r : -EIO;
 	if (r < 0)
@@ -139,6 +149,8 @@ int brokerd_rich_fetch_start(struct brokerd_rich *rich, struct rts_link *l, cons
 {
 	if (!rts_turn_id_valid(m->turn_id) || !m->url[0] || m->max_bytes == 0 ||
 	    m->max_bytes > RTS_RICH_ATTACHMENT_BYTES_MAX) {
+		brokerd_audit_decision(rts_turn_id_valid(m->turn_id) ? m->turn_id : NULL, NULL, 0, 0, "rich_attachment",
+				       "attachment_request", BROKERD_BAD_REQUEST, false, 0);
 		answer(l, m->turn_id, m->index, -EINVAL, "", -1);
 		return 0;
 	}
@@ -148,6 +160,7 @@ int brokerd_rich_fetch_start(struct brokerd_rich *rich, struct rts_link *l, cons
 		n_fetches++;
 	pthread_mutex_unlock(&fetch_lock);
 	if (busy) {
+		brokerd_audit_decision(m->turn_id, NULL, 0, 0, "rich_attachment", "fetch_slots", BROKERD_BUSY, false, 0);
 		answer(l, m->turn_id, m->index, atomic_load(&stopping) ? -ESHUTDOWN : -EBUSY, "", -1);
 		return 0;
 	}

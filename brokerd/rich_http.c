@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "brokerd/anthropic.h"
+#include "brokerd/audit.h"
 #include "brokerd/http.h"
 #include "brokerd/rich.h"
 #include "common/json.h"
@@ -118,6 +119,82 @@ static const char *route_word(enum rich_route_kind k)
 		[RICH_ROUTE_MCP] = "mcp",	     [RICH_ROUTE_TOOL] = "tool",
 	};
 	return (unsigned)k < RTS_ARRAY_SIZE(words) ? words[k] : "none";
+}
+
+/* ---- the audit trail ---- */
+
+/* The audit route name of a rich route (brokerd/audit.c lists them). */
+static const char *audit_route(bool routed, enum rich_route_kind k)
+{
+	if (!routed)
+		return "rich_none";
+	switch (k) {
+	case RICH_ROUTE_READY:
+	case RICH_ROUTE_NEXT:
+	case RICH_ROUTE_RESULT:
+		return "rich_worker";
+	case RICH_ROUTE_COMPACT:
+		return "rich_compact";
+	case RICH_ROUTE_MESSAGES:
+		return "rich_model";
+	case RICH_ROUTE_COUNT_TOKENS:
+		return "rich_count_tokens";
+	case RICH_ROUTE_MCP:
+		return "rich_mcp";
+	case RICH_ROUTE_TOOL:
+		return "rich_tool";
+	}
+	return "rich_none";
+}
+
+/* The rule of an allowed call whose handler named none. */
+static const char *allow_rule(enum rich_route_kind k)
+{
+	switch (k) {
+	case RICH_ROUTE_READY:
+		return "worker_ready";
+	case RICH_ROUTE_NEXT:
+		return "worker_next";
+	case RICH_ROUTE_RESULT:
+		return "reply_packet";
+	case RICH_ROUTE_COMPACT:
+		return "compaction";
+	case RICH_ROUTE_MESSAGES:
+	case RICH_ROUTE_COUNT_TOKENS:
+		return "anthropic_route";
+	case RICH_ROUTE_MCP:
+		return "mcp_method";
+	case RICH_ROUTE_TOOL:
+		return "tool_configured";
+	}
+	return "allowed";
+}
+
+void brokerd_rich_audit(struct rich_channel *ch, const char *turn_id, unsigned call_no, bool routed,
+			enum rich_route_kind route, const char *rule, enum brokerd_result result, bool forwarded,
+			uint64_t accepted_ms)
+{
+	if (!rule)
+		rule = result == BROKERD_OK && routed ? allow_rule(route)
+		       : result == BROKERD_RESULT_MAX_ ? "closed"
+						       : brokerd_result_code(result);
+	if (!brokerd_audit_decision(turn_id, ch->hash, call_no, ch->audit_max, audit_route(routed, route), rule, result,
+				    forwarded, rts_now_ms() - accepted_ms))
+		atomic_fetch_add(&ch->audit_unlogged, 1);
+}
+
+void brokerd_rich_audit_conn(struct rich_conn *c, enum brokerd_result result, const char *rule)
+{
+	if (c->audited)
+		return;
+	c->audited = true;
+	brokerd_rich_audit(c->ch, c->turn_id[0] ? c->turn_id : NULL, c->call_no, c->routed, c->route.kind,
+			   rule ? rule : c->rule, result, c->forwarded, c->accepted_ms);
+}
+
+void brokerd_rich_audit_summary(struct rich_channel *ch, const char *turn_id)
+{
+	brokerd_audit_unlogged(turn_id, ch->hash, atomic_exchange(&ch->audit_unlogged, 0));
 }
 
 /* ---- headers ---- */
@@ -298,10 +375,32 @@ static unsigned gate_open_beyond(struct brokerd_gate *g)
 	return n;
 }
 
-/* Calls count per turn, once libmicrohttpd has the head (rich_admit()). */
+/* The turn's budget counts in admit() (take_slot_locked()); here only the number of the
+ * call for its audit entry. */
 static unsigned gate_count(struct brokerd_gate *g)
 {
-	return 0;
+	struct rich_channel *ch = gate_channel(g);
+	pthread_mutex_lock(&ch->lock);
+	if (ch->audit_calls < UINT_MAX)
+		ch->audit_calls++;
+	unsigned n = ch->audit_calls;
+	pthread_mutex_unlock(&ch->lock);
+	return n;
+}
+
+/* A call the gate ended itself: before any route was matched. */
+static void gate_audit(struct brokerd_gate *g, unsigned call_no, const char *rule, enum brokerd_result r, uint64_t ms)
+{
+	struct rich_channel *ch = gate_channel(g);
+	char turn_id[RTS_TURN_ID_LEN + 1] = "";
+	pthread_mutex_lock(&ch->lock);
+	if (ch->turn)
+		snprintf(turn_id, sizeof(turn_id), "%s", ch->turn->b.turn_id);
+	pthread_mutex_unlock(&ch->lock);
+	/* The one refusal that knows its route: a reply packet outside its turn. */
+	bool packet = strcmp(rule, "reply_outside_turn") == 0;
+	brokerd_rich_audit(ch, turn_id[0] ? turn_id : NULL, call_no, packet, RICH_ROUTE_RESULT, rule, r, false,
+			   rts_now_ms() - ms);
 }
 
 /* Before libmicrohttpd reads a byte: the body's size for its route, and a reply packet
@@ -369,6 +468,7 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	c->handed_ms = rts_now_ms();
 	c->last_io_ms = c->handed_ms;
 	c->state = CONN_NEW;
+	c->call_no = call_no;
 	pthread_mutex_lock(&ch->lock);
 	if (ch->gate_packet) {
 		c->turn = steal_pointer(&ch->gate_packet);
@@ -394,6 +494,8 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 		if (mine)
 			release_locked(mine);
 		pthread_mutex_unlock(&ch->lock);
+		if (mine)
+			brokerd_rich_audit_conn(mine, BROKERD_RESULT_MAX_, "server_error");
 		free(mine);
 	}
 }
@@ -402,6 +504,7 @@ static const struct brokerd_gate_ops rich_gate_ops = {
 	.open_beyond = gate_open_beyond,
 	.count = gate_count,
 	.admit_head = gate_admit_head,
+	.audit = gate_audit,
 	.handoff = gate_handoff,
 };
 
@@ -436,6 +539,9 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			c->ch = ch;
 			c->fd = fd;
 			c->accepted_ms = c->handed_ms = c->last_io_ms = rts_now_ms();
+			if (ch->audit_calls < UINT_MAX)
+				ch->audit_calls++;
+			c->call_no = ch->audit_calls;
 		}
 		c->prev = NULL;
 		c->next = ch->conns;
@@ -459,7 +565,18 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 	release_locked(c);
 	if (c->stream)
 		brokerd_rich_stream_detach_locked(c->stream);
+	bool shut = c->shut;
+	struct rich_turn *t = ch->turn;
+	if (!c->audited && !c->turn_id[0] && t && t->state == RICH_TURN_HANDED)
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
 	pthread_mutex_unlock(&ch->lock);
+	/* Closed without an answer: still one decision entry for the call. */
+	if (!c->audited)
+		brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_,
+					shut			       ? "connection_cut"
+					: c->state == CONN_BODY ? "body_incomplete"
+					: c->state == CONN_DROP ? "second_request"
+								: "head_incomplete");
 	free(c->target);
 	free(c->body);
 	free(c);
@@ -530,6 +647,7 @@ static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, char 
 
 void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r)
 {
+	a->result = r;
 	a->status = brokerd_result_status(r);
 	a->body = rts_xasprintf("{\"error\":\"%s\"}", brokerd_result_code(r));
 	a->len = strlen(a->body);
@@ -543,10 +661,26 @@ static void log_call(struct rich_conn *c, unsigned status, const char *what)
 		     c->routed ? route_word(c->route.kind) : "none", status, what ? ": " : "", what ? what : "");
 }
 
-static enum MHD_Result refuse(struct rich_conn *c, struct MHD_Connection *mc, enum brokerd_result r, const char *why)
+/* A call refused before it took its turn still belongs to the turn the worker holds, for
+ * its audit entry. ch->lock not held. */
+static void note_turn(struct rich_conn *c)
+{
+	if (c->turn_id[0])
+		return;
+	pthread_mutex_lock(&c->ch->lock);
+	struct rich_turn *t = c->ch->turn;
+	if (t && t->state == RICH_TURN_HANDED)
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
+	pthread_mutex_unlock(&c->ch->lock);
+}
+
+static enum MHD_Result refuse(struct rich_conn *c, struct MHD_Connection *mc, enum brokerd_result r, const char *rule,
+			      const char *why)
 {
 	c->state = CONN_DONE;
+	note_turn(c);
 	log_call(c, brokerd_result_status(r), why);
+	brokerd_rich_audit_conn(c, r, rule);
 	struct rich_answer a = {0};
 	brokerd_rich_answer_error(&a, r);
 	return respond(mc, a.status, a.body, a.len, a.content_type);
@@ -556,17 +690,22 @@ static enum MHD_Result refuse(struct rich_conn *c, struct MHD_Connection *mc, en
  * in-flight slots, maxCalls per turn (refused calls count too); before the first admitted
  * turn, MCP calls fall in the metadata-only start-up scope (rich_calls.c checks the
  * method). */
-static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich_conn *c, const char **why)
+static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich_conn *c, const char **rule,
+					    const char **why)
 {
 	struct rich_turn *t = ch->turn;
 	if (t && t->state == RICH_TURN_HANDED) {
 		if (t->calls < UINT_MAX)
 			t->calls++;
+		/* The connection belongs to the turn from here, for its audit entry. */
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
 		if (t->calls > ch->cfg->rich.max_calls) {
+			*rule = "call_budget";
 			*why = "maxCalls of the turn used up";
 			return BROKERD_BUDGET_EXHAUSTED;
 		}
 		if (t->in_flight >= RTS_RICH_IN_FLIGHT_MAX) {
+			*rule = "in_flight";
 			*why = "four credential-bearing calls in flight already";
 			return BROKERD_BUSY;
 		}
@@ -580,6 +719,7 @@ static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich
 	if (c->route.kind == RICH_ROUTE_MCP && !ch->turn && !ch->scope_revoked &&
 	    rts_now_ms() < ch->bound_ms + BROKERD_RICH_STARTUP_MS) {
 		if (ch->scope_calls >= BROKERD_RICH_STARTUP_CALLS) {
+			*rule = "startup_scope_calls";
 			*why = "the start-up scope's 32 calls are used up";
 			return BROKERD_FORBIDDEN;
 		}
@@ -587,29 +727,36 @@ static enum brokerd_result take_slot_locked(struct rich_channel *ch, struct rich
 		c->scope_call = true;
 		return BROKERD_OK;
 	}
+	*rule = t && t->blocked ? "turn_failed" : "no_turn";
 	*why = t && t->blocked ? "the turn has failed" : "no turn is admitted to the worker";
 	return BROKERD_FORBIDDEN;
 }
 
 /* Everything decided before a body byte is read. */
 static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, struct MHD_Connection *mc,
-				 const char *method, const char *version, const char **why, bool *fallback)
+				 const char *method, const char *version, const char **rule, const char **why,
+				 bool *fallback)
 {
 	*fallback = false;
+	*rule = NULL;
 	if (atomic_load(&ch->closing)) {
+		*rule = "listener_closing";
 		*why = "the channel's listener is closing";
 		return BROKERD_UNAVAILABLE;
 	}
 	c->routed = brokerd_rich_route_match(ch->cfg, ch->profile, c->target, &c->route);
 	if (!c->routed) {
+		*rule = "route_unknown";
 		*why = "no such route";
 		return BROKERD_NOT_FOUND;
 	}
 	if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+		*rule = "method_not_post";
 		*why = "not POST";
 		return BROKERD_METHOD_NOT_ALLOWED;
 	}
 	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0) {
+		*rule = "http_version";
 		*why = "not HTTP/1.1";
 		return BROKERD_BAD_REQUEST;
 	}
@@ -617,10 +764,12 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
 	enum brokerd_result r = brokerd_rich_headers_check(hl.h, hl.n, c->route.kind, &c->headers);
 	if (r != BROKERD_OK) {
+		*rule = r == BROKERD_UNAUTHORIZED ? "dummy_key" : "header_not_allowed";
 		*why = "header refused";
 		return r;
 	}
 	if (c->headers.content_length > brokerd_rich_route_body_max(ch->cfg, c->route.kind)) {
+		*rule = "body_too_large";
 		*why = "body larger than the route's limit";
 		return BROKERD_TOO_LARGE;
 	}
@@ -634,12 +783,14 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 	case RICH_ROUTE_RESULT:
 		/* The gate took the packet for this connection; the turn may have settled since. */
 		if (!c->packet_reserved || c->turn != t || t->state != RICH_TURN_HANDED) {
+			*rule = "reply_outside_turn";
 			*why = "reply packet outside its turn";
 			r = BROKERD_CONFLICT;
 		}
 		break;
 	case RICH_ROUTE_COMPACT:
 		if (!t || t->state != RICH_TURN_HANDED) {
+			*rule = "no_turn";
 			*why = "no turn is admitted to the worker";
 			r = BROKERD_CONFLICT;
 			break;
@@ -656,7 +807,7 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 		}
 		break;
 	default:
-		r = take_slot_locked(ch, c, why);
+		r = take_slot_locked(ch, c, rule, why);
 		break;
 	}
 	pthread_mutex_unlock(&ch->lock);
@@ -707,6 +858,13 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 	if (a.status == 0)
 		brokerd_rich_answer_error(&a, BROKERD_UNAVAILABLE);
 	log_call(c, a.status, NULL);
+	/* An idle long poll decided nothing: counted, no entry (brokerd/audit.h). */
+	if (c->route.kind == RICH_ROUTE_NEXT && a.status == MHD_HTTP_NO_CONTENT) {
+		c->audited = true;
+		brokerd_metrics_call("rich_worker", BROKERD_OK);
+	} else {
+		brokerd_rich_audit_conn(c, a.result, NULL);
+	}
 	rich_conn_touch(c);
 	respond(mc, a.status, a.body, a.len, a.content_type);
 }
@@ -721,11 +879,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	switch (c->state) {
 	case CONN_HEADER: {
 		c->state = CONN_BODY;
-		const char *why = NULL;
+		const char *why = NULL, *rule = NULL;
 		bool fallback = false;
-		enum brokerd_result r = admit(ch, c, mc, method, version, &why, &fallback);
+		enum brokerd_result r = admit(ch, c, mc, method, version, &rule, &why, &fallback);
 		if (r != BROKERD_OK)
-			return refuse(c, mc, r, why);
+			return refuse(c, mc, r, rule, why);
 		if (fallback) {
 			rts_log_turn(LOG_WARNING, c->turn ? c->turn->b.turn_id : NULL, ch->hash, "fallback", 0,
 				     "compaction falls back to Pi's summary: the request is larger than "
@@ -735,6 +893,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			pthread_mutex_lock(&ch->lock);
 			release_locked(c);
 			pthread_mutex_unlock(&ch->lock);
+			brokerd_rich_audit_conn(c, BROKERD_OK, "compaction_fallback");
 			return respond(mc, MHD_HTTP_NO_CONTENT, NULL, 0, NULL);
 		}
 		return MHD_YES;
@@ -799,6 +958,7 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
 			*q = c->next;
 			release_locked(c);
+			brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_, "server_error");
 			free(c);
 		} else {
 			q = &c->next;
@@ -836,6 +996,7 @@ void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch)
 		struct rich_conn *c = ch->handoff;
 		ch->handoff = c->next;
 		release_locked(c);
+		brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_, "listener_closing");
 		free(c);
 	}
 }

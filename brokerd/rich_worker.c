@@ -53,6 +53,7 @@ void brokerd_rich_worker_ready(struct rich_conn *c, struct rich_answer *a)
 	const char *why = NULL;
 	if (brokerd_rich_ready_parse(c->body, c->body_len, &caps, &history, &why) < 0) {
 		log_debug("rich channel %.12s: /worker/ready refused: %s", ch->hash, why ? why : "malformed");
+		c->rule = "worker_ready_body";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -100,6 +101,7 @@ void brokerd_rich_worker_next(struct rich_conn *c, struct rich_answer *a)
 		const char *why = NULL;
 		if (rts_json_parse_strict(c->body, c->body_len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0 ||
 		    !json_object_is_type(doc, json_type_object)) {
+			c->rule = "worker_next_body";
 			brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 			return;
 		}
@@ -108,6 +110,7 @@ void brokerd_rich_worker_next(struct rich_conn *c, struct rich_answer *a)
 	/* Seed: one idle long poll per channel. */
 	if (ch->polling) {
 		pthread_mutex_unlock(&ch->lock);
+		c->rule = "long_poll_busy";
 		brokerd_rich_answer_error(a, BROKERD_BUSY);
 		return;
 	}
@@ -147,6 +150,8 @@ void brokerd_rich_worker_next(struct rich_conn *c, struct rich_answer *a)
 	ch->polling = false;
 	rich_conn_quiet(c, false);
 	if (handed)
+		snprintf(c->turn_id, sizeof(c->turn_id), "%s", handed->b.turn_id);
+	if (handed)
 		rts_log_turn(LOG_INFO, handed->b.turn_id, ch->hash, "handed", rts_now_ms() - handed->admitted_ms,
 			     "rich turn handed to the worker (effort %s)", rts_effort_name(handed->effort));
 	pthread_mutex_unlock(&ch->lock);
@@ -168,6 +173,7 @@ void brokerd_rich_worker_result(struct rich_conn *c, struct rich_answer *a)
 	cleanup_json json_object *doc = NULL;
 	if (rts_json_parse_strict(c->body, c->body_len, RTS_JSON_DEPTH_MAX, &doc, &why) < 0) {
 		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, "bad_reply", 0, "reply packet refused: %s", why);
+		c->rule = "body_json";
 		brokerd_rich_answer_error(a, BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -176,6 +182,7 @@ void brokerd_rich_worker_result(struct rich_conn *c, struct rich_answer *a)
 	int r = brokerd_rich_reply_build(doc, t->b.turn_id, &reply, &len, &why);
 	if (r < 0) {
 		rts_log_turn(LOG_WARNING, t->b.turn_id, ch->hash, "bad_reply", 0, "reply packet refused: %s", why);
+		c->rule = r == -ESTALE ? "reply_turn_id" : "reply_packet_shape";
 		brokerd_rich_answer_error(a, r == -ESTALE ? BROKERD_CONFLICT : BROKERD_BAD_REQUEST);
 		return;
 	}
@@ -185,6 +192,7 @@ void brokerd_rich_worker_result(struct rich_conn *c, struct rich_answer *a)
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_settle_locked(ch, t, RTS_TURN_ERROR, "the reply packet reflects a credential", -1);
 		pthread_mutex_unlock(&ch->lock);
+		c->rule = "credential_reflected";
 		brokerd_rich_answer_error(a, BROKERD_FORBIDDEN);
 		return;
 	}
@@ -202,6 +210,7 @@ void brokerd_rich_worker_result(struct rich_conn *c, struct rich_answer *a)
 	pthread_mutex_unlock(&ch->lock);
 	if (!open) {
 		close(fd);
+		c->rule = "reply_outside_turn";
 		brokerd_rich_answer_error(a, BROKERD_CONFLICT);
 		return;
 	}

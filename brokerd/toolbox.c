@@ -374,6 +374,8 @@ char *const *brokerd_toolbox_command(const struct brokerd_toolbox *tb, enum brok
 		return index == 0 ? tb->probe_argv : NULL;
 	case BROKERD_RUN_HOOK:
 		return index < BROKERD_HOOKS ? brokerd_hook_command(cfg, (enum brokerd_hook)index) : NULL;
+	case BROKERD_RUN_PROBE_HOOK:
+		return index == 0 ? tb->probe_argv : NULL;
 	}
 	return NULL;
 }
@@ -420,7 +422,7 @@ int brokerd_toolbox_argv(const struct brokerd_toolbox *tb, enum brokerd_run_kind
 	const struct rts_config *cfg = tb->cfg;
 	bool tool = kind == BROKERD_RUN_TOOL || kind == BROKERD_RUN_PROBE_TOOL;
 	/* A hook is the operator's code fed guest text, like a tool: no key source for it. */
-	bool hide_keys = tool || kind == BROKERD_RUN_HOOK;
+	bool hide_keys = tool || kind == BROKERD_RUN_HOOK || kind == BROKERD_RUN_PROBE_HOOK;
 	if (!brokerd_toolbox_command(tb, kind, index))
 		return -EINVAL;
 

@@ -54,6 +54,7 @@ enum brokerd_run_kind {
 	BROKERD_RUN_PROBE_TOOL = 3,  /* "tini --version" in tools[index]'s sandbox (start-up) */
 	BROKERD_RUN_PROBE_KEY = 4,   /* "tini --version" in the key commands' sandbox (index 0) */
 	BROKERD_RUN_HOOK = 5,	     /* a rich host hook (enum brokerd_hook) in the hooks' sandbox */
+	BROKERD_RUN_PROBE_HOOK = 6,  /* "tini --version" in the hooks' sandbox (index 0; start-up) */
 };
 
 /* The rich mode's host hooks (rts_rich_conf), as BROKERD_RUN_HOOK's index. They run in a

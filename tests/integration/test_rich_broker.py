@@ -220,7 +220,7 @@ def test_a_reply_packet_beyond_72_mib_is_refused(rig):
     s.sendall(head72)  # exactly 72 MiB is taken: the broker waits for the body
     r = w.raw(head72, timeout=5)  # a second packet while the first is incoming
     assert r.status == 409 and r.error == "conflict"
-    log_has(rig, r"call 0 route none status 409 \(reply packet outside its turn\)")
+    log_has(rig, rf"broker call \d+ route rich_worker refused \(reply_outside_turn\).*RTS_TURN_ID={tid} ")
     s.close()
     # Once brokerd saw the first one go, a packet is taken again.
     wait_until(lambda: w.result(tid, "done").status == 200, 10, "the reply packet taken")
@@ -347,7 +347,7 @@ def test_a_head_must_come_within_ten_seconds(rig):
     # Closed unanswered, not before the ten-second header deadline (the upper bound only
     # says it was closed at all, on a loaded machine).
     assert data == b"" and 9.5 <= took <= 30, took
-    log_has(rig, r"closed unanswered \(header deadline\)")
+    log_has(rig, rf"route rich_none refused \(header_deadline\).*RTS_CHANNEL_HASH={ch.hash} .*RTS_RESULT=closed")
 
 
 def test_sixteen_connections_per_listener(rig):

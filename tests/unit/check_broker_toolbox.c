@@ -34,6 +34,7 @@ START_TEST(test_decode)
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 3, 0), 4), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_PROBE_KEY, 0, 0), 4), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_HOOK, 2, 0), 4), 0);
+	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_PROBE_HOOK, 0, 0), 4), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 0), 1), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_FAILED, 0, 0, -ENOENT), 0), 0);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_EXITED, 0, 0, 137 << 8), 0), 0);
@@ -46,7 +47,7 @@ START_TEST(test_decode)
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 0), 3), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 0), 5), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, 0, 0, 0), 4), -EBADMSG);
-	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_HOOK + 1, 0, 0), 4), -EBADMSG);
+	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_PROBE_HOOK + 1, 0, 0), 4), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_RUN, BROKERD_RUN_TOOL, 0, 1), 4), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 0), 0), -EBADMSG);
 	ck_assert_int_eq(decode(msg(BROKERD_LAUNCH_STARTED, 0, 0, 1), 1), -EBADMSG);
@@ -351,6 +352,19 @@ START_TEST(test_argv_of_each_kind)
 	ck_assert_str_eq(a[i + 5], "/memory.py");
 	rts_strv_free(a);
 	a = NULL;
+	/* The start-up probe of the hooks' sandbox: the same sandbox, tini --version in it. */
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_PROBE_HOOK, 0, 3, &a), 0);
+	for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++) {
+		cleanup_free char *d = in_tmp(hidden[k]);
+		ck_assert_msg(hides(a, d), "%s is not hidden from the hooks' probe", d);
+	}
+	ck_assert_int_lt(find(a, "--bind", 0), 0);
+	i = find(a, "--", 0);
+	ck_assert_str_eq(a[i + 4], RTS_TINI);
+	ck_assert_str_eq(a[i + 5], "--version");
+	rts_strv_free(a);
+	a = NULL;
+	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_PROBE_HOOK, 1, 3, &a), -EINVAL);
 	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOK_COMPACTION, 3, &a), -EINVAL);
 	ck_assert_int_eq(brokerd_toolbox_argv(tb, BROKERD_RUN_HOOK, BROKERD_HOOKS, 3, &a), -EINVAL);
 	s.cfg.rich.enabled = false;
