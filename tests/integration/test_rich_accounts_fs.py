@@ -232,3 +232,61 @@ def test_an_attachment_statd_stored_is_the_guests_to_read(rich_suite):
             assert f.read() == b"attachment body"
     finally:
         broker.stop()
+
+
+# ---- reply file names -------------------------------------------------------------------------
+
+# Names with a control or format character (each would show as another name, or hide part of
+# itself), percent-encoded for richworker's file-name modifier, and what brokerd makes of them.
+DISGUISED = [
+    ("%E2%80%AEgnp.exe", "\u202egnp.exe", "_gnp.exe"),     # right-to-left override
+    ("a%C2%85b", "a\u0085b", "a_b"),                        # C1 next line
+    ("zw%E2%80%8Bj", "zw\u200bj", "zw_j"),                  # zero-width space
+    ("%EF%BB%BFbom", "\ufeffbom", "_bom"),                  # byte order mark
+    ("iso%E2%81%A6x%E2%81%A9", "iso\u2066x\u2069", "iso_x_"),  # isolates
+]
+
+
+def test_reply_file_names_made_plain_by_brokerd(rich_suite, tmp_path):
+    """End to end (real brokerd, the worker's packet): brokerd writes each control or format
+    character of a reply file name as '_', so the reply reaches the bot with a plain name
+    and say --files-dir writes that."""
+    s = rich_suite(accounts=True)
+    assert s.rich("chan").returncode == 0
+    for encoded, _, plain in DISGUISED:
+        out = tmp_path / plain
+        out.mkdir()
+        p, _ = s.say("chan", f"#rw no-model #rw file-name {encoded}", files_dir=str(out))
+        assert p.returncode == 0, p.stderr + s.logs()
+        assert os.listdir(out) == [plain]
+
+
+def test_reply_file_names_refused_by_statd(rich_suite, tmp_path):
+    """statd checks the reply again (a stand-in for brokerd sends the names as they are): a
+    name with a control or format character fails the turn with that rule's log line and
+    nothing is written; the same reply with the character left out passes."""
+    s = rich_suite(accounts=True, daemons=("runnerd", "statd"))
+    runner = s.env.accounts["runner"]
+    names = iter([raw for _, raw, _ in DISGUISED] + ["gnp.exe"])
+
+    def reply(inp):
+        return {"text": "here", "files": [{"name": next(names), "mime": "text/plain", "data": "eA=="}]}
+
+    broker = StandInBroker(os.path.join(s.dirs["rt"], "brokerd.sock"), runner.uid, runner.gid, reply=reply)
+    try:
+        assert s.rich("chan").returncode == 0
+        for i, (_, raw, _) in enumerate(DISGUISED):
+            out = tmp_path / f"out{i}"
+            out.mkdir()
+            p, _ = s.say("chan", "files please", files_dir=str(out))
+            assert p.returncode == 1 and "turn_failed" in p.stderr, (raw, p.stderr)
+            assert os.listdir(out) == []
+            wait_until(lambda: s.logs().count("a reply file's name has a control or format character") == i + 1,
+                       10, "statd's line for the name rule")
+        out = tmp_path / "plain"
+        out.mkdir()
+        p, _ = s.say("chan", "files please", files_dir=str(out))
+        assert p.returncode == 0, p.stderr + s.logs()
+        assert os.listdir(out) == ["gnp.exe"]
+    finally:
+        broker.stop()
