@@ -295,9 +295,23 @@ char *brokerd_rich_file_name(const char *name, size_t len)
 	if (n == 0)
 		return rts_xstrdup("file");
 	char *out = rts_xstrndup(name + start, n);
-	for (char *p = out; *p; p++)
-		if (*p == '/' || *p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '_';
+	/* In place: a replaced character is never shorter than its '_'. */
+	size_t w = 0;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp = 0;
+		size_t k = rts_utf8_decode(out + i, n - i, &cp);
+		if (k > 0 && (cp == '/' || cp == '\\' || rts_code_point_hidden(cp))) {
+			out[w++] = '_';
+			i += k;
+			continue;
+		}
+		if (k == 0)
+			k = 1;
+		memmove(out + w, out + i, k);
+		w += k;
+		i += k;
+	}
+	out[w] = '\0';
 	return out;
 }
 

@@ -43,8 +43,9 @@ int brokerd_rich_ready_parse(const char *body, size_t len, uint8_t *caps, bool *
  * turnId is not turn_id; -EINVAL otherwise (*why set). */
 int brokerd_rich_reply_build(json_object *packet, const char *turn_id, char **out, size_t *len, const char **why);
 
-/* A reply file's name made safe: leading dots and spaces dropped, '/', '\\' and control
- * bytes replaced by '_', cut to RTS_RICH_FILE_NAME_MAX bytes on a character boundary,
+/* A reply file's name made safe: leading dots and spaces dropped, '/', '\\' and control or
+ * format characters (rts_code_point_hidden(): C0, C1, bidi overrides, zero-width, BOM)
+ * each replaced by one '_', cut to RTS_RICH_FILE_NAME_MAX bytes on a character boundary,
  * "file" when nothing is left. name must be valid UTF-8 without NUL. Caller frees. */
 char *brokerd_rich_file_name(const char *name, size_t len);
 

@@ -85,6 +85,23 @@ ODD_ANSWERS = {
 }
 
 
+# Reply file names --files-dir must not write as they are (name: what say writes): bidi
+# overrides and isolates, C1 controls, zero-width and format characters, '/', a leading dot.
+ODD_NAMES = {
+    "\u202egnp.exe": "_gnp.exe",
+    "a\u0085b": "a_b",
+    "zw\u200bj": "zw_j",
+    "\ufeffbom": "_bom",
+    "iso\u2066x\u2069": "iso_x_",
+    "lrm\u200e": "lrm_",
+    "tag\U000e0041": "tag_",
+    "bell\x07": "bell_",
+    "c/d": "c_d",
+    ".hidden": "hidden",
+    "caf\u00e9 \u65e5\u672c.txt": "caf\u00e9 \u65e5\u672c.txt",
+}
+
+
 def statd_script(req):
     """The stand-in's behaviour, chosen by the request (and, for messages, its text)."""
     rid = req.get("id")
@@ -137,6 +154,10 @@ def statd_script(req):
         return answers + [b"CLOSE"]
     if text == "escape":
         return answers + [line({"id": rid, "event": "reply", "text": "a\x1b[31mb\nc\td"})]
+    if text == "odd-names":
+        # Reply files whose names statd would refuse; say must not write them as they are.
+        return answers + [line({"id": rid, "event": "reply", "text": "files", "files": [
+            {"name": name, "mime": "text/plain", "data": "eA=="} for name in ODD_NAMES]})]
     return answers + [line({"id": rid, "event": "reply", "text": "echo: " + text})]
 
 
@@ -246,6 +267,18 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         # The terminal turns "\n" into "\r\n"; the escape sequence arrives defused.
         self.assertEqual(out, b"a\\x1b[31mb\r\nc\td\r\n")
+
+    def test_say_files_dir_names(self):
+        # Each odd name is written with its control or format characters as '_'; ordinary
+        # non-ASCII letters stay.
+        out = os.path.join(self.tmp.name, "out")
+        os.mkdir(out)
+        p = self.cli("say", "c", "--author", "1", "--name", "A", "--files-dir", out, "odd-names")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(os.listdir(out)), sorted(ODD_NAMES.values()))
+        for name in os.listdir(out):
+            with open(os.path.join(out, name), "rb") as f:
+                self.assertEqual(f.read(), b"x")
 
     def test_say_routes_and_errors(self):
         cases = {"pass": 3, "drop": 4, "fail": 1, "refused": 1, "anonymous": 1, "garbage": 1, "huge": 1,

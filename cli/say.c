@@ -159,15 +159,31 @@ static json_object *read_image(const char *path, uint64_t *total)
 }
 
 /* A reply file's name as it is created below --files-dir: statd checked it already (no
- * '/', no leading dot, no control character); this keeps it so whatever sent it. */
+ * '/', no leading dot, no control or format character); this keeps it so whatever sent it.
+ * '/', each control or format character (rts_code_point_hidden()) and each byte that is not
+ * UTF-8 becomes '_'; a sequence that does not fit in out is left off whole. */
 static void safe_name(const char *in, char *out, size_t outlen)
 {
-	size_t n = 0;
-	for (const char *p = in; *p && n + 1 < outlen; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (n == 0 && c == '.')
+	size_t n = 0, len = strlen(in);
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t k = rts_utf8_decode(in + i, len - i, &cp);
+		if (n == 0 && in[i] == '.') {
+			i++;
 			continue;
-		out[n++] = c == '/' || c < 0x20 || c == 0x7f ? '_' : (char)c;
+		}
+		if (k == 0 || cp == '/' || rts_code_point_hidden(cp)) {
+			if (n + 1 >= outlen)
+				break;
+			out[n++] = '_';
+			i += k ? k : 1;
+			continue;
+		}
+		if (n + k >= outlen)
+			break;
+		memcpy(out + n, in + i, k);
+		n += k;
+		i += k;
 	}
 	out[n] = '\0';
 	if (n == 0)

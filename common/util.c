@@ -151,44 +151,61 @@ int rts_random_hex(char *out, size_t n_bytes)
 	return 0;
 }
 
-bool rts_utf8_valid(const char *str, size_t len)
+size_t rts_utf8_decode(const char *str, size_t len, uint32_t *cp)
 {
 	const unsigned char *s = (const unsigned char *)str;
+	if (len == 0)
+		return 0;
+	unsigned char c = s[0];
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	size_t n;
+	uint32_t v;
+	if ((c & 0xe0) == 0xc0) {
+		n = 1;
+		v = c & 0x1f;
+	} else if ((c & 0xf0) == 0xe0) {
+		n = 2;
+		v = c & 0x0f;
+	} else if ((c & 0xf8) == 0xf0) {
+		n = 3;
+		v = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n >= len)
+		return 0;
+	for (size_t k = 1; k <= n; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[k] & 0x3f);
+	}
+	/* Reject overlong forms, surrogates and values past U+10FFFF. */
+	if ((n == 1 && v < 0x80) || (n == 2 && v < 0x800) || (n == 3 && v < 0x10000) || (v >= 0xd800 && v <= 0xdfff) ||
+	    v > 0x10ffff)
+		return 0;
+	*cp = v;
+	return n + 1;
+}
+
+bool rts_utf8_valid(const char *str, size_t len)
+{
 	size_t i = 0;
 	while (i < len) {
-		unsigned char c = s[i];
-		if (c == 0)
-			return false;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t n;
 		uint32_t cp;
-		if ((c & 0xe0) == 0xc0) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
+		size_t n = rts_utf8_decode(str + i, len - i, &cp);
+		if (n == 0 || cp == 0)
 			return false;
-		}
-		if (i + n >= len)
-			return false;
-		for (size_t k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		/* Reject overlong forms, surrogates and values past U+10FFFF. */
-		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-			return false;
-		i += n + 1;
+		i += n;
 	}
 	return true;
+}
+
+bool rts_code_point_hidden(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0xad || cp == 0x61c || cp == 0x180e ||
+	       (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) ||
+	       cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0xe0000 && cp <= 0xe007f);
 }

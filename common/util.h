@@ -86,4 +86,16 @@ int rts_random_hex(char *out, size_t n_bytes);
 /* True when s is a valid UTF-8 string of exactly len bytes with no NUL. */
 bool rts_utf8_valid(const char *s, size_t len);
 
+/* Decode the UTF-8 sequence at the start of the len bytes at s into *cp. Returns its
+ * length in bytes (1 to 4), or 0 when len is 0 or the bytes are not a valid sequence (a
+ * stray or missing continuation byte, an overlong form, a surrogate, past U+10FFFF). */
+size_t rts_utf8_decode(const char *s, size_t len, uint32_t *cp);
+
+/* True for a code point that is invisible or rearranges text around it, so that a name
+ * holding it can show as another name: the C0 controls and DEL, the C1 controls
+ * (U+0080-U+009F), and the format characters and separators U+00AD, U+061C, U+180E,
+ * U+200B-U+200F, U+2028-U+202E, U+2060-U+206F, U+FEFF, U+FFF9-U+FFFB and the tags
+ * U+E0000-U+E007F. (A reply file name "\u202egnp.exe" shows as "exe.png".) */
+bool rts_code_point_hidden(uint32_t cp);
+
 #endif

@@ -656,6 +656,15 @@ static bool turn_start(struct statd_queue *q, struct statd_channel *ch, struct s
 			return false;
 		}
 	}
+	if (kind == STATD_RUN_RICH && ops->rich_dirs) {
+		r = ops->rich_dirs(q->owner, t->ws_fd, &why);
+		if (r < 0) {
+			rts_log_errno(LOG_ERR, r, "channel %.12s: %s (%m); refusing the turn", ch->hash,
+				      why ? why : "cannot make the session directories");
+			turn_end(t, false, STATD_OUTCOME_FAILED, NULL, NULL);
+			return false;
+		}
+	}
 	/* After a link that never came up, runnerd is not tried again for a while. */
 	if (t->started_ms < q->fail_fast_until_ms || ops->connect(q->owner) < 0) {
 		turn_end(t, false, STATD_OUTCOME_UNAVAILABLE, NULL, NULL);

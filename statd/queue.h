@@ -258,6 +258,9 @@ struct statd_queue_ops {
 	/* Archive the top-level session files of the workspace (a fresh start). Returns 0 or
 	 * -errno with *why. */
 	int (*archive)(void *owner, int workspace_fd, const char *channel_hash, const char **why);
+	/* Make or restore the workspace's rich directories (sessions/ and the rest) before a
+	 * rich turn, so the container uses statd's. Returns 0 or -errno with *why. NULL: none. */
+	int (*rich_dirs)(void *owner, int workspace_fd, const char **why);
 	void (*rich_reply_free)(void *owner, struct statd_rich_reply *r);
 
 	/* statd_queue_stop was called and no turn runs any more: the daemon may exit. Called

@@ -60,12 +60,17 @@ static enum statd_mode op_mode_of(void *owner, const char *channel, const char *
 	return mode;
 }
 
+/* With accounts, the guest account's uid, which the workspace and what statd makes in it
+ * are shared with (DESIGN.md 8.1); (uid_t)-1 in single-account mode. */
+static uid_t guest_of(const struct statd *d)
+{
+	return d->cfg->accounts.present ? d->cfg->uid : (uid_t)-1;
+}
+
 static int op_workspace_open(void *owner, const char *channel_hash, char **path, const char **why)
 {
 	struct statd *d = owner;
-	/* With accounts, the workspace is shared with the guest account (DESIGN.md 8.1). */
-	return statd_workspace_open(d->cfg->workspace_root, channel_hash,
-				    d->cfg->accounts.present ? d->cfg->uid : (uid_t)-1, path, why);
+	return statd_workspace_open(d->cfg->workspace_root, channel_hash, guest_of(d), path, why);
 }
 
 static int op_channel_key(void *owner, const char *channel, const char *channel_hash, const char **why)
@@ -77,7 +82,8 @@ static int op_channel_key(void *owner, const char *channel, const char *channel_
 static int op_attachment_write(void *owner, int workspace_fd, const char *turn_id, uint32_t index, int data_fd,
 			       const char *mime, uint64_t max_bytes, struct statd_attachment *a, const char **why)
 {
-	return statd_attachment_write(workspace_fd, turn_id, index, data_fd, mime, max_bytes, a, why);
+	struct statd *d = owner;
+	return statd_attachment_write(workspace_fd, guest_of(d), turn_id, index, data_fd, mime, max_bytes, a, why);
 }
 
 static int op_rich_input(void *owner, const struct statd_rich_input *in)
@@ -92,11 +98,18 @@ static int op_rich_input(void *owner, const struct statd_rich_input *in)
 
 static int op_archive(void *owner, int workspace_fd, const char *channel_hash, const char **why)
 {
+	struct statd *d = owner;
 	unsigned moved = 0;
-	int r = statd_sessions_archive(workspace_fd, &moved, why);
+	int r = statd_sessions_archive(workspace_fd, guest_of(d), &moved, why);
 	if (r >= 0)
 		log_info("channel %.12s: %u session file(s) archived", channel_hash, moved);
 	return r;
+}
+
+static int op_rich_dirs(void *owner, int workspace_fd, const char **why)
+{
+	struct statd *d = owner;
+	return statd_rich_dirs_ensure(workspace_fd, guest_of(d), why);
 }
 
 static void op_rich_reply_free(void *owner, struct statd_rich_reply *r)
@@ -141,6 +154,7 @@ static const struct statd_queue_ops statd_queue_ops = {
 	.attachment_write = op_attachment_write,
 	.rich_input = op_rich_input,
 	.archive = op_archive,
+	.rich_dirs = op_rich_dirs,
 	.rich_reply_free = op_rich_reply_free,
 	.stopped = op_stopped,
 };

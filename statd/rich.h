@@ -51,7 +51,9 @@ struct statd_rich_reply {
 
 /* Read and check the reply in the sealed memfd fd (not closed here). Returns 0 with *out
  * (free with statd_rich_reply_free), or -errno with *why (static): the memfd's
- * (-EPERM unsealed, -EFBIG too large) or -EBADMSG for a reply of another shape. */
+ * (-EPERM unsealed, -EFBIG too large) or -EBADMSG for a reply of another shape (*why
+ * names a file name with a control or format character, rts_code_point_hidden(), apart:
+ * seed's reply file names are plain names). */
 int statd_rich_reply_read(int fd, struct statd_rich_reply **out, const char **why);
 void statd_rich_reply_free(struct statd_rich_reply *r);
 
@@ -77,20 +79,32 @@ int statd_channel_key_check(const char *workspace_root, const char *hash, const 
  * attachment index of turn_id: attachments/<turn_id>/<index>-<a->file_name> in the
  * workspace ws_fd (an O_PATH directory fd), created with O_CREAT|O_EXCL|O_NOFOLLOW (0600)
  * below directories opened without following symbolic links; a symbolic link or other
- * non-directory a guest planted at "attachments" is replaced, not followed. Sets a's
- * file_name (from its name and url), path (as the worker sees it, under /workspace), mime
- * (mime when it is type/subtype, else application/octet-stream) and bytes. Returns 0 or
- * -errno with *why. */
-int statd_attachment_write(int ws_fd, const char *turn_id, uint32_t index, int data_fd, const char *mime,
-			   uint64_t max_bytes, struct statd_attachment *a, const char **why);
+ * non-directory a guest planted at "attachments" is replaced, not followed, and a
+ * directory there that is not statd's is moved aside. guest is the guest account's uid in
+ * accounts mode ((uid_t)-1 in single-account mode): the directories get mode 01770 and
+ * the file 0660, each with an ACL entry for guest, so the container reads the attachment
+ * (rich_fs.c says why the sticky bit). Sets a's file_name (from its name and url), path
+ * (as the worker sees it, under /workspace), mime (mime when it is type/subtype, else
+ * application/octet-stream) and bytes. Returns 0 or -errno with *why (-EOPNOTSUPP: the
+ * file system has no ACLs). */
+int statd_attachment_write(int ws_fd, uid_t guest, const char *turn_id, uint32_t index, int data_fd,
+			   const char *mime, uint64_t max_bytes, struct statd_attachment *a, const char **why);
 
 /* A fresh start of a rich channel, once its container is removed (seed: "startFresh
  * archives top-level plain .jsonl session files after the container is removed, replacing
  * any symlink the guest planted at sessions, sessions/archive or attachments instead of
- * following it"): make sure sessions/, sessions/archive/ and attachments/ are directories
- * (anything else there is removed and the directory made), then move every regular file
- * sessions/NAME.jsonl to sessions/archive/ (never replacing a file there: a name taken
- * gets a random suffix). *moved counts them. Returns 0 or -errno with *why. */
-int statd_sessions_archive(int ws_fd, unsigned *moved, const char **why);
+ * following it"): make sure sessions/, sessions/archive/ and attachments/ are statd's
+ * directories, shared with guest as statd_attachment_write() says (anything else there is
+ * removed, a directory statd did not make moved aside, and the directory made), then move
+ * every regular file sessions/NAME.jsonl to sessions/archive/ (never replacing a file
+ * there: a name taken gets a random suffix). *moved counts them. Returns 0 or -errno with
+ * *why. */
+int statd_sessions_archive(int ws_fd, uid_t guest, unsigned *moved, const char **why);
+
+/* The directories of statd_sessions_archive() alone (sessions/, sessions/archive/,
+ * attachments/), made or restored before each rich turn: the container then writes its
+ * sessions into statd's directory, shared with guest, instead of making one of its own
+ * that statd could not archive from. Returns 0 or -errno with *why. */
+int statd_rich_dirs_ensure(int ws_fd, uid_t guest, const char **why);
 
 #endif

@@ -3,7 +3,16 @@
  * the guest's container, so below the workspace directory every step is relative to a
  * directory descriptor opened without following symbolic links, and every file statd
  * creates is O_CREAT|O_EXCL|O_NOFOLLOW: whatever a guest planted is replaced or refused,
- * never followed out of the workspace. */
+ * never followed out of the workspace.
+ *
+ * In accounts mode (DESIGN.md 8.1) the container runs as the guest account, so what statd
+ * makes for it is shared the way the workspace is: a directory statd's, mode 01770 with
+ * the ACL "owner rwx, guest rwx, nothing else" (the guest creates and removes its own
+ * entries; the sticky bit keeps statd's entries statd's, so sessions/archive and a turn's
+ * attachment directory stay where statd made them), an attachment file statd's with
+ * "owner rw, guest rw". statd only ever writes into directories it owns: one a guest made
+ * where statd's belongs is renamed aside (in the same directory, which needs no
+ * permission on it) and statd makes its own. */
 #include "config.h"
 
 #include <dirent.h>
@@ -11,7 +20,9 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/ids.h"
+#include "common/log.h"
 #include "common/memfd.h"
 #include "common/util.h"
 #include "statd/rich.h"
@@ -20,16 +31,102 @@
  * our open (a guest racing us): a few tries, then give up. */
 #define SUBDIR_TRIES 4
 
+#define RW (RTS_PERM_R | RTS_PERM_W)
+#define RWX (RTS_PERM_R | RTS_PERM_W | RTS_PERM_X)
+
+/* Give the guest account the share of what statd made for it (a directory: mode 01770,
+ * owner and guest rwx; a file: mode 0660, owner and guest rw; no default ACL), unless it
+ * has that already: fd is ours (checked by the caller). Done through /proc/self/fd/N, as
+ * for the workspace (statd's filter allows the path calls). Returns 0 or -errno
+ * (-EOPNOTSUPP: no ACLs on the file system). */
+static int guest_share(int fd, bool dir, uid_t guest)
+{
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	mode_t want = dir ? (S_ISVTX | 0770) : 0660;
+	unsigned perms = dir ? RWX : RW;
+	struct stat st;
+	struct rts_acl_view v;
+	if (fstat(fd, &st) == 0 && (st.st_mode & 07777) == want && rts_acl_view(-1, proc, &v) == 0 &&
+	    rts_acl_is_grant(&v, perms, guest, perms))
+		return 0;
+	/* chmod first (it sets the mask to nothing), then the ACL, which keeps the sticky bit. */
+	if (chmod(proc, dir ? (S_ISVTX | 0700) : 0600) < 0)
+		return -errno;
+	int r = rts_acl_grant(-1, proc, perms, guest, perms);
+	if (r == 0 && dir)
+		r = rts_acl_drop_default(proc);
+	if (r < 0)
+		return r;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((st.st_mode & 07777) != want || rts_acl_view(-1, proc, &v) < 0 || !rts_acl_is_grant(&v, perms, guest, perms))
+		return -EACCES;
+	return 0;
+}
+
+/* Move the directory name in dirfd, which someone else made, aside to name.guest-XXXXXXXX
+ * in the same directory (statd owns dirfd: the sticky bit lets it, and a rename within
+ * one directory needs no permission on the entry). Returns 0 or -errno. */
+static int move_aside(int dirfd, const char *name)
+{
+	char rnd[9];
+	int r = rts_random_hex(rnd, 4);
+	if (r < 0)
+		return r;
+	cleanup_free char *other = rts_xasprintf("%s.guest-%s", name, rnd);
+	if (renameat2(dirfd, name, dirfd, other, RENAME_NOREPLACE) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	log_notice("a directory %s statd did not make was moved aside to %s", name, other);
+	return 0;
+}
+
 /* Open the directory name in dirfd without following a symbolic link, making it first
- * when it is missing. Anything else at name (a symbolic link, a file, a fifo) is removed
- * first: unlinkat() removes a link itself, never its target. Returns the fd or -errno. */
-static int subdir_ensure(int dirfd, const char *name, const char **why)
+ * when it is missing, and make it statd's and shared with guest ((uid_t)-1: single-account
+ * mode, nobody). Anything else at name (a symbolic link, a file, a fifo) is removed first:
+ * unlinkat() removes a link itself, never its target; a directory someone else owns is
+ * moved aside (move_aside()). Returns the fd or -errno. */
+static int subdir_ensure(int dirfd, const char *name, uid_t guest, const char **why)
 {
 	for (int i = 0; i < SUBDIR_TRIES; i++) {
-		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0)
+		/* O_PATH first: it needs no permission on the directory, which a guest's may
+		 * deny us, and tells whose it is before anything is done in it. */
+		cleanup_close int pfd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (pfd >= 0 && fstat(pfd, &st) < 0) {
+			*why = "cannot stat a directory in the workspace";
+			return -errno;
+		}
+		if (pfd >= 0 && S_ISDIR(st.st_mode)) {
+			if (st.st_uid != geteuid()) {
+				/* A guest's: it could take statd's access away at any time. */
+				int r = move_aside(dirfd, name);
+				if (r < 0) {
+					*why = "cannot move aside a directory the guest made where statd's belongs";
+					return r;
+				}
+				continue;
+			}
+			/* Ours: reopen that very directory for reading (no second name lookup). */
+			char proc[64];
+			snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+			int fd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0) {
+				*why = "cannot open a directory in the workspace";
+				return -errno;
+			}
+			if (guest != (uid_t)-1) {
+				int r = guest_share(fd, true, guest);
+				if (r < 0) {
+					close(fd);
+					*why = r == -EOPNOTSUPP ? "the file system has no ACLs, which sharing with the guest account needs"
+								: "cannot share a directory in the workspace with the guest account";
+					return r;
+				}
+			}
 			return fd;
-		int e = errno;
+		}
+		int e = pfd >= 0 ? ENOTDIR : errno;
 		if (e == ENOENT) {
 			if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST) {
 				*why = "cannot create a directory in the workspace";
@@ -37,7 +134,7 @@ static int subdir_ensure(int dirfd, const char *name, const char **why)
 			}
 			continue;
 		}
-		/* ELOOP: a symbolic link (O_NOFOLLOW); ENOTDIR: a file or another kind. */
+		/* ELOOP, ENOTDIR: a symbolic link (O_NOFOLLOW), a file or another kind. */
 		if (e == ELOOP || e == ENOTDIR) {
 			if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
 				*why = "cannot remove what was planted where a directory belongs";
@@ -140,8 +237,8 @@ int statd_channel_key_check(const char *workspace_root, const char *hash, const 
 
 /* ---- attachments ---- */
 
-int statd_attachment_write(int ws_fd, const char *turn_id, uint32_t index, int data_fd, const char *mime,
-			   uint64_t max_bytes, struct statd_attachment *a, const char **why)
+int statd_attachment_write(int ws_fd, uid_t guest, const char *turn_id, uint32_t index, int data_fd,
+			   const char *mime, uint64_t max_bytes, struct statd_attachment *a, const char **why)
 {
 	*why = NULL;
 	if (!rts_turn_id_valid(turn_id) || index >= RTS_RICH_ATTACHMENTS_MAX) {
@@ -155,27 +252,19 @@ int statd_attachment_write(int ws_fd, const char *turn_id, uint32_t index, int d
 		*why = r == -EFBIG ? "the attachment is larger than its bound" : "the attachment is not a sealed memfd";
 		return r;
 	}
-	cleanup_close int att = subdir_ensure(ws_fd, "attachments", why);
+	cleanup_close int att = subdir_ensure(ws_fd, "attachments", guest, why);
 	if (att < 0) {
 		rts_memfd_unmap(data, len);
 		return att;
 	}
-	/* The turn's directory exists already from the turn's earlier attachments; a guest
-	 * that guessed the turn id and made it first gains nothing: it is opened without
-	 * following a link, and each file is created with O_EXCL, so a planted name refuses
-	 * the attachment instead of being written through. */
-	if (mkdirat(att, turn_id, 0700) < 0 && errno != EEXIST) {
-		r = -errno;
-		rts_memfd_unmap(data, len);
-		*why = "cannot create the turn's attachment directory";
-		return r;
-	}
-	cleanup_close int dir = openat(att, turn_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* The turn's directory exists already from the turn's earlier attachments. One a
+	 * guest made first (having guessed the turn id) is moved aside; each file is created
+	 * with O_EXCL|O_NOFOLLOW, so a name planted in statd's directory refuses the
+	 * attachment instead of being written through. */
+	cleanup_close int dir = subdir_ensure(att, turn_id, guest, why);
 	if (dir < 0) {
-		r = -errno;
 		rts_memfd_unmap(data, len);
-		*why = "cannot open the turn's attachment directory";
-		return r;
+		return dir;
 	}
 	free(a->file_name);
 	a->file_name = statd_attachment_name(a->name, a->url);
@@ -187,7 +276,9 @@ int statd_attachment_write(int ws_fd, const char *turn_id, uint32_t index, int d
 		*why = "cannot create the attachment file";
 		return r;
 	}
-	r = rts_write_all(fd, data, len);
+	r = guest == (uid_t)-1 ? 0 : guest_share(fd, false, guest);
+	if (r == 0)
+		r = rts_write_all(fd, data, len);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	rts_memfd_unmap(data, len);
@@ -227,21 +318,49 @@ static int archive_one(int sess, int arch, const char *name)
 	return renameat2(sess, name, arch, other, RENAME_NOREPLACE) == 0 ? 0 : -errno;
 }
 
-int statd_sessions_archive(int ws_fd, unsigned *moved, const char **why)
+/* Make or restore sessions/, sessions/archive/ and attachments/; return the fds of the
+ * first two in *sess and *arch. Returns 0 or -errno with *why. */
+static int dirs_ensure(int ws_fd, uid_t guest, int *sess, int *arch, const char **why)
 {
-	*moved = 0;
-	*why = NULL;
-	cleanup_close int sess = subdir_ensure(ws_fd, "sessions", why);
-	if (sess < 0)
-		return sess;
-	cleanup_close int arch = subdir_ensure(sess, "archive", why);
-	if (arch < 0)
-		return arch;
+	*sess = *arch = -1;
+	cleanup_close int s = subdir_ensure(ws_fd, "sessions", guest, why);
+	if (s < 0)
+		return s;
+	cleanup_close int a = subdir_ensure(s, "archive", guest, why);
+	if (a < 0)
+		return a;
 	/* attachments/ is checked too: the seed names it with the session directories. */
-	int att = subdir_ensure(ws_fd, "attachments", why);
+	int att = subdir_ensure(ws_fd, "attachments", guest, why);
 	if (att < 0)
 		return att;
 	close(att);
+	*sess = steal_fd(&s);
+	*arch = steal_fd(&a);
+	return 0;
+}
+
+int statd_rich_dirs_ensure(int ws_fd, uid_t guest, const char **why)
+{
+	*why = NULL;
+	int sess, arch;
+	int r = dirs_ensure(ws_fd, guest, &sess, &arch, why);
+	if (r < 0)
+		return r;
+	close(sess);
+	close(arch);
+	return 0;
+}
+
+int statd_sessions_archive(int ws_fd, uid_t guest, unsigned *moved, const char **why)
+{
+	*moved = 0;
+	*why = NULL;
+	int s, a;
+	int r = dirs_ensure(ws_fd, guest, &s, &a, why);
+	if (r < 0)
+		return r;
+	cleanup_close int sess = s;
+	cleanup_close int arch = a;
 
 	int dfd = fcntl(sess, F_DUPFD_CLOEXEC, 3);
 	if (dfd < 0) {
@@ -254,7 +373,6 @@ int statd_sessions_archive(int ws_fd, unsigned *moved, const char **why)
 		*why = "cannot read the sessions directory";
 		return -errno;
 	}
-	int r = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (!is_session_file(de->d_name))

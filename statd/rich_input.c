@@ -127,15 +127,24 @@ int statd_rich_input_build(const struct statd_rich_input *in, const char *time_z
 
 /* ---- the reply ---- */
 
-/* A name the bot may use as a file name: no '/', no leading '.', no control character. */
+/* A name the bot may use as a file name: no '/', no leading '.', no control or format
+ * character (rts_code_point_hidden(): a bidi override makes "\u202egnp.exe" show as
+ * "exe.png"). Bytes that are not UTF-8 are refused with them; so is an escaped NUL. */
+static const char NAME_HIDDEN[] = "must be a file name without control or format characters";
+
 static bool reply_name_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	const char *s = json_object_get_string(v);
+	size_t len = (size_t)json_object_get_string_len(v);
 	if (s[0] == '.' || strchr(s, '/'))
 		return rts_jfail(ctx, "must be a file name without '/' or a leading '.'");
-	for (const char *p = s; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return rts_jfail(ctx, "must be a file name without control characters");
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t n = rts_utf8_decode(s + i, len - i, &cp);
+		if (n == 0 || rts_code_point_hidden(cp))
+			return rts_jfail(ctx, "%s", NAME_HIDDEN);
+		i += n;
+	}
 	return true;
 }
 
@@ -240,7 +249,9 @@ int statd_rich_reply_read(int fd, struct statd_rich_reply **out, const char **wh
 		return -EBADMSG;
 	struct rts_jerr e;
 	if (rts_jspec_validate(root, &reply_root, NULL, 0, &e) < 0) {
-		*why = "the reply is not of the expected shape";
+		/* That rule by name in the log: a disguised name is a guest's trick, not a bug. */
+		*why = strcmp(e.text, NAME_HIDDEN) == 0 ? "a reply file's name has a control or format character"
+						      : "the reply is not of the expected shape";
 		return -EBADMSG;
 	}
 	struct statd_rich_reply *rep = rts_xcalloc(1, sizeof(*rep));

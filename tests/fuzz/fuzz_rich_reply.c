@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 #include "common/base64.h"
 #include "common/memfd.h"

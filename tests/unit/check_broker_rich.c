@@ -312,6 +312,9 @@ START_TEST(test_file_names)
 	} cases[] = {
 		{"report.pdf", "report.pdf"}, {"a/b\\c", "a_b_c"}, {"...", "file"}, {"", "file"},
 		{". .x", "x"},		      {"tab\there", "tab_here"}, {"ünïcode.txt", "ünïcode.txt"},
+		/* U+202E, U+0085, U+200B, U+FEFF, U+2066, U+2069 as UTF-8. */
+		{"\xe2\x80\xaegnp.exe", "_gnp.exe"}, {"a\xc2\x85" "b", "a_b"}, {"zw\xe2\x80\x8bj\xef\xbb\xbf", "zw_j_"},
+		{"i\xe2\x81\xa6x\xe2\x81\xa9", "i_x_"},
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(cases); i++) {
 		char *s = brokerd_rich_file_name(cases[i].in, strlen(cases[i].in));

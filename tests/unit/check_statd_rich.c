@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "common/acl.h"
 #include "common/base64.h"
 #include "common/ids.h"
 #include "common/json.h"
@@ -511,6 +512,13 @@ START_TEST(test_reply_read)
 	ck_assert_str_eq(json_object_get_string(r->text), "done");
 	ck_assert_uint_eq(json_object_array_length(r->files), 1);
 	statd_rich_reply_free(r);
+	/* Letters beyond ASCII are names like any other: the same names as the refused ones
+	 * below, minus their control or format character, pass. */
+	fd = sealed("{\"text\":\"x\",\"files\":[{\"name\":\"caf\\u00e9 \\u65e5.txt\",\"mime\":\"text/plain\",\"data\":\"\"},"
+		    "{\"name\":\"gnp.exe\",\"mime\":\"text/plain\",\"data\":\"\"},{\"name\":\"ab\",\"mime\":\"text/plain\",\"data\":\"\"}]}");
+	ck_assert_int_eq(statd_rich_reply_read(fd, &r, &why), 0);
+	close(fd);
+	statd_rich_reply_free(r);
 	fd = sealed("{\"text\":\"\"}");
 	ck_assert_int_eq(statd_rich_reply_read(fd, &r, &why), 0);
 	close(fd);
@@ -524,6 +532,16 @@ START_TEST(test_reply_read)
 		"{\"text\":\"x\",\"files\":[{\"name\":\"../a\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
 		"{\"text\":\"x\",\"files\":[{\"name\":\".hidden\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
 		"{\"text\":\"x\",\"files\":[{\"name\":\"a\\u0007b\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"\\u202egnp.exe\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"a\\u0085b\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"zw\\u200bj\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"\\ufeffbom\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"iso\\u2066x\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"a\\u2028b\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"a\\u007fb\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		"{\"text\":\"x\",\"files\":[{\"name\":\"tag\\udb40\\udc41\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
+		/* A NUL: the strict parser's own rule answers first. */
+		"{\"text\":\"x\",\"files\":[{\"name\":\"a\\u0000b\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
 		"{\"text\":\"x\",\"files\":[{\"name\":\"a\",\"mime\":\"text\",\"data\":\"\"}]}",
 		"{\"text\":\"x\",\"files\":[{\"name\":\"a\",\"mime\":\"text/plain\",\"data\":\"@@@@\"}]}",
 		"{\"text\":\"x\",\"files\":[{\"name\":\"\",\"mime\":\"text/plain\",\"data\":\"\"}]}",
@@ -536,6 +554,13 @@ START_TEST(test_reply_read)
 		r = (struct statd_rich_reply *)1;
 		ck_assert_msg(statd_rich_reply_read(fd, &r, &why) == -EBADMSG, "accepted %s", bad[i]);
 		ck_assert_ptr_null(r);
+		close(fd);
+	}
+	/* The names refused for a control or format character, by that rule. */
+	for (size_t i = 5; i <= 13; i++) {
+		fd = sealed(bad[i]);
+		ck_assert_int_eq(statd_rich_reply_read(fd, &r, &why), -EBADMSG);
+		ck_assert_msg(why && strstr(why, "control or format character"), "%s: %s", bad[i], why);
 		close(fd);
 	}
 	/* Eleven files. */
@@ -700,7 +725,7 @@ START_TEST(test_attachment_write)
 	struct statd_attachment a = {.url = rts_xstrdup("https://cdn.example/x/report.pdf?a=1"), .name = NULL};
 	const char *why = NULL;
 	int fd = data_fd("%PDF-1.7 hello");
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "0123456789abcdef", 0, fd, "application/pdf", 100, &a, &why), 0);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "0123456789abcdef", 0, fd, "application/pdf", 100, &a, &why), 0);
 	close(fd);
 	ck_assert_str_eq(a.file_name, "report.pdf");
 	ck_assert_str_eq(a.path, "/workspace/attachments/0123456789abcdef/0-report.pdf");
@@ -717,14 +742,14 @@ START_TEST(test_attachment_write)
 	/* A malformed type becomes application/octet-stream; over max_bytes is -EFBIG; the
 	 * same file again is refused (O_EXCL), never overwritten. */
 	fd = data_fd("xy");
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "0123456789abcdef", 1, fd, "text/plain; x=\"", 100, &a, &why), 0);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "0123456789abcdef", 1, fd, "text/plain; x=\"", 100, &a, &why), 0);
 	ck_assert_str_eq(a.mime, "application/octet-stream");
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "0123456789abcdef", 2, fd, "", 1, &a, &why), -EFBIG);
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "0123456789abcdef", 1, fd, "", 100, &a, &why), -EEXIST);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "0123456789abcdef", 2, fd, "", 1, &a, &why), -EFBIG);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "0123456789abcdef", 1, fd, "", 100, &a, &why), -EEXIST);
 	close(fd);
 	/* An unsealed memfd is refused before anything is written. */
 	fd = memfd_create("unsealed", MFD_CLOEXEC);
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "0123456789abcdef", 3, fd, "", 100, &a, &why), -EPERM);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "0123456789abcdef", 3, fd, "", 100, &a, &why), -EPERM);
 	close(fd);
 	snprintf(path, sizeof(path), "%s/attachments/0123456789abcdef", ws);
 	ck_assert_uint_eq(entries(path), 2);
@@ -746,7 +771,7 @@ START_TEST(test_attachment_write_planted)
 	struct statd_attachment a = {.url = rts_xstrdup("https://x/y"), .name = rts_xstrdup("f")};
 	const char *why = NULL;
 	int fd = data_fd("data");
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "00000000000000aa", 0, fd, "text/plain", 100, &a, &why), 0);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "00000000000000aa", 0, fd, "text/plain", 100, &a, &why), 0);
 	ck_assert(is_dir_nofollow(link));
 	ck_assert_uint_eq(entries(outside), 0);
 
@@ -754,13 +779,16 @@ START_TEST(test_attachment_write_planted)
 	snprintf(path, sizeof(path), "%s/attachments", ws);
 	ck_assert_int_eq(rm_cb(path), 0);
 	put_file(path, "junk");
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "00000000000000bb", 0, fd, "text/plain", 100, &a, &why), 0);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "00000000000000bb", 0, fd, "text/plain", 100, &a, &why), 0);
 	ck_assert(is_dir_nofollow(path));
 
-	/* A link planted where the turn's directory will be (a guessed turn id): refused. */
+	/* A link planted where the turn's directory will be (a guessed turn id): replaced by
+	 * statd's directory, never followed. */
 	snprintf(path, sizeof(path), "%s/attachments/00000000000000cc", ws);
 	ck_assert_int_eq(symlink(outside, path), 0);
-	ck_assert_int_lt(statd_attachment_write(ws_fd, "00000000000000cc", 0, fd, "text/plain", 100, &a, &why), 0);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "00000000000000cc", 0, fd, "text/plain", 100, &a, &why), 0);
+	ck_assert(is_dir_nofollow(path));
+	ck_assert_uint_eq(entries(outside), 0);
 	/* A link planted where the file will be: O_EXCL|O_NOFOLLOW refuses it. */
 	snprintf(path, sizeof(path), "%s/attachments/00000000000000dd", ws);
 	ck_assert_int_eq(mkdir(path, 0700), 0);
@@ -768,7 +796,7 @@ START_TEST(test_attachment_write_planted)
 	snprintf(victim, sizeof(victim), "%s/victim", outside);
 	snprintf(target, sizeof(target), "%s/0-f", path);
 	ck_assert_int_eq(symlink(victim, target), 0);
-	ck_assert_int_eq(statd_attachment_write(ws_fd, "00000000000000dd", 0, fd, "text/plain", 100, &a, &why), -EEXIST);
+	ck_assert_int_eq(statd_attachment_write(ws_fd, (uid_t)-1, "00000000000000dd", 0, fd, "text/plain", 100, &a, &why), -EEXIST);
 	struct stat st;
 	ck_assert_int_eq(lstat(victim, &st), -1);
 	ck_assert_uint_eq(entries(outside), 0);
@@ -807,7 +835,7 @@ START_TEST(test_archive)
 
 	unsigned moved = 0;
 	const char *why = NULL;
-	ck_assert_int_eq(statd_sessions_archive(ws_fd, &moved, &why), 0);
+	ck_assert_int_eq(statd_sessions_archive(ws_fd, (uid_t)-1, &moved, &why), 0);
 	ck_assert_uint_eq(moved, 2);
 	snprintf(p, sizeof(p), "%s/sessions", ws);
 	ck_assert_uint_eq(entries(p), 5); /* archive, notes.txt, .hidden.jsonl, link.jsonl, dir.jsonl */
@@ -824,6 +852,85 @@ END_TEST
 
 /* Each of the three places a guest may plant a link: it is replaced, not followed, and
  * nothing outside the workspace changes. */
+/* Accounts mode: what statd makes in a workspace is statd's, shared with the guest
+ * account as the workspace is (directories 01770 with "owner rwx, guest rwx", sticky so the
+ * guest cannot move statd's entries; files 0660 with "owner rw, guest rw"); one statd made
+ * private before is shared again; a directory the guest made where statd's belongs is
+ * moved aside, never written into. */
+static void assert_guest_share(const char *path, uid_t guest, bool dir)
+{
+	struct stat st;
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert_uint_eq(st.st_uid, geteuid());
+	ck_assert_uint_eq(st.st_mode & 07777, dir ? 01770u : 0660u);
+	struct rts_acl_view v;
+	ck_assert_int_eq(rts_acl_view(-1, path, &v), 0);
+	unsigned perms = dir ? 07u : 06u;
+	ck_assert_msg(rts_acl_is_grant(&v, perms, guest, perms), "%s", path);
+}
+
+START_TEST(test_guest_share)
+{
+	const uid_t guest = 4242;
+	char path[256];
+	struct statd_attachment a = {.url = rts_xstrdup("https://x/doc.txt")};
+	const char *why = NULL;
+	int fd = data_fd("data");
+	ck_assert_int_eq(statd_attachment_write(ws_fd, guest, "00000000000000aa", 0, fd, "text/plain", 100, &a, &why), 0);
+	snprintf(path, sizeof(path), "%s/attachments", ws);
+	assert_guest_share(path, guest, true);
+	snprintf(path, sizeof(path), "%s/attachments/00000000000000aa", ws);
+	assert_guest_share(path, guest, true);
+	snprintf(path, sizeof(path), "%s/attachments/00000000000000aa/0-doc.txt", ws);
+	assert_guest_share(path, guest, false);
+
+	/* sessions/ that statd made private (single-account mode, or before it shared them). */
+	snprintf(path, sizeof(path), "%s/sessions", ws);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(statd_rich_dirs_ensure(ws_fd, guest, &why), 0);
+	assert_guest_share(path, guest, true);
+	snprintf(path, sizeof(path), "%s/sessions/archive", ws);
+	assert_guest_share(path, guest, true);
+	unsigned moved = 0;
+	snprintf(path, sizeof(path), "%s/sessions/s.jsonl", ws);
+	put_file(path, "{}");
+	ck_assert_int_eq(statd_sessions_archive(ws_fd, guest, &moved, &why), 0);
+	ck_assert_uint_eq(moved, 1);
+
+	if (geteuid() == 0) {
+		/* A turn directory the guest made first (a guessed turn id), holding a link
+		 * where the file will be: moved aside whole, the attachment written into
+		 * statd's own. */
+		snprintf(path, sizeof(path), "%s/attachments/00000000000000bb", ws);
+		ck_assert_int_eq(mkdir(path, 0777), 0);
+		ck_assert_int_eq(chown(path, guest, guest), 0);
+		char link[300];
+		snprintf(link, sizeof(link), "%s/0-doc.txt", path);
+		ck_assert_int_eq(symlink(outside, link), 0);
+		ck_assert_int_eq(statd_attachment_write(ws_fd, guest, "00000000000000bb", 0, fd, "text/plain", 100, &a, &why), 0);
+		assert_guest_share(path, guest, true);
+		snprintf(path, sizeof(path), "%s/attachments/00000000000000bb/0-doc.txt", ws);
+		assert_guest_share(path, guest, false);
+		snprintf(path, sizeof(path), "%s/attachments", ws);
+		ck_assert_uint_eq(entries(path), 3); /* aa, bb and bb.guest-XXXXXXXX */
+		ck_assert_uint_eq(entries(outside), 0);
+		/* sessions/ the guest made: moved aside, statd's made. */
+		snprintf(path, sizeof(path), "%s/sessions", ws);
+		ck_assert_int_eq(rm_cb(path), 0);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+		ck_assert_int_eq(chown(path, guest, guest), 0);
+		ck_assert_int_eq(statd_rich_dirs_ensure(ws_fd, guest, &why), 0);
+		assert_guest_share(path, guest, true);
+	}
+	close(fd);
+	free(a.url);
+	free(a.name);
+	free(a.file_name);
+	free(a.path);
+	free(a.mime);
+}
+END_TEST
+
 START_TEST(test_archive_planted_links)
 {
 	static const char *const places[] = {"sessions", "sessions/archive", "attachments"};
@@ -847,7 +954,7 @@ START_TEST(test_archive_planted_links)
 		ck_assert_int_eq(symlink(outside, p), 0);
 		unsigned moved = 99;
 		const char *why = NULL;
-		ck_assert_msg(statd_sessions_archive(ws_fd, &moved, &why) == 0, "%s: %s", places[i], why);
+		ck_assert_msg(statd_sessions_archive(ws_fd, (uid_t)-1, &moved, &why) == 0, "%s: %s", places[i], why);
 		ck_assert_msg(is_dir_nofollow(p), "%s is not a directory now", places[i]);
 		ck_assert_uint_eq(moved, i == 1 ? 1 : 0);
 		ck_assert_uint_eq(entries(outside), 1);
@@ -860,7 +967,7 @@ START_TEST(test_archive_planted_links)
 	put_file(p, "junk");
 	unsigned moved;
 	const char *why;
-	ck_assert_int_eq(statd_sessions_archive(ws_fd, &moved, &why), 0);
+	ck_assert_int_eq(statd_sessions_archive(ws_fd, (uid_t)-1, &moved, &why), 0);
 	ck_assert(is_dir_nofollow(p));
 }
 END_TEST
@@ -891,6 +998,7 @@ int main(void)
 	tcase_add_test(tc, test_attachment_write_planted);
 	tcase_add_test(tc, test_archive);
 	tcase_add_test(tc, test_archive_planted_links);
+	tcase_add_test(tc, test_guest_share);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
