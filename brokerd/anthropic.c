@@ -689,10 +689,11 @@ static void texts_add(struct texts *t, const char *s, size_t n, bool model)
  * missing when required. */
 static int copy_string(json_object *dst, json_object *src, const char *key, unsigned flags, struct texts *t)
 {
-	json_object *v = rts_json_get(src, key);
-	if (!v)
+	json_object *v = NULL;
+	/* json-c gives NULL for a null member: ask whether it is there. */
+	if (!is_type(src, json_type_object) || !json_object_object_get_ex(src, key, &v))
 		return flags & M_REQ ? -1 : 0;
-	if (is_type(v, json_type_null) && (flags & M_NULL)) {
+	if (!v && (flags & M_NULL)) {
 		json_object_object_add(dst, key, NULL);
 		return 0;
 	}
@@ -708,10 +709,11 @@ static int copy_string(json_object *dst, json_object *src, const char *key, unsi
 /* A count (an integer >= 0, or null with M_NULL) copied. */
 static int copy_count(json_object *dst, json_object *src, const char *key, unsigned flags)
 {
-	json_object *v = rts_json_get(src, key);
-	if (!v)
+	json_object *v = NULL;
+	/* json-c gives NULL for a null member: ask whether it is there. */
+	if (!is_type(src, json_type_object) || !json_object_object_get_ex(src, key, &v))
 		return flags & M_REQ ? -1 : 0;
-	if (is_type(v, json_type_null) && (flags & M_NULL)) {
+	if (!v && (flags & M_NULL)) {
 		json_object_object_add(dst, key, NULL);
 		return 0;
 	}
