@@ -916,7 +916,7 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens, stru
 struct held {
 	char *bytes;
 	size_t len;
-	uint64_t all_end, model_end; /* the running texts' lengths when this event ended */
+	uint64_t model_end; /* the model's running text's length when this event ended */
 };
 
 struct brokerd_stream_filter {
@@ -924,7 +924,7 @@ struct brokerd_stream_filter {
 	size_t window;
 	struct brokerd_reflect_run *runs[2]; /* all, model */
 	struct texts piece;		     /* the strings of the event at hand */
-	uint64_t all_total, model_total;
+	uint64_t model_total;
 	struct held *held;
 	size_t n_held, held_cap, held_head;
 	size_t held_bytes;
@@ -991,12 +991,12 @@ static void out_append(struct brokerd_stream_filter *f, const char *b, size_t n)
 	f->out_len += n;
 }
 
-/* Release held events followed by at least a window of both running texts. */
+/* Release held events followed by at least a window of the model's text. */
 static void release(struct brokerd_stream_filter *f, bool all)
 {
 	while (f->held_head < f->n_held) {
 		struct held *h = &f->held[f->held_head];
-		if (!all && (h->all_end + f->window > f->all_total || h->model_end + f->window > f->model_total))
+		if (!all && h->model_end + f->window > f->model_total)
 			break;
 		out_append(f, h->bytes, h->len);
 		f->held_bytes -= h->len;
@@ -1022,7 +1022,7 @@ static void hold(struct brokerd_stream_filter *f, char *bytes, size_t len)
 		}
 	}
 	f->held[f->n_held++] =
-		(struct held){.bytes = bytes, .len = len, .all_end = f->all_total, .model_end = f->model_total};
+		(struct held){.bytes = bytes, .len = len, .model_end = f->model_total};
 	f->held_bytes += len;
 }
 
@@ -1124,15 +1124,14 @@ int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *nam
 	if (f->keys && (brokerd_keyring_reflected(f->keys, data, len, ev) ||
 			texts_reflected(f->keys, f->runs, &f->piece, stop)))
 		return BROKERD_STREAM_REFLECTED;
-	bool has_text = f->piece.all.len > 0;
-	f->all_total += f->piece.all.len;
+	bool has_text = f->piece.model.len > 0;
 	f->model_total += f->piece.model.len;
 
 	cleanup_free char *json = rts_json_dump(out);
 	char *bytes = rts_xasprintf("event: %s\ndata: %s\n\n", name, json);
 	if (!has_text && f->held_head == f->n_held) {
-		/* No upstream string and nothing held before it: nothing of a key can be in it,
-		 * and nothing is waiting to go first. */
+		/* None of the model's text and nothing held before it: nothing of a key the model
+		 * spells out can be in it, and nothing is waiting to go first. */
 		out_append(f, bytes, strlen(bytes));
 		free(bytes);
 		f->stopped = f->stopped || stop;

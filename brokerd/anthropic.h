@@ -124,11 +124,14 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens, stru
  * (reflect.h, "a running text"): a key spelled out across many events, or split between
  * a block's text and the next block's tool name, a message id and the first text, a tool's
  * id and name, is seen when its last piece comes, and that event never reaches the worker.
- * So that the first pieces of such a key do not reach it either, an event with upstream
- * strings (and every event after it, to keep the order) is held back until both running
- * texts after it are at least `window` bytes long (the longest form reflect.h looks for:
- * six bytes a key byte for \u escapes) or the message stops; an event without and with
- * nothing held before it (content_block_stop, ping) goes out at once. */
+ * So that the first pieces of a key the model spells out do not reach it either, an event
+ * with the model's text (and every event after it, to keep the order) is held back until
+ * the model's text after it is at least `window` bytes long (the longest form reflect.h
+ * looks for: six bytes a key byte for \u escapes) or the message stops; an event without
+ * and with nothing held before it (message_start, content_block_stop, ping) goes out at
+ * once. So a key split with an identifier the API assigns (a message or tool call id, a
+ * signature, which the model does not choose) as its first piece is caught at its second,
+ * which never reaches the worker, while that identifier may have. */
 struct brokerd_stream_filter;
 
 /* Errors a filter reports. */
