@@ -642,6 +642,8 @@ struct texts {
 
 static void piece_add(struct piece *p, const char *s, size_t n)
 {
+	if (n == 0)
+		return;
 	if (p->len + n > p->cap) {
 		size_t cap = p->cap ? p->cap : 256;
 		while (cap < p->len + n)

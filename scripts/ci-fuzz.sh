@@ -22,7 +22,7 @@ builddir=${RTS_FUZZ_BUILDDIR:-$srcdir/build-fuzz}
 seconds=${RTS_FUZZ_SECONDS:-30}
 clang=${CLANG:-clang}
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-pkgs="json-c jansson libmicrohttpd libcurl libsystemd libcrypto libseccomp libcap-ng"
+pkgs="json-c jansson libmicrohttpd libcurl libsystemd libcrypto libseccomp libcap-ng libacl"
 
 if ! command -v "$clang" >/dev/null; then
 	echo "ci-fuzz.sh: $clang not found (install the Debian package clang)" >&2
