@@ -7,6 +7,7 @@
 
 #include "brokerd/anthropic.h"
 #include "brokerd/keys.h"
+#include "brokerd/reflect.h"
 #include "common/json.h"
 #include "common/jspec.h"
 #include "common/schema.h"
@@ -617,8 +618,279 @@ char *brokerd_anthropic_error_answer(long upstream_status, const char *body, siz
 	return rts_json_dump(o);
 }
 
-char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens)
+/* ---- answers rebuilt from the Messages API's own members ----
+ *
+ * Every object the worker gets is built here member by member; anything else the upstream
+ * sent (citations, server-tool usage, container, a future member) is dropped. Each string
+ * that can carry upstream bytes is also appended, in the order the rebuilt JSON has it, to
+ * two running texts the reflection filter reads as one (reflect.h, "a running text"):
+ *   - all: every such string and every object key of a tool's input: what the worker gets;
+ *   - model: only what the model writes (text, thinking, tool names and input, the stop
+ *     sequence), so that an identifier the API assigns between two pieces of the model's
+ *     text does not hide a key split around it.
+ * Values the filter fixes (member names, "type" values, known stop reasons and service
+ * tiers) carry nothing and are not appended: they would only stand between two halves. */
+
+struct piece {
+	char *b;
+	size_t len, cap;
+};
+
+struct texts {
+	struct piece all, model;
+};
+
+static void piece_add(struct piece *p, const char *s, size_t n)
 {
+	if (n == 0)
+		return;
+	if (p->len + n > p->cap) {
+		size_t cap = p->cap ? p->cap : 256;
+		while (cap < p->len + n)
+			cap *= 2;
+		char *b = rts_xmalloc(cap);
+		if (p->len)
+			memcpy(b, p->b, p->len);
+		if (p->b)
+			explicit_bzero(p->b, p->cap);
+		free(p->b);
+		p->b = b;
+		p->cap = cap;
+	}
+	memcpy(p->b + p->len, s, n);
+	p->len += n;
+}
+
+static void texts_reset(struct texts *t)
+{
+	t->all.len = t->model.len = 0;
+}
+
+static void texts_free(struct texts *t)
+{
+	for (struct piece *p = &t->all; p <= &t->model; p++) {
+		if (p->b)
+			explicit_bzero(p->b, p->cap);
+		free(p->b);
+		*p = (struct piece){0};
+	}
+}
+
+static void texts_add(struct texts *t, const char *s, size_t n, bool model)
+{
+	piece_add(&t->all, s, n);
+	if (model)
+		piece_add(&t->model, s, n);
+}
+
+#define M_REQ 1u   /* the member must be there */
+#define M_NULL 2u  /* null is a value */
+#define M_MODEL 4u /* the model writes it */
+
+/* A string member of src copied to dst and appended to the texts. -1: wrong type, or
+ * missing when required. */
+static int copy_string(json_object *dst, json_object *src, const char *key, unsigned flags, struct texts *t)
+{
+	json_object *v = NULL;
+	/* json-c gives NULL for a null member: ask whether it is there. */
+	if (!is_type(src, json_type_object) || !json_object_object_get_ex(src, key, &v))
+		return flags & M_REQ ? -1 : 0;
+	if (!v && (flags & M_NULL)) {
+		json_object_object_add(dst, key, NULL);
+		return 0;
+	}
+	if (!is_type(v, json_type_string))
+		return -1;
+	const char *sv = json_object_get_string(v);
+	size_t n = (size_t)json_object_get_string_len(v);
+	json_object_object_add(dst, key, json_object_new_string_len(sv, (int)n));
+	texts_add(t, sv, n, flags & M_MODEL);
+	return 0;
+}
+
+/* A count (an integer >= 0, or null with M_NULL) copied. */
+static int copy_count(json_object *dst, json_object *src, const char *key, unsigned flags)
+{
+	json_object *v = NULL;
+	/* json-c gives NULL for a null member: ask whether it is there. */
+	if (!is_type(src, json_type_object) || !json_object_object_get_ex(src, key, &v))
+		return flags & M_REQ ? -1 : 0;
+	if (!v && (flags & M_NULL)) {
+		json_object_object_add(dst, key, NULL);
+		return 0;
+	}
+	if (!is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+		return -1;
+	json_object_object_add(dst, key, json_object_new_int64(json_object_get_int64(v)));
+	return 0;
+}
+
+static const char *const stop_reasons[] = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn",
+					   "refusal", "model_context_window_exceeded", NULL};
+static const char *const service_tiers[] = {"standard", "priority", "batch", NULL};
+
+/* stop_reason: a known one (or null) is copied as a fixed value; one this table does not
+ * know yet is still copied, and read like any other upstream string. */
+static int copy_stop_reason(json_object *dst, json_object *src, struct texts *t)
+{
+	json_object *v = rts_json_get(src, "stop_reason");
+	if (is_type(v, json_type_string) && one_of(json_object_get_string(v), stop_reasons)) {
+		json_object_object_add(dst, "stop_reason", json_object_new_string(json_object_get_string(v)));
+		return 0;
+	}
+	return copy_string(dst, src, "stop_reason", M_NULL, t);
+}
+
+/* A copy of a tool's input (any JSON), every key and string appended in the order the copy
+ * is serialised (json-c keeps an object's insertion order). */
+static json_object *copy_input(json_object *v, struct texts *t)
+{
+	switch (json_object_get_type(v)) {
+	case json_type_string: {
+		size_t n = (size_t)json_object_get_string_len(v);
+		texts_add(t, json_object_get_string(v), n, true);
+		return json_object_new_string_len(json_object_get_string(v), (int)n);
+	}
+	case json_type_array: {
+		json_object *a = json_object_new_array();
+		size_t n = json_object_array_length(v);
+		for (size_t i = 0; i < n; i++)
+			json_object_array_add(a, copy_input(json_object_array_get_idx(v, i), t));
+		return a;
+	}
+	case json_type_object: {
+		json_object *o = json_object_new_object();
+		json_object_object_foreach(v, k, val)
+		{
+			texts_add(t, k, strlen(k), true);
+			json_object_object_add(o, k, copy_input(val, t));
+		}
+		return o;
+	}
+	case json_type_null:
+		return NULL;
+	default:
+		return json_object_get(v); /* numbers and booleans are immutable here */
+	}
+}
+
+/* usage: the token counts and the service tier; anything else is dropped. */
+static json_object *rebuild_usage(json_object *u)
+{
+	if (!is_type(u, json_type_object))
+		return NULL;
+	json_object *o = json_object_new_object();
+	static const char *const counts[] = {"input_tokens", "output_tokens", "cache_creation_input_tokens",
+					     "cache_read_input_tokens"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(counts); i++)
+		if (copy_count(o, u, counts[i], M_NULL) < 0) {
+			json_object_put(o);
+			return NULL;
+		}
+	json_object *cc = rts_json_get(u, "cache_creation");
+	if (is_type(cc, json_type_object)) {
+		json_object *c = json_object_new_object();
+		if (copy_count(c, cc, "ephemeral_5m_input_tokens", M_NULL) < 0 ||
+		    copy_count(c, cc, "ephemeral_1h_input_tokens", M_NULL) < 0) {
+			json_object_put(c);
+			json_object_put(o);
+			return NULL;
+		}
+		json_object_object_add(o, "cache_creation", c);
+	}
+	const char *tier = rts_json_get_string(u, "service_tier");
+	if (tier && one_of(tier, service_tiers))
+		json_object_object_add(o, "service_tier", json_object_new_string(tier));
+	return o;
+}
+
+/* One content block of a kind the broker lets the model answer with: text, thinking,
+ * redacted_thinking, tool_use (a custom tool: the request refuses server tools). A text
+ * block's citations are dropped: they only come from documents and search results, which
+ * the request refuses. NULL for any other block. */
+static json_object *rebuild_block(json_object *b, struct texts *t)
+{
+	const char *type = rts_json_get_string(b, "type");
+	if (!type || !is_type(b, json_type_object))
+		return NULL;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string(type));
+	int r = -1;
+	if (strcmp(type, "text") == 0) {
+		r = copy_string(o, b, "text", M_REQ | M_MODEL, t);
+	} else if (strcmp(type, "thinking") == 0) {
+		r = copy_string(o, b, "thinking", M_REQ | M_MODEL, t);
+		if (r == 0)
+			r = copy_string(o, b, "signature", 0, t);
+	} else if (strcmp(type, "redacted_thinking") == 0) {
+		r = copy_string(o, b, "data", M_REQ, t);
+	} else if (strcmp(type, "tool_use") == 0) {
+		json_object *input = rts_json_get(b, "input");
+		r = copy_string(o, b, "id", M_REQ, t);
+		if (r == 0)
+			r = copy_string(o, b, "name", M_REQ | M_MODEL, t);
+		if (r == 0 && is_type(input, json_type_object))
+			json_object_object_add(o, "input", copy_input(input, t));
+		else
+			r = -1;
+	}
+	if (r < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* A message object: message_start's (in_stream: its content must be empty, as the API
+ * sends it) or a whole answer's. The model before the id, so that nothing stands between
+ * the id and the first block's text. NULL when it is not one. */
+static json_object *rebuild_message(json_object *m, bool in_stream, struct texts *t)
+{
+	const char *type = rts_json_get_string(m, "type");
+	const char *role = rts_json_get_string(m, "role");
+	json_object *content = rts_json_get(m, "content");
+	if (!type || strcmp(type, "message") != 0 || !role || strcmp(role, "assistant") != 0 ||
+	    !is_type(content, json_type_array) || (in_stream && json_object_array_length(content) > 0))
+		return NULL;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string("message"));
+	json_object_object_add(o, "role", json_object_new_string("assistant"));
+	json_object *blocks = json_object_new_array();
+	bool ok = copy_string(o, m, "model", 0, t) == 0 && copy_string(o, m, "id", M_REQ, t) == 0;
+	json_object_object_add(o, "content", blocks);
+	size_t n = json_object_array_length(content);
+	for (size_t i = 0; ok && i < n; i++) {
+		json_object *b = rebuild_block(json_object_array_get_idx(content, i), t);
+		ok = b != NULL;
+		if (b)
+			json_object_array_add(blocks, b);
+	}
+	ok = ok && copy_stop_reason(o, m, t) == 0 && copy_string(o, m, "stop_sequence", M_NULL | M_MODEL, t) == 0;
+	json_object *usage = rts_json_get(m, "usage");
+	if (ok && usage) {
+		json_object *u = rebuild_usage(usage);
+		ok = u != NULL;
+		json_object_object_add(o, "usage", u);
+	}
+	if (!ok) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Both running texts of a piece fed; true when they hold a key. */
+static bool texts_reflected(struct brokerd_keyring *keys, struct brokerd_reflect_run *const runs[2],
+			    const struct texts *t, bool final)
+{
+	return brokerd_keyring_run(keys, runs[0], t->all.b, t->all.len, final) ||
+	       brokerd_keyring_run(keys, runs[1], t->model.b, t->model.len, final);
+}
+
+char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens, struct brokerd_keyring *keys,
+				       bool *reflected)
+{
+	*reflected = false;
 	if (!is_type(ans, json_type_object))
 		return NULL;
 	if (count_tokens) {
@@ -629,10 +901,16 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens)
 		json_object_object_add(o, "input_tokens", json_object_new_int64(json_object_get_int64(n)));
 		return rts_json_dump(o);
 	}
-	const char *type = rts_json_get_string(ans, "type");
-	if (!type || strcmp(type, "message") != 0 || !is_type(rts_json_get(ans, "content"), json_type_array))
-		return NULL;
-	return rts_json_dump(ans);
+	struct texts t = {0};
+	cleanup_json json_object *o = rebuild_message(ans, false, &t);
+	if (o && keys) {
+		struct brokerd_reflect_run *runs[2] = {brokerd_reflect_run_new(), brokerd_reflect_run_new()};
+		*reflected = texts_reflected(keys, runs, &t, true);
+		brokerd_reflect_run_free(runs[0]);
+		brokerd_reflect_run_free(runs[1]);
+	}
+	texts_free(&t);
+	return o && !*reflected ? rts_json_dump(o) : NULL;
 }
 
 /* ---- the stream filter ---- */
@@ -640,17 +918,15 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens)
 struct held {
 	char *bytes;
 	size_t len;
-	uint64_t text_end; /* the running delta text's length when this event ended */
+	uint64_t model_end; /* the model's running text's length when this event ended */
 };
 
 struct brokerd_stream_filter {
 	struct brokerd_keyring *keys;
 	size_t window;
-	char *tail; /* the last `window` bytes of delta text */
-	size_t tail_len;
-	char *scratch; /* tail + the new delta text */
-	size_t scratch_cap;
-	uint64_t text_total;
+	struct brokerd_reflect_run *runs[2]; /* all, model */
+	struct texts piece;		     /* the strings of the event at hand */
+	uint64_t model_total;
 	struct held *held;
 	size_t n_held, held_cap, held_head;
 	size_t held_bytes;
@@ -670,7 +946,8 @@ struct brokerd_stream_filter *brokerd_stream_filter_new(struct brokerd_keyring *
 	struct brokerd_stream_filter *f = rts_xcalloc(1, sizeof(*f));
 	f->keys = keys;
 	f->window = window;
-	f->tail = window ? rts_xmalloc(window) : NULL;
+	f->runs[0] = brokerd_reflect_run_new();
+	f->runs[1] = brokerd_reflect_run_new();
 	return f;
 }
 
@@ -688,12 +965,9 @@ void brokerd_stream_filter_free(struct brokerd_stream_filter *f)
 		return;
 	drop_held(f);
 	free(f->held);
-	if (f->tail)
-		explicit_bzero(f->tail, f->window);
-	free(f->tail);
-	if (f->scratch)
-		explicit_bzero(f->scratch, f->scratch_cap);
-	free(f->scratch);
+	brokerd_reflect_run_free(f->runs[0]);
+	brokerd_reflect_run_free(f->runs[1]);
+	texts_free(&f->piece);
 	free(f->out);
 	free(f);
 }
@@ -719,12 +993,12 @@ static void out_append(struct brokerd_stream_filter *f, const char *b, size_t n)
 	f->out_len += n;
 }
 
-/* Release held events whose text is followed by at least a window of text. */
+/* Release held events followed by at least a window of the model's text. */
 static void release(struct brokerd_stream_filter *f, bool all)
 {
 	while (f->held_head < f->n_held) {
 		struct held *h = &f->held[f->held_head];
-		if (!all && h->text_end + f->window > f->text_total)
+		if (!all && h->model_end + f->window > f->model_total)
 			break;
 		out_append(f, h->bytes, h->len);
 		f->held_bytes -= h->len;
@@ -749,68 +1023,84 @@ static void hold(struct brokerd_stream_filter *f, char *bytes, size_t len)
 			f->held = rts_xrealloc(f->held, f->held_cap * sizeof(*f->held));
 		}
 	}
-	f->held[f->n_held++] = (struct held){.bytes = bytes, .len = len, .text_end = f->text_total};
+	f->held[f->n_held++] =
+		(struct held){.bytes = bytes, .len = len, .model_end = f->model_total};
 	f->held_bytes += len;
 }
 
-static const char *const event_names[] = {"message_start",	"content_block_start", "content_block_delta",
-					  "content_block_stop", "message_delta",       "message_stop",
-					  "ping",		"error",	       NULL};
-static const char *const start_blocks[] = {"text", "thinking", "redacted_thinking", "tool_use", NULL};
 static const char *const error_types[] = {"invalid_request_error", "authentication_error", "permission_error",
 					  "not_found_error", "request_too_large", "rate_limit_error", "api_error",
 					  "overloaded_error", NULL};
 
-/* The delta text of a content_block_delta event (borrowed), or NULL for an event that
- * carries none. *ok false for a delta the filter refuses. */
-static json_object *delta_text(json_object *ev, bool *ok)
+/* content_block_delta's delta: a text, thinking, signature or input_json delta. */
+static json_object *rebuild_delta(json_object *d, struct texts *t)
 {
-	json_object *d = rts_json_get(ev, "delta");
-	const char *t = rts_json_get_string(d, "type");
-	*ok = true;
 	static const struct {
 		const char *type, *member;
-	} kinds[] = {{"text_delta", "text"},
-		     {"thinking_delta", "thinking"},
-		     {"signature_delta", "signature"},
-		     {"input_json_delta", "partial_json"}};
-	for (size_t i = 0; t && i < RTS_ARRAY_SIZE(kinds); i++)
-		if (strcmp(t, kinds[i].type) == 0) {
-			json_object *s = rts_json_get(d, kinds[i].member);
-			*ok = is_type(s, json_type_string);
-			return *ok ? s : NULL;
+		unsigned flags;
+	} kinds[] = {{"text_delta", "text", M_REQ | M_MODEL},
+		     {"thinking_delta", "thinking", M_REQ | M_MODEL},
+		     {"signature_delta", "signature", M_REQ},
+		     {"input_json_delta", "partial_json", M_REQ | M_MODEL}};
+	const char *type = rts_json_get_string(d, "type");
+	for (size_t i = 0; type && i < RTS_ARRAY_SIZE(kinds); i++)
+		if (strcmp(type, kinds[i].type) == 0) {
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "type", json_object_new_string(kinds[i].type));
+			if (copy_string(o, d, kinds[i].member, kinds[i].flags, t) < 0) {
+				json_object_put(o);
+				return NULL;
+			}
+			return o;
 		}
-	*ok = false;
 	return NULL;
 }
 
-static bool text_reflected(struct brokerd_stream_filter *f, const char *text, size_t len)
+/* The event rebuilt (NULL: not one the Messages API sends), its strings in f->piece. */
+static json_object *rebuild_event(struct brokerd_stream_filter *f, const char *name, json_object *ev)
 {
-	if (!f->keys || f->window == 0 || len == 0)
-		return false;
-	size_t need = f->tail_len + len;
-	if (need > f->scratch_cap) {
-		if (f->scratch)
-			explicit_bzero(f->scratch, f->scratch_cap);
-		free(f->scratch);
-		f->scratch = rts_xmalloc(need);
-		f->scratch_cap = need;
+	struct texts *t = &f->piece;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string(name));
+	json_object *part = NULL;
+	bool ok = true;
+	if (strcmp(name, "message_start") == 0) {
+		ok = (part = rebuild_message(rts_json_get(ev, "message"), true, t)) != NULL;
+		json_object_object_add(o, "message", part);
+	} else if (strcmp(name, "content_block_start") == 0) {
+		ok = copy_count(o, ev, "index", M_REQ) == 0 &&
+		     (part = rebuild_block(rts_json_get(ev, "content_block"), t)) != NULL;
+		json_object_object_add(o, "content_block", part);
+	} else if (strcmp(name, "content_block_delta") == 0) {
+		ok = copy_count(o, ev, "index", M_REQ) == 0 && (part = rebuild_delta(rts_json_get(ev, "delta"), t)) != NULL;
+		json_object_object_add(o, "delta", part);
+	} else if (strcmp(name, "content_block_stop") == 0) {
+		ok = copy_count(o, ev, "index", M_REQ) == 0;
+	} else if (strcmp(name, "message_delta") == 0) {
+		json_object *d = rts_json_get(ev, "delta");
+		part = json_object_new_object();
+		json_object_object_add(o, "delta", part);
+		ok = is_type(d, json_type_object) && copy_stop_reason(part, d, t) == 0 &&
+		     copy_string(part, d, "stop_sequence", M_NULL | M_MODEL, t) == 0;
+		json_object *usage = rts_json_get(ev, "usage");
+		if (ok && usage) {
+			json_object *u = rebuild_usage(usage);
+			ok = u != NULL;
+			json_object_object_add(o, "usage", u);
+		}
+	} else if (strcmp(name, "message_stop") != 0 && strcmp(name, "ping") != 0) {
+		ok = false;
 	}
-	memcpy(f->scratch, f->tail, f->tail_len);
-	memcpy(f->scratch + f->tail_len, text, len);
-	bool hit = brokerd_keyring_reflected(f->keys, f->scratch, need, NULL);
-	/* The new tail: the last `window` bytes of tail + text. */
-	size_t keep = need < f->window ? need : f->window;
-	memcpy(f->tail, f->scratch + need - keep, keep);
-	f->tail_len = keep;
-	return hit;
+	if (!ok) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
 }
 
 int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *name, const char *data, size_t len)
 {
 	if (f->done)
-		return BROKERD_STREAM_BAD_EVENT;
-	if (!one_of(name, event_names))
 		return BROKERD_STREAM_BAD_EVENT;
 	cleanup_json json_object *ev = NULL;
 	const char *ignored = NULL;
@@ -826,37 +1116,31 @@ int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *nam
 				f->error_type = *e;
 		return BROKERD_STREAM_UPSTREAM_ERROR;
 	}
-	if (strcmp(name, "content_block_start") == 0 &&
-	    !one_of(rts_json_get_string(rts_json_get(ev, "content_block"), "type"), start_blocks))
+	texts_reset(&f->piece);
+	cleanup_json json_object *out = rebuild_event(f, name, ev);
+	if (!out)
 		return BROKERD_STREAM_BAD_EVENT;
-	json_object *text = NULL;
-	if (strcmp(name, "content_block_delta") == 0) {
-		bool ok;
-		text = delta_text(ev, &ok);
-		if (!ok)
-			return BROKERD_STREAM_BAD_EVENT;
-	}
-	/* The whole event, raw and decoded; then the running delta text. */
-	if (f->keys && brokerd_keyring_reflected(f->keys, data, len, ev))
+	bool stop = strcmp(name, "message_stop") == 0;
+	/* The event as sent (raw and decoded), then its strings as part of the running texts;
+	 * at message_stop nothing follows, so an escape left open is read as it is. */
+	if (f->keys && (brokerd_keyring_reflected(f->keys, data, len, ev) ||
+			texts_reflected(f->keys, f->runs, &f->piece, stop)))
 		return BROKERD_STREAM_REFLECTED;
-	if (text && text_reflected(f, json_object_get_string(text), (size_t)json_object_get_string_len(text)))
-		return BROKERD_STREAM_REFLECTED;
-	if (text)
-		f->text_total += (uint64_t)json_object_get_string_len(text);
+	bool has_text = f->piece.model.len > 0;
+	f->model_total += f->piece.model.len;
 
-	cleanup_free char *json = rts_json_dump(ev);
+	cleanup_free char *json = rts_json_dump(out);
 	char *bytes = rts_xasprintf("event: %s\ndata: %s\n\n", name, json);
-	if (!text && f->held_head == f->n_held) {
-		/* No delta text and nothing held before it: nothing of a key can be in it that
-		 * the check above did not see, and nothing is waiting to go first. */
+	if (!has_text && f->held_head == f->n_held) {
+		/* None of the model's text and nothing held before it: nothing of a key the model
+		 * spells out can be in it, and nothing is waiting to go first. */
 		out_append(f, bytes, strlen(bytes));
 		free(bytes);
-		if (strcmp(name, "message_stop") == 0)
-			f->stopped = true;
+		f->stopped = f->stopped || stop;
 		return 0;
 	}
 	hold(f, bytes, strlen(bytes));
-	if (strcmp(name, "message_stop") == 0) {
+	if (stop) {
 		f->stopped = true;
 		release(f, true);
 	} else {
@@ -865,11 +1149,17 @@ int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *nam
 	return 0;
 }
 
-void brokerd_stream_filter_end(struct brokerd_stream_filter *f)
+int brokerd_stream_filter_end(struct brokerd_stream_filter *f)
 {
-	if (!f->done)
-		release(f, true);
+	if (f->done)
+		return 0;
+	/* An escape a stream cut off mid-way is read as the plain bytes it is. */
+	static const struct texts none = {{0}, {0}};
+	if (f->keys && texts_reflected(f->keys, f->runs, &none, true))
+		return BROKERD_STREAM_REFLECTED;
+	release(f, true);
 	f->done = true;
+	return 0;
 }
 
 void brokerd_stream_filter_fail(struct brokerd_stream_filter *f)

@@ -94,10 +94,16 @@ char *brokerd_anthropic_auth_header(const char *token, bool *oauth);
  * Returns the text (caller frees) and sets *status. */
 char *brokerd_anthropic_error_answer(long upstream_status, const char *body, size_t len, unsigned *status);
 
-/* A non-streamed 2xx answer rebuilt for the worker: count_tokens {"input_tokens": N}
- * only; a message: an object of type "message" (re-serialised). Returns the text (caller
- * frees) or NULL when it is neither. */
-char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens);
+/* A non-streamed 2xx answer rebuilt for the worker from the Messages API's own members
+ * (anthropic.c, "answers rebuilt"): count_tokens {"input_tokens": N} only; a message:
+ * type, role, model, id, content (text, thinking, redacted_thinking and tool_use blocks;
+ * a text block's citations dropped), stop_reason, stop_sequence and usage (token counts and
+ * service tier), nothing else. Reflection: the concatenation of its strings in order, and
+ * of the model's own strings in order, is checked as one text against keys (may be NULL),
+ * so a key split across blocks or members is seen. Returns the text (caller frees), or
+ * NULL when it is not such an answer or (*reflected set) it holds a key. */
+char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens, struct brokerd_keyring *keys,
+				       bool *reflected);
 
 /* ---- the streamed answer ---- */
 
@@ -106,17 +112,26 @@ char *brokerd_anthropic_answer_rebuild(json_object *ans, bool count_tokens);
  * the Messages API streams (message_start, content_block_start with a text, thinking,
  * redacted_thinking or tool_use block, content_block_delta with a text, thinking,
  * signature or input_json delta, content_block_stop, message_delta, message_stop, ping,
- * error) with a JSON object whose "type" is the event's name; it is re-serialised.
+ * error) with a JSON object whose "type" is the event's name; it is rebuilt from the
+ * members the API defines for it (brokerd_anthropic_answer_rebuild() says which), every
+ * other member dropped.
  *
  * Reflection (seed: bounded response streams reject obvious credential reflections across
  * chunk boundaries): every event is checked whole (raw and after JSON decoding) against
- * the turn's keys, and the text the deltas carry is checked as one running text, so a key
- * that the model spells out across many delta events is seen when its last piece comes.
- * So that no piece of such a key ever reaches the worker, an event with delta text (and
- * every event after it, to keep the order) is held back until the delta text after it is
- * at least `window` bytes long (the longest form reflect.h looks for: six bytes a key byte
- * for \u escapes) or the message stops; an event without delta text and with nothing held
- * before it (message_start, content_block_start, ping) goes out at once. */
+ * the turn's keys, and every upstream string the worker gets (ids, names, text, thinking,
+ * signatures, tool input and its keys, stop sequences), in the order it gets them, is
+ * checked as one running text across events, and so is the model's own text alone
+ * (reflect.h, "a running text"): a key spelled out across many events, or split between
+ * a block's text and the next block's tool name, a message id and the first text, a tool's
+ * id and name, is seen when its last piece comes, and that event never reaches the worker.
+ * So that the first pieces of a key the model spells out do not reach it either, an event
+ * with the model's text (and every event after it, to keep the order) is held back until
+ * the model's text after it is at least `window` bytes long (the longest form reflect.h
+ * looks for: six bytes a key byte for \u escapes) or the message stops; an event without
+ * and with nothing held before it (message_start, content_block_stop, ping) goes out at
+ * once. So a key split with an identifier the API assigns (a message or tool call id, a
+ * signature, which the model does not choose) as its first piece is caught at its second,
+ * which never reaches the worker, while that identifier may have. */
 struct brokerd_stream_filter;
 
 /* Errors a filter reports. */
@@ -136,8 +151,10 @@ size_t brokerd_stream_window(size_t longest_key);
  * filter drops what it held and takes nothing more (brokerd_stream_filter_fail()). */
 int brokerd_stream_filter_event(struct brokerd_stream_filter *f, const char *name, const char *data, size_t len);
 
-/* The stream ended: release everything held. */
-void brokerd_stream_filter_end(struct brokerd_stream_filter *f);
+/* The stream ended: release everything held. Returns 0, or BROKERD_STREAM_REFLECTED when
+ * the running texts end in a key (an escape the stream cut off, read as it is); then
+ * nothing was released and the caller fails the filter (brokerd_stream_filter_fail()). */
+int brokerd_stream_filter_end(struct brokerd_stream_filter *f);
 
 /* Give up: drop what is held and append an error event ({"type":"error","error":{"type":
  * T,"message":"upstream error"}}, T the upstream's error type when it sent one of the

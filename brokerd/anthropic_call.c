@@ -10,7 +10,7 @@
  * pump, libcurl's write callback pauses the transfer (CURL_WRITEFUNC_PAUSE) once
  * BROKERD_RICH_STREAM_HIGH bytes wait for the worker, and the transfer resumes when they
  * have been taken. What the upstream sends passes brokerd/sse_stream.h (whole events) and the
- * stream filter (anthropic.h: the Messages API's events only, re-serialised, reflection
+ * stream filter (anthropic.h: the Messages API's events only, rebuilt, reflection
  * checked across events and held back by the filter's window).
  *
  * Bounds: the turn deadline for the whole call, the silence limit (no answer byte for the
@@ -375,7 +375,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 					    s->result == CURLE_OPERATION_TIMEDOUT ? BROKERD_UPSTREAM_TIMEOUT
 										  : BROKERD_UPSTREAM_ERROR);
 			} else {
-				brokerd_stream_filter_end(s->filter);
+				int end = brokerd_stream_filter_end(s->filter);
+				if (end < 0) {
+					s->filter_err = end;
+					stream_fail(s, filter_why(end));
+					continue;
+				}
 				if (!brokerd_stream_filter_stopped(s->filter) && s->t)
 					rts_log_turn(LOG_WARNING, s->t->b.turn_id, s->t->b.channel_hash, "upstream_error",
 						     rts_now_ms() - s->started_ms,
@@ -571,13 +576,14 @@ static const char *finish_whole(struct rich_stream *s, struct rich_answer *a)
 		refuse(a, BROKERD_UPSTREAM_ERROR);
 		return "upstream_answer_json";
 	}
-	if (brokerd_keyring_reflected(t->keys, s->buf, s->buf_len, doc)) {
+	bool reflected = brokerd_keyring_reflected(t->keys, s->buf, s->buf_len, doc);
+	char *text = reflected ? NULL : brokerd_anthropic_answer_rebuild(doc, s->count_tokens, t->keys, &reflected);
+	if (reflected) {
 		rts_log_turn(LOG_WARNING, t->b.turn_id, t->b.channel_hash, "upstream_error", rts_now_ms() - s->started_ms,
 			     "anthropic answer refused: it reflects a credential of the turn");
 		refuse(a, BROKERD_UPSTREAM_ERROR);
 		return "credential_reflected";
 	}
-	char *text = brokerd_anthropic_answer_rebuild(doc, s->count_tokens);
 	if (!text) {
 		log_upstream_failure(s, t, "the answer is not a Messages API answer", NULL, 0);
 		refuse(a, BROKERD_UPSTREAM_ERROR);

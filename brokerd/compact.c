@@ -126,6 +126,84 @@ int brokerd_compact_request_check(json_object *req, const char **why)
 	return validate(req, &request_root, why);
 }
 
+/* The principal a Pi message is tagged private to (details.privateTo), or NULL. */
+static const char *private_owner(json_object *m)
+{
+	const char *p = rts_json_get_string(rts_json_get(m, "details"), "privateTo");
+	return p && p[0] ? p : NULL;
+}
+
+static bool id_in(json_object *ids, const char *id)
+{
+	size_t n = json_object_array_length(ids);
+	for (size_t i = 0; id && i < n; i++)
+		if (strcmp(json_object_get_string(json_object_array_get_idx(ids, i)), id) == 0)
+			return true;
+	return false;
+}
+
+/* A copy of the message list msgs without tagged tool results and their calls. */
+static json_object *without_private(json_object *msgs, size_t *dropped)
+{
+	json_object *ids = json_object_new_array();
+	size_t n = json_object_array_length(msgs);
+	for (size_t i = 0; i < n; i++) {
+		json_object *m = json_object_array_get_idx(msgs, i);
+		const char *call = rts_json_get_string(m, "toolCallId");
+		if (private_owner(m) && call)
+			json_object_array_add(ids, json_object_new_string(call));
+	}
+	json_object *out = json_object_new_array();
+	for (size_t i = 0; i < n; i++) {
+		json_object *m = json_object_array_get_idx(msgs, i);
+		if (private_owner(m)) {
+			(*dropped)++;
+			continue;
+		}
+		json_object *content = rts_json_get(m, "content");
+		if (json_object_array_length(ids) == 0 || !json_object_is_type(content, json_type_array)) {
+			json_object_array_add(out, json_object_get(m));
+			continue;
+		}
+		/* An assistant message: its calls of a dropped result go too. */
+		json_object *copy = json_object_new_object();
+		json_object_object_foreach(m, k, v)
+		{
+			if (strcmp(k, "content") != 0)
+				json_object_object_add(copy, k, json_object_get(v));
+		}
+		json_object *blocks = json_object_new_array();
+		size_t nb = json_object_array_length(content);
+		for (size_t j = 0; j < nb; j++) {
+			json_object *b = json_object_array_get_idx(content, j);
+			if (id_in(ids, rts_json_get_string(b, "id")))
+				(*dropped)++;
+			else
+				json_object_array_add(blocks, json_object_get(b));
+		}
+		json_object_object_add(copy, "content", blocks);
+		json_object_array_add(out, copy);
+	}
+	json_object_put(ids);
+	return out;
+}
+
+json_object *brokerd_compact_request_for_host(json_object *req, size_t *dropped)
+{
+	static const char *const lists[] = {"messagesToSummarize", "turnPrefixMessages", "keptMessages"};
+	*dropped = 0;
+	json_object *o = json_object_new_object();
+	json_object_object_foreach(req, k, v)
+	{
+		bool list = false;
+		for (size_t i = 0; i < RTS_ARRAY_SIZE(lists); i++)
+			list = list || strcmp(k, lists[i]) == 0;
+		json_object_object_add(o, k, list && json_object_is_type(v, json_type_array) ? without_private(v, dropped)
+											      : json_object_get(v));
+	}
+	return o;
+}
+
 int brokerd_compact_answer_build(const char *out, size_t len, json_object *req, const char *engine, char **answer,
 				 const char **why)
 {
@@ -243,7 +321,14 @@ static void compact_request(struct rich_conn *c, json_object *req, struct rich_a
 	uint64_t timeout = rc->compaction_timeout_ms < left / 2 ? rc->compaction_timeout_ms : left / 2;
 	cleanup_json json_object *in = json_object_new_object();
 	json_object_object_add(in, "channel", json_object_new_string(t->b.channel));
-	json_object_object_add(in, "request", json_object_get(req));
+	/* Seed: the compactor sees the conversation without private exchanges. The worker
+	 * already leaves them out (placeholders, still tagged); here brokerd drops whatever is
+	 * still tagged, so a worker that forgot cannot hand them to the host. */
+	size_t dropped = 0;
+	json_object_object_add(in, "request", brokerd_compact_request_for_host(req, &dropped));
+	if (dropped)
+		rts_log_turn(LOG_DEBUG, t->b.turn_id, ch->hash, "compacting", 0,
+			     "compaction request: %zu tagged private entries left out for the host compactor", dropped);
 	cleanup_free char *input = rts_json_dump(in);
 	struct brokerd_exec e = {
 		.hook = rc->compaction_command,

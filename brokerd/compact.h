@@ -10,7 +10,8 @@
  * PiCompactRequest: {"reason": "threshold"|"overflow"|"manual", "tokensBefore": N,
  * "firstKeptEntryId", "isSplitTurn", "messagesToSummarize": [..], "turnPrefixMessages":
  * [..], "keptMessages": [..], "previousSummary"?, "customInstructions"?, "readFiles":
- * [paths], "modifiedFiles": [paths]} (the messages are Pi's, objects, not looked into).
+ * [paths], "modifiedFiles": [paths]} (the messages are Pi's objects; only their privacy tags
+ * are looked into, brokerd_compact_request_for_host()).
  * The compactor gets {"channel", "request"} on stdin and prints a PiCompaction or nothing:
  * {"summary", "firstKeptEntryId" (the request's), "tokensBefore", "estimatedTokensAfter"?,
  * "details"? (an object)}; the worker gets it with details.engine set to
@@ -40,6 +41,13 @@ int brokerd_compact_envelope(json_object *doc, const char **turn_id, json_object
 
 /* 0 when req is a PiCompactRequest as above, else -EINVAL with *why. */
 int brokerd_compact_request_check(json_object *req, const char **why);
+
+/* What the host compactor gets of a checked request req: a copy in which the three message
+ * lists hold no tool result tagged private (details.privateTo, Pi's form of a host tool's
+ * privateTo), whoever it is private to (a summary is replayed to every later reader), nor
+ * the assistant's toolCall blocks whose id such a result answers. *dropped: how many
+ * messages and blocks were left out. Caller owns the copy (members shared by reference). */
+json_object *brokerd_compact_request_for_host(json_object *req, size_t *dropped);
 
 /* The compactor printed len bytes at out for request req: 0 with *answer (caller frees),
  * -ENODATA when it printed nothing (only whitespace), -EINVAL with *why when it is out of

@@ -285,6 +285,26 @@ bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size
 	return hit;
 }
 
+bool brokerd_keyring_run(struct brokerd_keyring *k, struct brokerd_reflect_run *run, const char *text, size_t len,
+			 bool final)
+{
+	pthread_mutex_lock(&k->lock);
+	const struct brokerd_reflect *all[64];
+	const struct brokerd_reflect **keys = all;
+	size_t cap = k->n_sources * BROKERD_KEYRING_PER_SOURCE;
+	if (cap > RTS_ARRAY_SIZE(all))
+		keys = rts_xcalloc(cap, sizeof(*keys));
+	size_t n = 0;
+	for (size_t i = 0; i < k->n_sources; i++)
+		for (size_t j = 0; j < k->sources[i].n; j++)
+			keys[n++] = k->sources[i].needles[j];
+	bool hit = brokerd_reflect_run_feed(run, keys, n, text, len, final);
+	pthread_mutex_unlock(&k->lock);
+	if (keys != all)
+		free(keys);
+	return hit;
+}
+
 /* Read src into the keyring unless it is a command that should not run again: with
  * until_key, once it gave a key in this turn; without, once it ran in this turn. Returns
  * 0 when the keyring holds a key of src afterwards, else what reading returned. */

@@ -14,6 +14,8 @@
 #include "brokerd/brokerd.h"
 #include "common/conf.h"
 
+struct brokerd_reflect_run;
+
 /* True when the len bytes at key are a usable bearer credential: 1..BROKERD_KEY_MAX bytes,
  * printable ASCII only (no whitespace, no control characters, nothing a header line could
  * be split on). */
@@ -111,5 +113,11 @@ enum brokerd_result brokerd_keyring_prime_call(struct brokerd_call *call);
 /* True when text (len bytes) or the decoded strings of o (may be NULL) contain any
  * remembered key in any form reflect.h lists. */
 bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size_t len, json_object *o);
+
+/* brokerd_reflect_run_feed() against every remembered key: the len bytes at text appended
+ * to run (caller owns it, brokerd_reflect_run_new()); true when the running text holds a
+ * key. final as there. */
+bool brokerd_keyring_run(struct brokerd_keyring *k, struct brokerd_reflect_run *run, const char *text, size_t len,
+			 bool final);
 
 #endif

@@ -133,13 +133,19 @@ static int hex_value(unsigned char c)
 	return -1;
 }
 
-/* Every "%XX" (hex digits in either case) decoded to its byte, everything else as it is. */
-static size_t view_percent(const char *in, size_t len, char *out)
+/* Every "%XX" (hex digits in either case) decoded to its byte, everything else as it is.
+ * With more (the text goes on in a later piece), an escape the end of in cuts short is left
+ * undecoded: *used says how many bytes of in were read. */
+static size_t view_percent_more(const char *in, size_t len, char *out, bool more, size_t *used)
 {
 	const unsigned char *s = (const unsigned char *)in;
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		int hi, lo;
+		if (more && s[i] == '%' && i + 2 >= len && (i + 1 == len || hex_value(s[i + 1]) >= 0)) {
+			*used = i;
+			return o;
+		}
 		if (s[i] == '%' && i + 2 < len && (hi = hex_value(s[i + 1])) >= 0 && (lo = hex_value(s[i + 2])) >= 0) {
 			out[o++] = (char)(hi << 4 | lo);
 			i += 2;
@@ -147,17 +153,41 @@ static size_t view_percent(const char *in, size_t len, char *out)
 			out[o++] = (char)s[i];
 		}
 	}
+	*used = len;
 	return o;
+}
+
+static size_t view_percent(const char *in, size_t len, char *out)
+{
+	size_t used;
+	return view_percent_more(in, len, out, false, &used);
+}
+
+/* True when the n bytes at s (after a backslash) may still become a complete escape. */
+static bool escape_open(const unsigned char *s, size_t n)
+{
+	if (n == 0)
+		return true;
+	if (s[0] != 'u' || n >= 5)
+		return false;
+	for (size_t j = 1; j < n; j++)
+		if (hex_value(s[j]) < 0)
+			return false;
+	return true;
 }
 
 /* JSON string escapes decoded; a backslash that starts none stays. A \u escape beyond
  * ASCII becomes one NUL: no key has such a byte (brokerd_reflect_new), so it only has to
- * stand between its neighbours. */
-static size_t view_json_escapes(const char *in, size_t len, char *out)
+ * stand between its neighbours. more and *used as for view_percent_more(). */
+static size_t view_json_more(const char *in, size_t len, char *out, bool more, size_t *used_in)
 {
 	const unsigned char *s = (const unsigned char *)in;
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
+		if (more && s[i] == '\\' && len - i < 6 && escape_open(s + i + 1, len - i - 1)) {
+			*used_in = i;
+			return o;
+		}
 		if (s[i] != '\\' || i + 1 == len) {
 			out[o++] = (char)s[i];
 			continue;
@@ -211,7 +241,14 @@ static size_t view_json_escapes(const char *in, size_t len, char *out)
 		out[o++] = c;
 		i += used;
 	}
+	*used_in = len;
 	return o;
+}
+
+static size_t view_json_escapes(const char *in, size_t len, char *out)
+{
+	size_t used;
+	return view_json_more(in, len, out, false, &used);
 }
 
 static bool is_space(unsigned char c)
@@ -368,4 +405,160 @@ bool brokerd_reflect_text(const struct brokerd_reflect *r, const char *text, siz
 bool brokerd_reflect_json(const struct brokerd_reflect *r, json_object *o)
 {
 	return brokerd_reflect_scan_json(&r, 1, o);
+}
+
+/* ---- a running text ---- */
+
+/* Each view keeps the last (its longest needle - 1) bytes it produced, so a key whose form
+ * ends in a later piece is found whole; the two escape views also keep the raw bytes of
+ * an escape a piece cut short (at most a backslash, 'u' and three hex digits). */
+enum { RUN_RAW, RUN_PERCENT, RUN_JSON, RUN_HEX, RUN_BASE64, RUN_VIEWS };
+
+#define RUN_OPEN_MAX 5u
+
+struct brokerd_reflect_run {
+	char *tail[RUN_VIEWS];
+	size_t tail_len[RUN_VIEWS], tail_cap[RUN_VIEWS];
+	char open[RUN_VIEWS][RUN_OPEN_MAX]; /* RUN_PERCENT and RUN_JSON only */
+	size_t open_len[RUN_VIEWS];
+	char *in, *out; /* scratch: a view's input (open bytes + piece) and tail + output */
+	size_t in_cap, out_cap;
+};
+
+struct brokerd_reflect_run *brokerd_reflect_run_new(void)
+{
+	return rts_xcalloc(1, sizeof(struct brokerd_reflect_run));
+}
+
+static void wipe_free(char *p, size_t n)
+{
+	if (p)
+		explicit_bzero(p, n);
+	free(p);
+}
+
+void brokerd_reflect_run_free(struct brokerd_reflect_run *run)
+{
+	if (!run)
+		return;
+	for (unsigned v = 0; v < RUN_VIEWS; v++)
+		wipe_free(run->tail[v], run->tail_cap[v]);
+	explicit_bzero(run->open, sizeof(run->open));
+	wipe_free(run->in, run->in_cap);
+	wipe_free(run->out, run->out_cap);
+	free(run);
+}
+
+static void ensure(char **buf, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return;
+	wipe_free(*buf, *cap);
+	*buf = rts_xmalloc(need);
+	*cap = need;
+}
+
+/* The longest needle of view v over the keys (0: nothing to look for). */
+static size_t run_longest(const struct brokerd_reflect *const *keys, size_t n, unsigned v)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct brokerd_reflect *r = keys[i];
+		if (!r)
+			continue;
+		size_t l = v == RUN_HEX ? r->hex.len : v == RUN_BASE64 ? r->b64[0].len : r->raw.len;
+		for (unsigned a = 1; v == RUN_BASE64 && a < B64_ALIGNMENTS; a++)
+			if (r->b64[a].len > l)
+				l = r->b64[a].len;
+		if (l > m)
+			m = l;
+	}
+	return m;
+}
+
+static bool run_found(const struct brokerd_reflect *const *keys, size_t n, unsigned v, const char *hay, size_t len)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct brokerd_reflect *r = keys[i];
+		if (!r)
+			continue;
+		if (v == RUN_HEX) {
+			if (found(hay, len, &r->hex))
+				return true;
+		} else if (v == RUN_BASE64) {
+			for (unsigned a = 0; a < B64_ALIGNMENTS; a++)
+				if (found(hay, len, &r->b64[a]))
+					return true;
+		} else if (found(hay, len, &r->raw)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* One view over the new piece: its output appended to the view's tail, searched, and the
+ * tail cut back to what a later match may still need. */
+static bool run_view(struct brokerd_reflect_run *run, const struct brokerd_reflect *const *keys, size_t n,
+		     unsigned v, const char *text, size_t len, bool more)
+{
+	size_t longest = run_longest(keys, n, v);
+	if (longest == 0)
+		return false;
+	const char *in = text;
+	size_t in_len = len;
+	if (v == RUN_PERCENT || v == RUN_JSON) {
+		in_len = run->open_len[v] + len;
+		ensure(&run->in, &run->in_cap, in_len ? in_len : 1);
+		memcpy(run->in, run->open[v], run->open_len[v]);
+		if (len)
+			memcpy(run->in + run->open_len[v], text, len);
+		in = run->in;
+	}
+	size_t t = run->tail_len[v];
+	ensure(&run->out, &run->out_cap, t + in_len + 1);
+	if (t)
+		memcpy(run->out, run->tail[v], t);
+	char *o = run->out + t;
+	size_t m, used = in_len;
+	switch (v) {
+	case RUN_PERCENT:
+		m = view_percent_more(in, in_len, o, more, &used);
+		break;
+	case RUN_JSON:
+		m = view_json_more(in, in_len, o, more, &used);
+		break;
+	case RUN_HEX:
+		m = view_hex(in, in_len, o);
+		break;
+	case RUN_BASE64:
+		m = view_base64(in, in_len, o);
+		break;
+	default:
+		memcpy(o, in, in_len);
+		m = in_len;
+	}
+	if (v == RUN_PERCENT || v == RUN_JSON) {
+		/* used < in_len only for an open escape: at most RUN_OPEN_MAX bytes. */
+		run->open_len[v] = in_len - used;
+		memcpy(run->open[v], in + used, in_len - used);
+	}
+	bool hit = run_found(keys, n, v, run->out, t + m);
+	size_t keep = longest - 1;
+	if (keep > t + m)
+		keep = t + m;
+	ensure(&run->tail[v], &run->tail_cap[v], keep ? keep : 1);
+	memmove(run->tail[v], run->out + t + m - keep, keep);
+	run->tail_len[v] = keep;
+	return hit;
+}
+
+bool brokerd_reflect_run_feed(struct brokerd_reflect_run *run, const struct brokerd_reflect *const *keys, size_t n,
+			      const char *text, size_t len, bool final)
+{
+	if (!run || !keys || n == 0)
+		return false;
+	bool hit = false;
+	for (unsigned v = 0; v < RUN_VIEWS && !hit; v++)
+		hit = run_view(run, keys, n, v, text ? text : "", text ? len : 0, !final);
+	return hit;
 }

@@ -57,4 +57,25 @@ bool brokerd_reflect_scan_json(const struct brokerd_reflect *const *keys, size_t
 bool brokerd_reflect_text(const struct brokerd_reflect *r, const char *text, size_t len);
 bool brokerd_reflect_json(const struct brokerd_reflect *r, json_object *o);
 
+/* ---- a running text ----
+ *
+ * A text that comes in pieces (a streamed answer's strings, one event at a time) checked as
+ * one: a key whose form (any listed above) spans pieces is found when the piece holding its
+ * last byte is fed, however the pieces cut it (inside an escape too). Each view keeps the
+ * last (its longest form - 1) bytes it produced from earlier pieces, so a piece costs a
+ * pass over it and that tail: linear in what is fed. Hex and base64 forms are found
+ * across pieces whatever whitespace separates them. The result holds answer bytes and
+ * maybe part of a key: brokerd_reflect_run_free() wipes it. */
+struct brokerd_reflect_run;
+
+struct brokerd_reflect_run *brokerd_reflect_run_new(void);
+void brokerd_reflect_run_free(struct brokerd_reflect_run *run);
+
+/* Append the len bytes at text to the running text and check it against the n keys (NULL
+ * entries skipped; pass the same keys every time). True when the running text fed so far
+ * holds a key. final: no piece follows, so an escape left open at the end is read as the
+ * plain bytes it is (a later piece could still have closed it). */
+bool brokerd_reflect_run_feed(struct brokerd_reflect_run *run, const struct brokerd_reflect *const *keys, size_t n,
+			      const char *text, size_t len, bool final);
+
 #endif

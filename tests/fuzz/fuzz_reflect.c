@@ -11,6 +11,8 @@
  *     must be flagged, alone and as a JSON string; that is the filter's promise in
  *     reflect.h. The one exception reflect.h documents is skipped: a stray '%' or '\' just
  *     before the key that joins its first characters into an escape.
+ * Both texts are also fed to a running text (reflect.h) in pieces of 1 to 16 bytes the
+ * seed picks: it must find a key exactly when the text read whole does.
  * The encoders below are written apart from the filter (OpenSSL for base64). */
 #include "config.h"
 
@@ -179,6 +181,28 @@ static void scan_as_is(const struct brokerd_reflect *described, const uint8_t *d
 	}
 }
 
+/* The running text over len bytes at text, cut in pieces r picks, finds what the whole
+ * text holds: no more, no less. */
+static void run_matches_whole(const struct brokerd_reflect *described, const char *text, size_t len, struct rng *r)
+{
+	const struct brokerd_reflect *both[] = {fixed, described};
+	bool whole = brokerd_reflect_scan_text(both, 2, text, len);
+	struct brokerd_reflect_run *run = brokerd_reflect_run_new();
+	bool found = false;
+	size_t at = 0;
+	while (!found && at < len) {
+		size_t n = 1 + next(r) % 16;
+		if (n > len - at)
+			n = len - at;
+		found = brokerd_reflect_run_feed(run, both, 2, text + at, n, false);
+		at += n;
+	}
+	if (!found)
+		found = brokerd_reflect_run_feed(run, both, 2, NULL, 0, true);
+	brokerd_reflect_run_free(run);
+	FUZZ_ASSERT(found == whole);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < HEADER) {
@@ -205,6 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct brokerd_reflect *k = brokerd_reflect_new((const char *)key, key_len);
 	FUZZ_ASSERT(k);
 	scan_as_is(k, data, size);
+	run_matches_whole(k, (const char *)data, size, &r);
 
 	struct buf b = {0};
 	put(&b, (const char *)rest, prefix_len);
@@ -228,6 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	put(&b, (const char *)rest + prefix_len, rest_len - prefix_len);
+	run_matches_whole(k, b.p, b.len, &r);
 
 	if (!stray_escape_before(f, rest, prefix_len)) {
 		FUZZ_ASSERT(brokerd_reflect_text(k, b.p, b.len));

@@ -6,8 +6,11 @@
  *
  * Invariants: whatever the pieces, the same result and the same bytes for the worker (fed
  * whole and fed in pieces); what the worker gets is a run of "event: NAME\ndata: JSON\n\n"
- * events of the Messages API whose data is a JSON object of that type, and the credential
- * never appears in it; after a refusal it ends with one error event. */
+ * events of the Messages API whose data is a JSON object of that type; the credential, in
+ * any form reflect.h lists, is not in the concatenation of every upstream string it holds
+ * (every value but the fixed "type" ones and known stop reasons and service tiers, and a
+ * tool input's keys), in order, across events; after a refusal it ends with one error
+ * event. */
 #include "config.h"
 
 #include <errno.h>
@@ -56,18 +59,67 @@ static void run(struct brokerd_keyring *k, const char *buf, size_t len, size_t s
 		r->result = brokerd_sse_feed(&s, buf + at, at + step > len ? len - at : step, on_event, r->f);
 		take(r);
 	}
+	if (r->result == 0)
+		r->result = brokerd_stream_filter_end(r->f);
 	if (r->result < 0)
 		brokerd_stream_filter_fail(r->f);
-	else
-		brokerd_stream_filter_end(r->f);
 	take(r);
 	brokerd_sse_release(&s);
 	brokerd_stream_filter_free(r->f);
 }
 
-static void check_output(const char *out, bool failed)
+static bool known(const char *s)
+{
+	static const char *const fixed[] = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn",
+					    "refusal", "model_context_window_exceeded", "standard", "priority",
+					    "batch", NULL};
+	for (const char *const *f = fixed; *f; f++)
+		if (!strcmp(s, *f))
+			return true;
+	return false;
+}
+
+/* The upstream strings of o appended to *all (growing *len). */
+static void strings(json_object *o, const char *member, bool input, char **all, size_t *len)
+{
+	switch (json_object_get_type(o)) {
+	case json_type_string: {
+		const char *s = json_object_get_string(o);
+		if (member && (!strcmp(member, "type") ||
+			       ((!strcmp(member, "stop_reason") || !strcmp(member, "service_tier")) && known(s))))
+			return;
+		size_t n = (size_t)json_object_get_string_len(o);
+		*all = realloc(*all, *len + n + 1);
+		memcpy(*all + *len, s, n);
+		*len += n;
+		return;
+	}
+	case json_type_array:
+		for (size_t i = 0; i < json_object_array_length(o); i++)
+			strings(json_object_array_get_idx(o, i), input ? NULL : member, input, all, len);
+		return;
+	case json_type_object: {
+		json_object_object_foreach(o, k, v)
+		{
+			if (input) {
+				*all = realloc(*all, *len + strlen(k) + 1);
+				memcpy(*all + *len, k, strlen(k));
+				*len += strlen(k);
+			}
+			strings(v, input ? NULL : k, input || !strcmp(k, "input"), all, len);
+		}
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+static void check_output(struct brokerd_keyring *k, const char *out, bool failed)
 {
 	FUZZ_ASSERT(!strstr(out, KEY));
+	char *all = NULL;
+	size_t all_len = 0;
 	const char *p = out, *last = NULL;
 	while (*p) {
 		FUZZ_ASSERT(!strncmp(p, "event: ", 7));
@@ -81,12 +133,16 @@ static void check_output(const char *out, bool failed)
 		FUZZ_ASSERT(json_object_is_type(o, json_type_object));
 		const char *type = rts_json_get_string(o, "type");
 		FUZZ_ASSERT(type && strlen(type) == (size_t)(nl - p - 7) && !strncmp(type, p + 7, strlen(type)));
+		if (strcmp(type, "error") != 0)
+			strings(o, NULL, false, &all, &all_len);
 		json_object_put(o);
 		last = p;
 		p = end + 2;
 	}
 	if (failed)
 		FUZZ_ASSERT(last && !strncmp(last, "event: error\n", 13));
+	FUZZ_ASSERT(!brokerd_keyring_reflected(k, all ? all : "", all_len, NULL));
+	free(all);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -103,7 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run(k, buf, len, step, &pieces);
 	FUZZ_ASSERT(whole.result == pieces.result);
 	FUZZ_ASSERT(whole.len == pieces.len && (!whole.len || !memcmp(whole.out, pieces.out, whole.len)));
-	check_output(whole.out ? whole.out : "", whole.result < 0);
+	check_output(k, whole.out ? whole.out : "", whole.result < 0);
 	free(whole.out);
 	free(pieces.out);
 	brokerd_keyring_free(k);

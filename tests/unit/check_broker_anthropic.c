@@ -333,10 +333,12 @@ START_TEST(test_headers_and_answers)
 		free(a);
 	}
 	json_object *count = parse("{\"input_tokens\":42,\"context_management\":{\"x\":1}}");
-	a = brokerd_anthropic_answer_rebuild(count, true);
+	bool reflected;
+	a = brokerd_anthropic_answer_rebuild(count, true, NULL, &reflected);
 	ck_assert_str_eq(a, "{\"input_tokens\":42}");
 	free(a);
-	ck_assert_ptr_null(brokerd_anthropic_answer_rebuild(count, false));
+	ck_assert_ptr_null(brokerd_anthropic_answer_rebuild(count, false, NULL, &reflected));
+	ck_assert(!reflected);
 	json_object_put(count);
 }
 END_TEST
@@ -499,11 +501,11 @@ START_TEST(test_filter_passes_a_stream)
 	ck_assert_int_eq(feed(f, "ping", "{\"type\":\"ping\"}"), 0);
 	cleanup_free char *d = delta("Hello there");
 	ck_assert_int_eq(feed(f, "content_block_delta", d), 0);
-	/* The events before the text are out at once; the text is held back: less delta text
-	 * than the window has followed it. */
+	/* The events before the model's text are out at once; the text is held back: less of
+	 * the model's text than the window has followed it. */
 	ck_assert_uint_eq(brokerd_stream_filter_pending(f) > 0, 1);
 	cleanup_free char *early = drain(f);
-	ck_assert_ptr_nonnull(strstr(early, "event: message_start\n"));
+	ck_assert_ptr_nonnull(strstr(early, "event: message_start\ndata: {\"type\":\"message_start\""));
 	ck_assert_ptr_nonnull(strstr(early, "event: ping\n"));
 	ck_assert_ptr_null(strstr(early, "content_block_delta"));
 	ck_assert_uint_gt(brokerd_stream_filter_pending(f), 0);
@@ -513,7 +515,7 @@ START_TEST(test_filter_passes_a_stream)
 	ck_assert_int_eq(feed(f, "message_stop", "{\"type\":\"message_stop\"}"), 0);
 	ck_assert(brokerd_stream_filter_stopped(f));
 	cleanup_free char *all = drain(f);
-	ck_assert_ptr_nonnull(strstr(early, "event: message_start\ndata: {\"type\":\"message_start\""));
+
 	ck_assert_ptr_nonnull(strstr(all, "\"text\":\"Hello there\""));
 	ck_assert_ptr_nonnull(strstr(all, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
 	ck_assert_uint_eq(brokerd_stream_filter_pending(f), 0);
@@ -700,6 +702,203 @@ START_TEST(test_filter_refuses_foreign_events)
 }
 END_TEST
 
+/* ---- a key split across the strings of different events or members ---- */
+
+/* The reviewer's splits of KEY (first 20 bytes | the rest), one script each: events in
+ * order; the last one completes the key. @A stands for the first half, @B the second. */
+static const struct {
+	const char *what;
+	const char *events[6][2];
+} splits[] = {
+	{"a text block's start text, then a delta",
+	 {{"message_start", "{\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":"
+			    "\"assistant\",\"model\":\"claude-x\",\"content\":[]}}"},
+	  {"content_block_start",
+	   "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"@A\"}}"},
+	  {"content_block_delta",
+	   "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"@B\"}}"}}},
+	{"the message id, then a block's start text",
+	 {{"message_start", "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_@A\",\"type\":\"message\","
+			    "\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,"
+			    "\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}"},
+	  {"content_block_start",
+	   "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"@B\"}}"}}},
+	{"a tool call's id, then its name",
+	 {{"content_block_start", "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+				  "\"tool_use\",\"id\":\"@A\",\"name\":\"@B\",\"input\":{}}}"}}},
+	{"a text delta, then the next block's tool name",
+	 {{"content_block_start",
+	   "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"},
+	  {"content_block_delta",
+	   "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"@A\"}}"},
+	  {"content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}"},
+	  {"content_block_start", "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":"
+				  "\"tool_use\",\"id\":\"toolu_1\",\"name\":\"@B\",\"input\":{}}}"}}},
+	{"a text delta, then a thinking delta of the next block",
+	 {{"content_block_delta",
+	   "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"@A\"}}"},
+	  {"content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}"},
+	  {"content_block_start", "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":"
+				  "\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}"},
+	  {"content_block_delta", "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":"
+				  "\"thinking_delta\",\"thinking\":\"@B\"}}"}}},
+	{"a tool's input key, then its partial JSON",
+	 {{"content_block_start", "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+				  "\"tool_use\",\"id\":\"t\",\"name\":\"n\",\"input\":{\"@A\":1}}}"},
+	  {"content_block_delta", "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+				  "\"input_json_delta\",\"partial_json\":\"@B\"}}"}}},
+};
+
+#define SPLIT_AT 20
+
+/* tmpl with every @A replaced by a and every @B by b. Caller frees. */
+static char *fill(const char *tmpl, const char *a, const char *b)
+{
+	char *out = rts_xmalloc(strlen(tmpl) * (strlen(a) + strlen(b) + 1) + 1), *o = out;
+	for (const char *p = tmpl; *p; p++) {
+		if (p[0] == '@' && (p[1] == 'A' || p[1] == 'B')) {
+			o = stpcpy(o, p[1] == 'A' ? a : b);
+			p++;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Each split: caught at the event that completes the key, with the reflection error, and
+ * nothing released holds the second half; the same script with the second half changed
+ * by one character passes whole. */
+START_TEST(test_filter_split_across_members)
+{
+	for (int decoy = 0; decoy < 2; decoy++) {
+		char a[SPLIT_AT + 1], b[sizeof(KEY)];
+		memcpy(a, KEY, SPLIT_AT);
+		a[SPLIT_AT] = '\0';
+		strcpy(b, KEY + SPLIT_AT);
+		if (decoy)
+			b[3] ^= 1;
+		struct brokerd_keyring *k = ring();
+		struct brokerd_stream_filter *f = brokerd_stream_filter_new(k, brokerd_stream_window(strlen(KEY)));
+		size_t n = 0;
+		while (n < 6 && splits[_i].events[n][0])
+			n++;
+		int r = 0;
+		cleanup_free char *released = rts_xstrdup("");
+		for (size_t e = 0; e < n && r == 0; e++) {
+			cleanup_free char *data = fill(splits[_i].events[e][1], a, b);
+			r = feed(f, splits[_i].events[e][0], data);
+			if (r == 0)
+				ck_assert_msg(e + 1 < n || decoy, "%s: missed", splits[_i].what);
+			else
+				ck_assert_msg(e + 1 == n, "%s: refused early", splits[_i].what);
+			cleanup_free char *out = drain(f);
+			char *joined = rts_xasprintf("%s%s", released, out);
+			free(released);
+			released = joined;
+		}
+		if (decoy) {
+			ck_assert_int_eq(r, 0);
+			ck_assert_int_eq(feed(f, "message_stop", "{\"type\":\"message_stop\"}"), 0);
+			cleanup_free char *out = drain(f);
+			ck_assert_msg(strstr(out, b), "%s: the decoy did not pass", splits[_i].what);
+		} else {
+			ck_assert_int_eq(r, BROKERD_STREAM_REFLECTED);
+			brokerd_stream_filter_fail(f);
+			cleanup_free char *out = drain(f);
+			ck_assert_ptr_null(strstr(released, b));
+			ck_assert_ptr_null(strstr(out, b));
+			ck_assert_ptr_null(strstr(out, a));
+		}
+		brokerd_stream_filter_free(f);
+		brokerd_keyring_free(k);
+	}
+}
+END_TEST
+
+/* Members the Messages API does not stream to this broker's requests are dropped: a text
+ * block's citations (with half the key in them: the other half then passes alone), a
+ * server tool's usage, a container. */
+START_TEST(test_filter_rebuilds_from_known_members)
+{
+	struct brokerd_keyring *k = ring();
+	struct brokerd_stream_filter *f = brokerd_stream_filter_new(k, brokerd_stream_window(strlen(KEY)));
+	cleanup_free char *start = rts_xasprintf(
+		"{\"type\":\"content_block_start\",\"index\":0,\"extra\":1,\"content_block\":{\"type\":\"text\","
+		"\"text\":\"\",\"citations\":[{\"cited_text\":\"%.*s\"}]}}",
+		SPLIT_AT, KEY);
+	ck_assert_int_eq(feed(f, "message_start",
+			      "{\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":"
+			      "\"assistant\",\"content\":[],\"container\":{\"id\":\"c\"},\"usage\":{\"input_tokens\":3,"
+			      "\"output_tokens\":1,\"server_tool_use\":{\"web_search_requests\":1},\"service_tier\":"
+			      "\"standard\",\"inference_geo\":\"x\"}}}"),
+			 0);
+	ck_assert_int_eq(feed(f, "content_block_start", start), 0);
+	cleanup_free char *d = delta(KEY + SPLIT_AT);
+	ck_assert_int_eq(feed(f, "content_block_delta", d), 0);
+	ck_assert_int_eq(feed(f, "message_delta", "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+						 "\"stop_sequence\":null,\"container\":null},\"usage\":{"
+						 "\"output_tokens\":5},\"context_management\":{}}"),
+			 0);
+	ck_assert_int_eq(feed(f, "message_stop", "{\"type\":\"message_stop\"}"), 0);
+	cleanup_free char *out = drain(f);
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"message_start\",\"message\":{\"type\":\"message\",\"role\":"
+					  "\"assistant\",\"id\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,"
+					  "\"output_tokens\":1,\"service_tier\":\"standard\"}}}"));
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+					  "\"text\",\"text\":\"\"}}"));
+	ck_assert_ptr_nonnull(strstr(out, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+					  "\"stop_sequence\":null},\"usage\":{\"output_tokens\":5}}"));
+	ck_assert_ptr_null(strstr(out, "citations"));
+	ck_assert_ptr_null(strstr(out, "cited_text"));
+	brokerd_stream_filter_free(f);
+	brokerd_keyring_free(k);
+}
+END_TEST
+
+/* A whole answer: the concatenation of its strings is checked, so the key split over two
+ * text blocks is refused; the same with one character changed passes, rebuilt. */
+START_TEST(test_answer_split_over_blocks)
+{
+	struct brokerd_keyring *k = ring();
+	for (int decoy = 0; decoy < 2; decoy++) {
+		char b[sizeof(KEY)];
+		strcpy(b, KEY + 25);
+		if (decoy)
+			b[2] ^= 1;
+		cleanup_free char *doc = rts_xasprintf(
+			"{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":["
+			"{\"type\":\"text\",\"text\":\"%.25s\",\"citations\":null},{\"type\":\"text\",\"text\":\"%s\"}],"
+			"\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,"
+			"\"output_tokens\":1},\"container\":null}",
+			KEY, b);
+		json_object *ans = parse(doc);
+		bool reflected = true;
+		cleanup_free char *out = brokerd_anthropic_answer_rebuild(ans, false, k, &reflected);
+		if (decoy) {
+			ck_assert(!reflected);
+			ck_assert_ptr_nonnull(out);
+			ck_assert_ptr_null(strstr(out, "citations"));
+			ck_assert_ptr_null(strstr(out, "container"));
+			ck_assert_ptr_nonnull(strstr(out, b));
+		} else {
+			ck_assert(reflected);
+			ck_assert_ptr_null(out);
+		}
+		json_object_put(ans);
+	}
+	/* Not a message at all, or a block of a kind the broker never asks for. */
+	bool reflected;
+	json_object *bad = parse("{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":"
+				 "\"server_tool_use\",\"id\":\"s\",\"name\":\"web_search\",\"input\":{}}]}");
+	ck_assert_ptr_null(brokerd_anthropic_answer_rebuild(bad, false, k, &reflected));
+	ck_assert(!reflected);
+	json_object_put(bad);
+	brokerd_keyring_free(k);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker_anthropic");
@@ -723,6 +922,9 @@ int main(void)
 	tcase_add_test(tc, test_filter_forms);
 	tcase_add_test(tc, test_filter_empty_deltas);
 	tcase_add_test(tc, test_filter_refuses_foreign_events);
+	tcase_add_loop_test(tc, test_filter_split_across_members, 0, (int)RTS_ARRAY_SIZE(splits));
+	tcase_add_test(tc, test_filter_rebuilds_from_known_members);
+	tcase_add_test(tc, test_answer_split_over_blocks);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

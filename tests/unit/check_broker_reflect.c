@@ -491,6 +491,120 @@ START_TEST(test_documented_limits)
 }
 END_TEST
 
+/* ---- a running text ---- */
+
+/* The forms of KEY a running text must find across pieces, each inside other text. */
+static char *run_form(int which)
+{
+	rng_state = 0x5eed1u + (uint32_t)which;
+	switch (which) {
+	case 0:
+		return wrap(KEY);
+	case 1:
+		return pct(KEY, MIX_RANDOM, HEX_MIXED);
+	case 2:
+		return jesc(KEY, MIX_ALL, HEX_UPPER, false);
+	case 3:
+		return hex(KEY, HEX_MIXED, "\n");
+	case 4: {
+		cleanup_free char *plain = rts_xasprintf("ab%s!", KEY);
+		cleanup_free char *e = b64(plain, strlen(plain), true, false);
+		return wrap_lines(e, 7, " ");
+	}
+	default:
+		return jesc(KEY, MIX_RANDOM, HEX_LOWER, true);
+	}
+}
+
+/* Feeds [0,len) of text in pieces cut at cut[0..n); true when the last piece (and not an
+ * earlier one) finds the key. */
+static int run_pieces(const char *text, size_t len, const size_t *cut, size_t n)
+{
+	struct brokerd_reflect_run *run = brokerd_reflect_run_new();
+	const struct brokerd_reflect *keys[] = {NULL, r};
+	int first_hit = -1;
+	size_t at = 0;
+	for (size_t i = 0; i <= n && first_hit < 0; i++) {
+		size_t to = i < n ? cut[i] : len;
+		if (brokerd_reflect_run_feed(run, keys, 2, text + at, to - at, false))
+			first_hit = (int)i;
+		at = to;
+	}
+	brokerd_reflect_run_free(run);
+	return first_hit;
+}
+
+/* Every form cut in two at every byte: found in the piece that completes it. */
+START_TEST(test_run_every_cut)
+{
+	cleanup_free char *text = run_form(_i);
+	size_t len = strlen(text);
+	ck_assert(hit(text));
+	for (size_t c = 0; c <= len; c++) {
+		int h = run_pieces(text, len, &c, 1);
+		ck_assert_msg(h >= 0, "form %d cut at %zu missed", _i, c);
+		/* Found early only when the first piece holds the whole form already. */
+		if (h == 0)
+			ck_assert_msg(hit_with(KEY, text, c), "form %d found before it was complete (cut %zu)", _i, c);
+	}
+}
+END_TEST
+
+/* Every form spelled out a byte at a time, and in pieces of three. */
+START_TEST(test_run_many_pieces)
+{
+	cleanup_free char *text = run_form(_i);
+	size_t len = strlen(text);
+	for (size_t step = 1; step <= 3; step += 2) {
+		size_t *cut = rts_xcalloc(len + 1, sizeof(*cut));
+		size_t n = 0;
+		for (size_t c = step; c < len; c += step)
+			cut[n++] = c;
+		ck_assert_msg(run_pieces(text, len, cut, n) >= 0, "form %d in pieces of %zu missed", _i, step);
+		free(cut);
+	}
+}
+END_TEST
+
+/* One character changed, cut anywhere: never found. */
+START_TEST(test_run_look_alike_passes)
+{
+	cleanup_free char *k = rts_xstrdup(KEY);
+	k[strlen(k) / 2] ^= 1;
+	cleanup_free char *text = wrap(k);
+	size_t len = strlen(text);
+	for (size_t c = 0; c <= len; c++)
+		ck_assert_int_eq(run_pieces(text, len, &c, 1), -1);
+	cleanup_free char *j = jesc(k, MIX_ALL, HEX_LOWER, false);
+	for (size_t c = 0; c <= strlen(j); c++)
+		ck_assert_int_eq(run_pieces(j, strlen(j), &c, 1), -1);
+}
+END_TEST
+
+/* An escape open at the end of a piece is read when the next piece closes it, or as the
+ * plain bytes it is when the text ends there. */
+START_TEST(test_run_open_escape)
+{
+	static const char key[] = "abcdefgh%4";
+	struct brokerd_reflect *k = brokerd_reflect_new(key, strlen(key));
+	const struct brokerd_reflect *keys[] = {k};
+	struct brokerd_reflect_run *run = brokerd_reflect_run_new();
+	ck_assert(!brokerd_reflect_run_feed(run, keys, 1, "%61bcdefgh%4", 12, false));
+	ck_assert(brokerd_reflect_run_feed(run, keys, 1, NULL, 0, true));
+	brokerd_reflect_run_free(run);
+	/* Closed by the next piece it is another byte: no key. */
+	run = brokerd_reflect_run_new();
+	ck_assert(!brokerd_reflect_run_feed(run, keys, 1, "%61bcdefgh%4", 12, false));
+	ck_assert(!brokerd_reflect_run_feed(run, keys, 1, "1", 1, true));
+	brokerd_reflect_run_free(run);
+	/* No keys: nothing found, nothing kept. */
+	run = brokerd_reflect_run_new();
+	ck_assert(!brokerd_reflect_run_feed(run, keys, 0, key, strlen(key), true));
+	brokerd_reflect_run_free(run);
+	brokerd_reflect_free(k);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker_reflect");
@@ -512,6 +626,10 @@ int main(void)
 	tcase_add_test(tc, test_short_key_raw_and_escapes_only);
 	tcase_add_test(tc, test_unusable_keys);
 	tcase_add_test(tc, test_documented_limits);
+	tcase_add_loop_test(tc, test_run_every_cut, 0, 6);
+	tcase_add_loop_test(tc, test_run_many_pieces, 0, 6);
+	tcase_add_test(tc, test_run_look_alike_passes);
+	tcase_add_test(tc, test_run_open_escape);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

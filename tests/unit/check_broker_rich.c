@@ -397,6 +397,49 @@ END_TEST
 	"\"messagesToSummarize\":[{\"role\":\"user\"}],\"turnPrefixMessages\":[],\"keptMessages\":[],"                  \
 	"\"readFiles\":[\"/workspace/a\"],\"modifiedFiles\":[]}"
 
+/* The host compactor never gets a tool exchange tagged private, whoever it is private to
+ * (the placeholder the worker leaves, or the raw result a worker forgot to hide), nor the
+ * call it answers; everything else goes as it came. */
+START_TEST(test_compaction_drops_private_exchanges)
+{
+	json_object *req = parse(
+		"{\"reason\":\"threshold\",\"tokensBefore\":9,\"firstKeptEntryId\":\"e42\",\"isSplitTurn\":false,"
+		"\"messagesToSummarize\":[{\"role\":\"user\",\"content\":\"hi\"},"
+		"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"let me look\"},"
+		"{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"memory\",\"arguments\":{\"q\":\"SECRET-ARGS\"}},"
+		"{\"type\":\"toolCall\",\"id\":\"c2\",\"name\":\"echo\",\"arguments\":{}}]},"
+		"{\"role\":\"toolResult\",\"toolCallId\":\"c1\",\"toolName\":\"memory\",\"content\":[{\"type\":\"text\","
+		"\"text\":\"SECRET-RESULT\"}],\"details\":{\"privateTo\":\"principal-other\"}},"
+		"{\"role\":\"toolResult\",\"toolCallId\":\"c2\",\"toolName\":\"echo\",\"content\":[{\"type\":\"text\","
+		"\"text\":\"public\"}],\"details\":{}}],"
+		"\"turnPrefixMessages\":[],\"keptMessages\":[{\"role\":\"toolResult\",\"toolCallId\":\"c3\",\"content\":"
+		"[],\"details\":{\"privateTo\":\"principal-1001\"}}],\"readFiles\":[],\"modifiedFiles\":[]}");
+	const char *why = NULL;
+	ck_assert_int_eq(brokerd_compact_request_check(req, &why), 0);
+	size_t dropped = 0;
+	json_object *host = brokerd_compact_request_for_host(req, &dropped);
+	char *s = rts_json_dump(host);
+	ck_assert_uint_eq(dropped, 3);
+	ck_assert_ptr_null(strstr(s, "SECRET"));
+	ck_assert_ptr_null(strstr(s, "privateTo"));
+	ck_assert_ptr_nonnull(strstr(s, "let me look"));
+	ck_assert_ptr_nonnull(strstr(s, "\"id\":\"c2\""));
+	ck_assert_ptr_nonnull(strstr(s, "public"));
+	ck_assert_str_eq(rts_json_get_string(host, "firstKeptEntryId"), "e42");
+	ck_assert_uint_eq(json_object_array_length(rts_json_get(host, "keptMessages")), 0);
+	free(s);
+	json_object_put(host);
+	/* Nothing tagged: the same request. */
+	json_object *plain = parse(REQUEST);
+	host = brokerd_compact_request_for_host(plain, &dropped);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert(json_object_equal(host, plain));
+	json_object_put(host);
+	json_object_put(plain);
+	json_object_put(req);
+}
+END_TEST
+
 START_TEST(test_compaction_shapes)
 {
 	const char *why = NULL, *tid = NULL;
@@ -496,6 +539,7 @@ int main(void)
 	tcase_add_test(tc, test_file_names);
 	tcase_add_test(tc, test_input);
 	tcase_add_test(tc, test_compaction_shapes);
+	tcase_add_test(tc, test_compaction_drops_private_exchanges);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
