@@ -378,7 +378,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				int end = brokerd_stream_filter_end(s->filter);
 				if (end < 0) {
 					s->filter_err = end;
-					stream_fail(s, filter_why(end));
+					stream_fail(s, filter_why(end), filter_rule(end), BROKERD_UPSTREAM_ERROR);
 					continue;
 				}
 				if (!brokerd_stream_filter_stopped(s->filter) && s->t)

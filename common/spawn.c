@@ -333,6 +333,10 @@ static int pump(struct rts_child *c, const struct rts_cancel *cancel, uint64_t d
 		if (i_in >= 0 && p[i_in].revents && rts_child_write_input(c) == RTS_IO_DONE)
 			close_fd(&c->in_fd);
 		if (i_out >= 0 && p[i_out].revents && rts_capture_read(&c->out, c->out_fd) == RTS_IO_DONE) {
+			/* Over the bound: SIGKILL before the pipe closes, so the child ends by the
+			 * bound's signal, never by a SIGPIPE that races it. */
+			if (c->out.overflow)
+				(void)rts_child_signal(c, SIGKILL);
 			close_fd(&c->out_fd);
 			if (c->out.overflow)
 				return -EFBIG;

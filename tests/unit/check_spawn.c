@@ -146,9 +146,11 @@ START_TEST(test_endless_stdout_is_stopped)
 	struct rts_cancel c = within(30000);
 	struct rts_spawn_result r;
 	ck_assert_int_eq(rts_spawn_run(&s, &c, 0, &r), -EFBIG);
-	/* Stopped by the bound, not by the deadline: killed by SIGKILL. */
+	/* Stopped by the bound (-EFBIG, not the deadline's -ETIME): killed, by the SIGKILL
+	 * sent before the pipe closes or, when the kernel delivers the write's SIGPIPE first
+	 * (seen under load), by that. */
 	ck_assert(!r.exited);
-	ck_assert_int_eq(r.status, SIGKILL);
+	ck_assert_msg(r.status == SIGKILL || r.status == SIGPIPE, "status %d", r.status);
 	rts_spawn_result_release(&r);
 }
 END_TEST
