@@ -18,36 +18,10 @@
 #include "common/jsonscan.h"
 #include "common/limits.h"
 #include "common/strictjson.h"
+#include "tests/fuzz/json_tree.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void walk(json_object *o, unsigned depth, struct rts_json_scan *s)
-{
-	switch (json_object_get_type(o)) {
-	case json_type_object:
-		s->objects++;
-		if (depth > s->depth)
-			s->depth = depth;
-		json_object_object_foreach(o, k, v)
-		{
-			(void)k;
-			s->scalars++;
-			walk(v, depth + 1, s);
-		}
-		break;
-	case json_type_array:
-		s->arrays++;
-		if (depth > s->depth)
-			s->depth = depth;
-		for (size_t i = 0; i < json_object_array_length(o); i++)
-			walk(json_object_array_get_idx(o, i), depth + 1, s);
-		break;
-	default:
-		s->scalars++;
-		break;
-	}
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -75,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *why = NULL;
 	if (rts_json_parse_strict(body, len, RTS_JSON_DEPTH_MAX, &doc, &why) == 0) {
 		struct rts_json_scan tree = {0};
-		walk(doc, 1, &tree);
+		json_tree_count(doc, 1, &tree);
 		json_object_put(doc);
 		FUZZ_ASSERT(tree.objects == all.objects && tree.arrays == all.arrays && tree.scalars == all.scalars &&
 			    tree.depth == all.depth);

@@ -12,39 +12,12 @@
 #include "common/jsonscan.h"
 #include "common/limits.h"
 #include "common/strictjson.h"
+#include "tests/fuzz/json_tree.h"
 #include "common/util.h"
 
 static int scan(const char *text, size_t wmax, unsigned dmax, struct rts_json_scan *s)
 {
 	return rts_json_scan(text, strlen(text), wmax, dmax, s);
-}
-
-/* Count what json-c built, keys as scalars. */
-static void walk(json_object *o, unsigned depth, struct rts_json_scan *s)
-{
-	switch (json_object_get_type(o)) {
-	case json_type_object:
-		s->objects++;
-		if (depth > s->depth)
-			s->depth = depth;
-		json_object_object_foreach(o, k, v)
-		{
-			(void)k;
-			s->scalars++;
-			walk(v, depth + 1, s);
-		}
-		break;
-	case json_type_array:
-		s->arrays++;
-		if (depth > s->depth)
-			s->depth = depth;
-		for (size_t i = 0; i < json_object_array_length(o); i++)
-			walk(json_object_array_get_idx(o, i), depth + 1, s);
-		break;
-	default:
-		s->scalars++;
-		break;
-	}
 }
 
 START_TEST(test_counts)
@@ -88,7 +61,7 @@ START_TEST(test_matches_json_c)
 		json_object *o = NULL;
 		const char *why = NULL;
 		ck_assert_int_eq(rts_json_parse_strict(docs[i], strlen(docs[i]), 64, &o, &why), 0);
-		walk(o, 1, &want);
+		json_tree_count(o, 1, &want);
 		json_object_put(o);
 		ck_assert_int_eq(scan(docs[i], SIZE_MAX, 64, &s), 0);
 		ck_assert_uint_eq(s.objects, want.objects);
