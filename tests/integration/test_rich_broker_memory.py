@@ -253,7 +253,8 @@ def test_the_buffer_budget_bounds_held_bodies(rig):
         assert answer_of(s) == 503
         s.close()
         grown = hwm(rig) - peak
-        print(f"\nfour 90 MiB bodies held, two more refused: peak RSS +{grown / MiB:.0f} MiB")
+        print(f"\nfour 90 MiB bodies held, two more refused: peak RSS +{grown / MiB:.0f} MiB, "
+              f"now {hwm(rig) / MiB:.0f} MiB")
         assert grown < HELD_GROWTH_MAX
     finally:
         for s in held:
