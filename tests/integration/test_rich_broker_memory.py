@@ -154,6 +154,23 @@ def test_heavy_model_body_is_refused_and_not_forwarded(rig):
     finish(ch, w, tid)
 
 
+def test_the_heaviest_body_passed_stays_within_its_estimate(rig):
+    """Empty objects just under the weight bound (the worst bytes-to-tree ratio): parsed by
+    both libraries, and brokerd's peak grows by about the 128 MiB the weights stand for,
+    not the 340x of the body the review measured."""
+    ch, w, tid, _ = start_turn(rig)
+    before, peak = log_count(rig, r"json_too_heavy"), hwm(rig)
+    body = empty_objects(tid, 3 * 130000)
+    r = w.post("/worker/compact", body, timeout=60)
+    grown = hwm(rig) - peak
+    print(f"\n{len(body) / 1024:.0f} KiB compact body of 130,000 empty objects: {r.status}, "
+          f"peak RSS +{grown / MiB:.1f} MiB")
+    assert r.status not in (413, 503), (r.status, r.body[:200])
+    assert log_count(rig, r"json_too_heavy") == before
+    assert grown < 160 * MiB
+    finish(ch, w, tid)
+
+
 def test_a_long_conversation_still_passes(rig):
     """20,000 messages of 2 KB text each (about 40 MiB, weight 340,000 of 524,288): the
     pre-scan lets it through and the model endpoint gets it."""
