@@ -109,6 +109,7 @@ struct rich_turn {
 	bool blocked;		 /* failed: every later call is refused */
 	unsigned calls;		 /* credential-bearing calls, refused ones included */
 	unsigned in_flight;	 /* of them, running now (slots) */
+	unsigned compacts;	 /* /worker/compact requests admitted and not ended */
 	unsigned users;		 /* calls, hook thread and reply packets holding the turn */
 	bool packet_incoming;	 /* a /worker/result body is being read */
 	unsigned compactions, reports;
@@ -253,6 +254,8 @@ struct rich_conn {
 	size_t body_len, body_want;
 	struct rich_turn *turn;	       /* the turn this request holds (a user of it), or NULL */
 	bool holds_slot;	       /* one of the turn's in-flight slots */
+	bool compact_slot;	       /* counted in the turn's compacts */
+	size_t budget_held;	       /* bytes of the rich listeners' buffer budget it holds */
 	bool scope_call;	       /* a start-up scope call */
 	bool packet_reserved;	       /* the gate took the turn's one incoming reply packet */
 	char turn_id[RTS_TURN_ID_LEN + 1]; /* of turn, for the log line after it is given back */

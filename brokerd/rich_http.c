@@ -13,6 +13,7 @@
 #include "brokerd/http.h"
 #include "brokerd/rich.h"
 #include "common/json.h"
+#include "common/jsonscan.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -26,6 +27,8 @@
 #define MHD_IDLE_SECONDS (RTS_RICH_TIMEOUT_MS_MAX / 1000u + 10u)
 #define HANDOFF_STALE_MS 5000u
 #define SILENCE_GRACE_MS 2000u /* a stream's reader checks the silence limit at least every second */
+
+#define BUDGET_WHY "the rich listeners' buffer budget is used up"
 
 enum conn_state {
 	CONN_NEW,    /* handed over, request line not parsed yet */
@@ -508,6 +511,27 @@ static const struct brokerd_gate_ops rich_gate_ops = {
 	.handoff = gate_handoff,
 };
 
+/* ---- the buffer budget of all rich listeners (RTS_RICH_BUFFER_BUDGET) ---- */
+
+static atomic_size_t buffered; /* bytes reserved, across every channel's threads */
+
+/* Reserve n bytes of the budget: false (nothing taken) when they do not fit. */
+static bool budget_take(size_t n)
+{
+	size_t cur = atomic_load(&buffered);
+	do {
+		if (n > RTS_RICH_BUFFER_BUDGET || cur > RTS_RICH_BUFFER_BUDGET - n)
+			return false;
+	} while (!atomic_compare_exchange_weak(&buffered, &cur, cur + n));
+	return true;
+}
+
+static void budget_give(size_t n)
+{
+	if (n)
+		atomic_fetch_sub(&buffered, n);
+}
+
 /* ---- connections ---- */
 
 /* Give back what c holds of its turn: its slot, its packet, its use. ch->lock held. */
@@ -519,6 +543,9 @@ static void release_locked(struct rich_conn *c)
 	if (c->holds_slot && t->in_flight > 0)
 		t->in_flight--;
 	c->holds_slot = false;
+	if (c->compact_slot && t->compacts > 0)
+		t->compacts--;
+	c->compact_slot = false;
 	if (c->route.kind == RICH_ROUTE_RESULT && c->routed)
 		t->packet_incoming = false;
 	c->turn = NULL;
@@ -577,6 +604,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 					: c->state == CONN_BODY ? "body_incomplete"
 					: c->state == CONN_DROP ? "second_request"
 								: "head_incomplete");
+	budget_give(c->budget_held);
 	free(c->target);
 	free(c->body);
 	free(c);
@@ -795,6 +823,15 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 			r = BROKERD_CONFLICT;
 			break;
 		}
+		/* Its own bound (it takes no credential-bearing slot): each body it reads is
+		 * up to 96 MiB and parsed. */
+		if (t->compacts >= RTS_RICH_COMPACT_IN_FLIGHT) {
+			*why = "two compaction bodies of the turn in flight already";
+			r = BROKERD_BUSY;
+			break;
+		}
+		t->compacts++;
+		c->compact_slot = true;
 		t->users++;
 		c->turn = t;
 		snprintf(c->turn_id, sizeof(c->turn_id), "%s", t->b.turn_id);
@@ -813,8 +850,45 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 	pthread_mutex_unlock(&ch->lock);
 	if (r != BROKERD_OK)
 		return r;
-	c->body_want = c->headers.content_length;
+	c->body_want = *fallback ? 0 : c->headers.content_length;
+	/* Reserved before a body byte is read, given back when the connection ends. */
+	if (!budget_take(c->body_want)) {
+		*why = BUDGET_WHY;
+		rts_log_turn(LOG_WARNING, c->turn_id[0] ? c->turn_id : NULL, ch->hash, "budget",
+			     rts_now_ms() - c->accepted_ms, "rich call route %s refused before its body: %s",
+			     route_word(c->route.kind), BUDGET_WHY);
+		return BROKERD_UNAVAILABLE;
+	}
+	c->budget_held = c->body_want;
 	c->body = rts_xmalloc(c->body_want + 1);
+	return BROKERD_OK;
+}
+
+/* Before json-c and jansson see the body: its weighed tree (common/jsonscan.h) within
+ * RTS_RICH_JSON_WEIGHT_MAX and, reserved for as long as the connection lasts, within the
+ * buffer budget. Returns BROKERD_OK or the refusal, logged with its rule. */
+static enum brokerd_result weigh_body(struct rich_conn *c)
+{
+	struct rich_channel *ch = c->ch;
+	struct rts_json_scan s;
+	int r = rts_json_scan(c->body, c->body_len, RTS_RICH_JSON_WEIGHT_MAX, RTS_JSON_DEPTH_MAX, &s);
+	if (r < 0) {
+		rts_log_turn(LOG_WARNING, c->turn_id[0] ? c->turn_id : NULL, ch->hash, "json_too_heavy",
+			     rts_now_ms() - c->accepted_ms, "rich call route %s refused before parsing: %s",
+			     route_word(c->route.kind),
+			     r == -ELOOP ? "JSON nested deeper than 64"
+					 : "more JSON objects, arrays and values than a request needs "
+					   "(weight above 524288)");
+		return r == -ELOOP ? BROKERD_BAD_REQUEST : BROKERD_TOO_LARGE;
+	}
+	size_t tree = s.weight * (size_t)RTS_JSON_WEIGHT_UNIT;
+	if (!budget_take(tree)) {
+		rts_log_turn(LOG_WARNING, c->turn_id[0] ? c->turn_id : NULL, ch->hash, "budget",
+			     rts_now_ms() - c->accepted_ms, "rich call route %s refused: %s", route_word(c->route.kind),
+			     BUDGET_WHY);
+		return BROKERD_UNAVAILABLE;
+	}
+	c->budget_held += tree;
 	return BROKERD_OK;
 }
 
@@ -825,6 +899,11 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 	c->body[c->body_len] = '\0';
 	struct rich_answer a = {0};
 	bool streamed = false;
+	enum brokerd_result weighed = weigh_body(c);
+	if (weighed != BROKERD_OK) {
+		brokerd_rich_answer_error(&a, weighed);
+		goto answer;
+	}
 	switch (c->route.kind) {
 	case RICH_ROUTE_READY:
 		brokerd_rich_worker_ready(c, &a);
@@ -849,6 +928,7 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 		brokerd_rich_tool(c, &a);
 		break;
 	}
+answer:
 	c->state = CONN_DONE;
 	if (streamed)
 		return; /* the stream gives the turn back when it ends */

@@ -239,6 +239,46 @@
 #define RTS_RICH_REPLY_PACKET_MAX (72u * 1024u * 1024u)
 #define RTS_RICH_IN_FLIGHT_MAX 4u
 
+/* What a rich request body may make brokerd build and hold (issue 16). A worker body is
+ * parsed by json-c and checked by jansson (common/strictjson.h), and the two trees cost far
+ * more than the bytes for small nodes: measured with Debian's json-c 0.16 and jansson 2.14
+ * on x86-64 (a million of each in one array), an empty object costs about 790 + 230 bytes,
+ * an empty array 150 + 140, a short string or number 70..90 + 40..90. So before either
+ * parses, common/jsonscan.h weighs the body in units of 256 bytes: an object 4, an array
+ * 2, a scalar (object keys included) 1, and refuses one heavier than
+ * RTS_RICH_JSON_WEIGHT_MAX: at most about 128 MiB of trees per body, whatever its size
+ * ("[{},{},...]" of 1 MiB would have cost 340 MiB).
+ *
+ * What a legitimate request needs: a text block {"type":"text","text":"..."} weighs 8, a
+ * one-block message {"role":"user","content":[...]} 17, a tool-use block about 20, a tool
+ * definition with a schema of twenty properties about 100. 524288 is some 30,000 one-block
+ * messages beside a hundred tools: a conversation of a million tokens (the largest context
+ * window) averages well above 33 tokens a message, and the bodies big in bytes (base64
+ * images, long texts) are light. Nesting is bounded by RTS_JSON_DEPTH_MAX, as in the
+ * parse. */
+#define RTS_JSON_WEIGHT_UNIT 256u /* bytes of parsed tree a unit of weight stands for */
+#define RTS_JSON_WEIGHT_OBJECT 4u
+#define RTS_JSON_WEIGHT_ARRAY 2u
+#define RTS_JSON_WEIGHT_SCALAR 1u
+#define RTS_RICH_JSON_WEIGHT_MAX 524288u
+
+/* All rich listeners of a brokerd together: bytes of request bodies buffered plus the
+ * weighed trees (RTS_JSON_WEIGHT_UNIT per unit) of those being handled. A body's bytes are
+ * reserved before its first byte is read and kept until its connection ends; a request
+ * beyond the budget is refused with 503, so sixteen connections per channel, each at the
+ * 96 MiB limit, cannot make brokerd hold gigabytes. 384 MiB takes a largest body with its
+ * largest tree (224 MiB) beside a largest reply packet (72 MiB) and more; the worker's SDK
+ * retries a 503. Worst case beyond the budget: both parsers' copies of string contents (at
+ * most twice the bodies) and an upstream body rebuilt from the tree (once more): the
+ * systemd unit's MemoryHigh=/MemoryMax= are sized from that (about 1.5 GiB). */
+#define RTS_RICH_BUFFER_BUDGET (384u * 1024u * 1024u)
+/* /worker/compact bodies of one turn read or handled at once: a compaction request and a
+ * report (it takes none of the four credential-bearing slots). */
+#define RTS_RICH_COMPACT_IN_FLIGHT 2u
+_Static_assert(1ull * RTS_RICH_JSON_WEIGHT_MAX * RTS_JSON_WEIGHT_UNIT + RTS_RICH_BODY_MAX + RTS_RICH_REPLY_PACKET_MAX <=
+		       RTS_RICH_BUFFER_BUDGET,
+	       "the budget takes a largest body with its tree beside a reply packet");
+
 /* Sealed memfds between the daemons (common/memfd.h): the turn input statd writes and
  * brokerd reads (images base64-encoded, the text escaped at worst), and the reply brokerd
  * writes and statd reads (built from a validated reply packet). */

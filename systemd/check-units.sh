@@ -112,6 +112,16 @@ for line in "ProtectHostname=yes" "ProcSubset=pid" "Wants=roundtable-sandbox-lau
 	has "$s" "$line"
 done
 lacks "$s" '^(KillMode|ReadWritePaths)='
+# Memory: MemoryHigh= at least four times the rich listeners' buffer budget (the unit's
+# comment says why), MemoryMax= above it.
+budget=$(sed -n 's/^#define RTS_RICH_BUFFER_BUDGET (\([0-9]*\)u \* 1024u \* 1024u)$/\1/p' "$srcdir/common/limits.h")
+high=$(sed -n 's/^MemoryHigh=\([0-9]*\)M$/\1/p' "$s")
+max=$(sed -n 's/^MemoryMax=\([0-9]*\)G$/\1/p' "$s")
+if [ -z "$budget" ] || [ -z "$high" ] || [ -z "$max" ]; then
+	fail "$s: no MemoryHigh=<N>M and MemoryMax=<N>G, or no RTS_RICH_BUFFER_BUDGET in common/limits.h"
+elif [ "$high" -lt $((4 * budget)) ] || [ $((max * 1024)) -le "$high" ]; then
+	fail "$s: MemoryHigh=${high}M is under four times the ${budget} MiB buffer budget, or MemoryMax=${max}G not above it"
+fi
 lacks "$s" '^SystemCallFilter=.*@mount'
 grep -qE '^LoadCredential=model-api-key:/.*/roundtable-sandbox/model-api-key$' "$s" || fail "$s: no LoadCredential=model-api-key"
 lacks "$s" '^(PrivateNetwork|SupplementaryGroups|StateDirectory|RuntimeDirectory)='
