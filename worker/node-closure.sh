@@ -92,16 +92,16 @@ node_put() {
 }
 
 # node goes in execute-only (0711; the builder's owner keeps read, for the build context):
-# the guest running a container of these images is not node's owner (root in the image)
-# and has no capability, so the kernel finds node unreadable at exec and marks the process
-# non-dumpable from its first instruction on. Every container of the guest account runs
-# as one uid: without this, a guest that escaped one container could ptrace another's
-# node, read its /proc/PID/environ and reach its broker socket and workspace through
-# /proc/PID/root. node cannot do it itself: PR_SET_DUMPABLE is reset at every exec of a
-# readable file and comes too late for a process already running; an execute-only file is
-# what survives exec. node never reads its own file (it only readlinks /proc/self/exe),
-# and a node it spawns execs the same file. The libraries stay readable: the loader maps
-# them as the process.
+# in the container node is root's and the guest account, holding no capability when runc
+# execs it (--cap-drop ALL), may not read it, so the kernel marks the process non-dumpable
+# at exec. (It checks with the credentials the caller has at execve(): a caller still
+# holding CAP_DAC_OVERRIDE then, as setpriv run by root does, gets a dumpable process.)
+# Every container runs as the one guest uid: without this, a guest that escaped one
+# container could ptrace another's node, read its /proc/PID/environ and reach its broker
+# socket and workspace through /proc/PID/root. node has no prctl(), and a launcher's
+# PR_SET_DUMPABLE would not survive its exec of node (exec of a readable file resets it).
+# node never reads its own file (it only readlinks /proc/self/exe), and a node it spawns
+# execs the same file. The libraries stay readable: the loader maps them as the process.
 node_copy() {
 	node_put "$node_real" /usr/bin/node 0711 "$1"
 	while read -r node_src node_to; do
