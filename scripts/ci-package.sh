@@ -141,6 +141,9 @@ for want in ./usr/bin/roundtable-sandbox ./usr/sbin/roundtable-sandbox-statd ./u
 	./usr/share/man/man8/roundtable-sandbox-brokerd.8.gz; do
 	grep -qxF "$want" <<<"$contents" || die "the package lacks $want"
 done
+# Execute-only, past dh_fixperms (debian/rules): the kernel starts it non-dumpable.
+worker_mode=$(dpkg-deb -c "$deb" | awk '$6 == "./usr/lib/roundtable-sandbox/image/roundtable-sandbox-worker" { print $1 }')
+[ "$worker_mode" = "-rwx--x--x" ] || die "the package's worker is $worker_mode, not execute-only (-rwx--x--x)"
 for d in statd runnerd brokerd; do
 	for t in socket service; do
 		grep -qxF "./lib/systemd/system/roundtable-sandbox-$d.$t" <<<"$contents" ||

@@ -85,7 +85,10 @@ int main(int argc, char **argv)
 	 * container's only one) cannot be ptraced by another process of that uid, and its
 	 * /proc/PID/root, cwd and fd belong to root: a guest that escaped from another turn's
 	 * container cannot reach this turn's broker socket or workspace through them
-	 * (roundtable-sandbox(7) "Accounts"). Docker's default seccomp profile allows it. */
+	 * (roundtable-sandbox(7) "Accounts"). Docker's default seccomp profile allows it. The
+	 * image ships this binary execute-only (worker/Makemodule.am), so the kernel has made
+	 * the process non-dumpable at exec already; this call keeps it so where an image was
+	 * built from a readable copy. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fprintf(stderr, "worker: cannot become non-dumpable: %s\n", strerror(errno));
 

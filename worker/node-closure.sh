@@ -9,8 +9,9 @@
 #                       JavaScript files a distribution's node loads from disk at start-up:
 #                       Debian's nodejs names them in process.config's
 #                       NODE_SHARED_BUILTIN_*_PATH defines and aborts without them)
-#   node_copy ROOT      copy node (to /usr/bin/node), its libraries and the loader at the
-#                       paths ldd lists them, and the builtins, into the directory ROOT
+#   node_copy ROOT      copy node (to /usr/bin/node, execute-only), its libraries and the
+#                       loader at the paths ldd lists them, and the builtins, into the
+#                       directory ROOT
 #   node_put SRC DST MODE ROOT
 #                       copy the file behind SRC to ROOT/DST (DST an absolute, plain path)
 #   node_context OUT    make OUT the build context: an empty directory (created when
@@ -90,8 +91,19 @@ node_put() {
 	chmod "$3" "$node_dst"
 }
 
+# node goes in execute-only (0711; the builder's owner keeps read, for the build context):
+# in the container node is root's and the guest account, holding no capability when runc
+# execs it (--cap-drop ALL), may not read it, so the kernel marks the process non-dumpable
+# at exec. (It checks with the credentials the caller has at execve(): a caller still
+# holding CAP_DAC_OVERRIDE then, as setpriv run by root does, gets a dumpable process.)
+# Every container runs as the one guest uid: without this, a guest that escaped one
+# container could ptrace another's node, read its /proc/PID/environ and reach its broker
+# socket and workspace through /proc/PID/root. node has no prctl(), and a launcher's
+# PR_SET_DUMPABLE would not survive its exec of node (exec of a readable file resets it).
+# node never reads its own file (it only readlinks /proc/self/exe), and a node it spawns
+# execs the same file. The libraries stay readable: the loader maps them as the process.
 node_copy() {
-	node_put "$node_real" /usr/bin/node 0755 "$1"
+	node_put "$node_real" /usr/bin/node 0711 "$1"
 	while read -r node_src node_to; do
 		node_put "$node_src" "$node_to" 0755 "$1"
 	done <<EOF
