@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness import LABEL_INSTALLATION, Suite, docker, installation_id
+from harness import LABEL_INSTALLATION, Suite, docker, installation_id, wait_until
 from lifecycle_helpers import (FakeDockerd, container_exists, daemon_sockets_only, docker_context, message,
                                real_docker, recv_until, restart, rewrite_config, say, start_expect_exit, turn_dirs,
                                wait_for, wait_for_container, wait_runnerd_ready)
@@ -254,7 +254,9 @@ def test_missing_roots_are_created_private(stopped_suite):
     rewrite_config(s, workspaceRoot=ws, runRoot=run, stateFile=state)
     # statd first: in accounts mode runnerd lets in the owner of the state file's
     # directory, so it must exist when runnerd binds its socket (roundtable-sandbox(7)).
-    for name in ("statd", "brokerd", "runnerd"):
+    s.start_daemon("statd")
+    wait_until(lambda: os.path.isdir(os.path.dirname(state)), 30, "statd's state directory")
+    for name in ("brokerd", "runnerd"):
         s.start_daemon(name)
     s._wait_ready()
     for d, who in ((ws, s.env.uid), (run, runner.uid), (os.path.dirname(run), runner.uid),
