@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(len == sizeof(m) && m.version == BROKERD_LAUNCH_VERSION);
 		switch (m.type) {
 		case BROKERD_LAUNCH_RUN:
-			FUZZ_ASSERT(nfds == 4 && m.value == 0 && m.kind >= BROKERD_RUN_TOOL && m.kind <= BROKERD_RUN_PROBE_KEY);
+			FUZZ_ASSERT(nfds == 4 && m.value == 0 && m.kind >= BROKERD_RUN_TOOL && m.kind <= BROKERD_RUN_PROBE_HOOK);
 			break;
 		case BROKERD_LAUNCH_STARTED:
 			FUZZ_ASSERT(nfds == 1 && m.kind == 0 && m.index == 0 && m.value == 0);
