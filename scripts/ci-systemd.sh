@@ -365,10 +365,16 @@ reply=$(dx roundtable-sandbox say "$channel" --author 1001 --name Alice "what do
 grep -qF "the $marker opens the shed" <<<"$reply" || die "the second turn did not recall the memory: $reply"
 # --until one second ahead: the events of the current second are all in (docker events
 # then returns by itself at that time).
-started_ctrs=$(docker events --since "$since" --until "$(($(date +%s) + 1))" --filter type=container --filter event=start \
-	--filter "label=io.roundtable-sandbox.installation=$inst" --format '{{.Actor.Attributes.name}}')
-[ -n "$started_ctrs" ] && [ "$(wc -l <<<"$started_ctrs")" -ge 2 ] ||
-	die "the host's dockerd reports $(grep -c . <<<"$started_ctrs") turn container starts for installation $inst since $since, not 2: $started_ctrs"
+started_all=$(docker events --since "$since" --until "$(($(date +%s) + 1))" --filter type=container --filter event=start \
+	--filter "label=io.roundtable-sandbox.installation=$inst" \
+	--format '{{.Actor.Attributes.name}} {{index .Actor.Attributes "io.roundtable-sandbox.spare"}}')
+[ -n "$started_all" ] && [ "$(wc -l <<<"$started_all")" -ge 2 ] ||
+	die "the host's dockerd reports $(grep -c . <<<"$started_all") turn container starts for installation $inst since $since, not 2: $started_all"
+# Warm spares are on by default: a spare's container is named after the spare, not the
+# turn that claims it, so the per-turn journal checks below look at the cold turns'
+# containers (the first turn of a channel always runs cold).
+started_ctrs=$(awk '$2 != "1" {print $1}' <<<"$started_all")
+[ -n "$started_ctrs" ] || die "no cold turn container among the starts: $started_all"
 for u in $units; do
 	[ "$(dx systemctl is-active "$u.service")" = active ] || die "$u.service is not active after a turn"
 done
@@ -574,7 +580,8 @@ audit=$(seccomp_audit | tail -n +"$((audit_before + 1))")
 left=$(docker ps -a -q --filter "label=io.roundtable-sandbox.installation=$inst")
 [ -z "$left" ] || die "turn containers left after systemctl stop: $left"
 [ ! -e "$rundir/turns" ] || [ -z "$(ls -A "$rundir/turns")" ] || die "run dirs left: $(ls -A "$rundir/turns")"
-[ ! -e "$rundir/turns" ] || die "$rundir/turns (RuntimeDirectory=) still exists after runnerd stopped"
+# runRoot itself stays (RuntimeDirectoryPreserve=yes: a rich channel's container outlives
+# runnerd and its broker directory is bound from there), empty of turn directories above.
 for s in control.sock runnerd.sock brokerd.sock launcher.sock; do
 	[ ! -e "$rundir/$s" ] || die "$rundir/$s left behind (RemoveOnStop=yes)"
 done
