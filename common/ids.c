@@ -39,13 +39,20 @@ int rts_turn_id_new(char out[17])
 	return rts_random_hex(out, 8);
 }
 
-bool rts_turn_id_valid(const char *s)
+bool rts_hex_valid(const char *s, size_t len)
 {
 	size_t i;
+	if (!s)
+		return false;
 	for (i = 0; s[i]; i++)
-		if (i >= 16 || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (i >= len || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
-	return i == 16;
+	return i == len;
+}
+
+bool rts_turn_id_valid(const char *s)
+{
+	return rts_hex_valid(s, 16);
 }
 
 char *rts_container_name(const char *installation_id, const char *turn_id)

@@ -27,6 +27,10 @@ int rts_turn_id_new(char out[17]);
 /* True when s is exactly 16 lowercase hex digits. */
 bool rts_turn_id_valid(const char *s);
 
+/* True when s (NULL: false) is exactly len lowercase hex digits: channel hashes
+ * (RTS_HASH_HEX_LEN), installation ids, their prefixes in names. */
+bool rts_hex_valid(const char *s, size_t len);
+
 /* Container name for a turn: "roundtable-sandbox-<installation id>-<turn id>" (newly
  * allocated). */
 char *rts_container_name(const char *installation_id, const char *turn_id);

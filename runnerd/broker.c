@@ -3,6 +3,7 @@
  * runnerd accepts from brokerd. Connecting, HELLO and the queue are common/link.c. */
 #include "config.h"
 
+#include "common/ids.h"
 #include "common/accounts.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -27,15 +28,10 @@ static int runnerd_on_broker_closed(struct rts_link *l, void *owner, struct rts_
 	return 0;
 }
 
-static bool hash_valid(const char *h)
-{
-	return strlen(h) == RTS_HASH_HEX_LEN && strspn(h, "0123456789abcdef") == RTS_HASH_HEX_LEN;
-}
-
 static int runnerd_on_rich_bound(struct rts_link *l, void *owner, struct rts_msg_rich_bound *m)
 {
 	struct runnerd *rd = owner;
-	if (!hash_valid(m->channel_hash) || m->result > 0)
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN) || m->result > 0)
 		return -EBADMSG;
 	runnerd_rich_bound(&rd->riches, rd->broker.gen, m->channel_hash, m->result);
 	return 0;
@@ -44,7 +40,7 @@ static int runnerd_on_rich_bound(struct rts_link *l, void *owner, struct rts_msg
 static int runnerd_on_rich_ready(struct rts_link *l, void *owner, struct rts_msg_rich_ready *m)
 {
 	struct runnerd *rd = owner;
-	if (!hash_valid(m->channel_hash) || m->result > 0 || m->private_history > 1 ||
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN) || m->result > 0 || m->private_history > 1 ||
 	    (m->capabilities & ~(RTS_RICH_CAP_PRIVATE_TO | RTS_RICH_CAP_READER_RECORDS)))
 		return -EBADMSG;
 	runnerd_rich_ready(&rd->riches, rd->broker.gen, m);
@@ -53,7 +49,7 @@ static int runnerd_on_rich_ready(struct rts_link *l, void *owner, struct rts_msg
 
 static int runnerd_on_rich_unbound(struct rts_link *l, void *owner, struct rts_msg_rich_unbound *m)
 {
-	if (!hash_valid(m->channel_hash))
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN))
 		return -EBADMSG;
 	/* Informational: a removal never waits for it. */
 	log_debug("brokerd unbound channel %.12s", m->channel_hash);

@@ -14,17 +14,6 @@
 #include "runnerd/docker_args.h"
 #include "runnerd/proc.h"
 
-static bool hex_of_len(const char *s, size_t len)
-{
-	size_t i;
-	if (!s)
-		return false;
-	for (i = 0; s[i]; i++)
-		if (i >= len || !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return i == len;
-}
-
 /* Paths end up inside --mount values, where ',' separates options and '=' keys: accept
  * only the conservative set the config accepts for its roots, normalised and absolute. */
 static bool mount_path_ok(const char *p)
@@ -89,8 +78,8 @@ static void push_confinement(char **v, size_t *n, uid_t uid, gid_t gid, const st
 char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 {
 	char cpus[16];
-	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
-	    !s->turn_id || !rts_turn_id_valid(s->turn_id) || !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) ||
+	if (!s || !s->docker || s->docker[0] != '/' || !rts_hex_valid(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
+	    !s->turn_id || !rts_turn_id_valid(s->turn_id) || !rts_hex_valid(s->channel_hash, RTS_HASH_HEX_LEN) ||
 	    s->uid == 0 || s->gid == 0 || !mount_path_ok(s->workspace) || !mount_path_ok(s->run_dir) ||
 	    !rts_image_ref_ok(s->image) || s->limits.memory_mb < RTS_MEMORY_MB_MIN ||
 	    s->limits.memory_mb > RTS_MEMORY_MB_MAX || s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX ||
@@ -141,7 +130,7 @@ char **runnerd_docker_run_argv(const struct runnerd_run_spec *s)
 
 bool runnerd_stale_name_ok(const char *installation_id, const char *name)
 {
-	if (!hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN) || !name)
+	if (!rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN) || !name)
 		return false;
 	size_t plen = strlen(RTS_CONTAINER_PREFIX);
 	if (strncmp(name, RTS_CONTAINER_PREFIX, plen) != 0)
@@ -245,7 +234,7 @@ int runnerd_parse_data_root(const char *out, size_t len, char *path, size_t path
 
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 {
-	if (!docker || docker[0] != '/' || !hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN))
+	if (!docker || docker[0] != '/' || !rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN))
 		return NULL;
 	char **v = rts_xcalloc(8, sizeof(char *));
 	v[0] = rts_xstrdup(docker);
@@ -321,7 +310,7 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 		memcpy(hash, f[3] + 1, RTS_HASH_HEX_LEN);
 		hash[RTS_HASH_HEX_LEN] = '\0';
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "%s",
-			 hex_of_len(hash, RTS_HASH_HEX_LEN) ? hash : "?");
+			 rts_hex_valid(hash, RTS_HASH_HEX_LEN) ? hash : "?");
 	} else {
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
 	}
@@ -357,7 +346,7 @@ void runnerd_docker_exit_text(bool exited, int status, char *out, size_t outlen)
 
 char *runnerd_rich_name(const char *installation_id, const char *channel_hash)
 {
-	if (!hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN) || !hex_of_len(channel_hash, RTS_HASH_HEX_LEN))
+	if (!rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN) || !rts_hex_valid(channel_hash, RTS_HASH_HEX_LEN))
 		return NULL;
 	return rts_xasprintf(RTS_CONTAINER_PREFIX "%s-rich-%.*s", installation_id, (int)RUNNERD_RICH_PREFIX_LEN,
 			     channel_hash);
@@ -365,7 +354,7 @@ char *runnerd_rich_name(const char *installation_id, const char *channel_hash)
 
 bool runnerd_rich_name_ok(const char *installation_id, const char *name)
 {
-	if (!hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN) || !name || strlen(name) != RUNNERD_RICH_NAME_LEN)
+	if (!rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN) || !name || strlen(name) != RUNNERD_RICH_NAME_LEN)
 		return false;
 	size_t plen = strlen(RTS_CONTAINER_PREFIX);
 	if (strncmp(name, RTS_CONTAINER_PREFIX, plen) != 0)
@@ -376,7 +365,7 @@ bool runnerd_rich_name_ok(const char *installation_id, const char *name)
 	name += RTS_INSTALLATION_ID_LEN;
 	if (strncmp(name, "-rich-", 6) != 0)
 		return false;
-	return hex_of_len(name + 6, RUNNERD_RICH_PREFIX_LEN);
+	return rts_hex_valid(name + 6, RUNNERD_RICH_PREFIX_LEN);
 }
 
 /* A log option goes into one argument NAME=VALUE: the config allows [a-z0-9._-] names and
@@ -408,9 +397,9 @@ static bool driver_takes_tag(const char *driver)
 char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *s)
 {
 	char cpus[16];
-	if (!s || !s->docker || s->docker[0] != '/' || !hex_of_len(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
-	    !hex_of_len(s->channel_hash, RTS_HASH_HEX_LEN) || !s->profile || !rts_name_valid(s->profile, RTS_NAME_MAX) ||
-	    !hex_of_len(s->generation, RUNNERD_GENERATION_LEN) || s->uid == 0 || s->gid == 0 ||
+	if (!s || !s->docker || s->docker[0] != '/' || !rts_hex_valid(s->installation_id, RTS_INSTALLATION_ID_LEN) ||
+	    !rts_hex_valid(s->channel_hash, RTS_HASH_HEX_LEN) || !s->profile || !rts_name_valid(s->profile, RTS_NAME_MAX) ||
+	    !rts_hex_valid(s->generation, RUNNERD_GENERATION_LEN) || s->uid == 0 || s->gid == 0 ||
 	    !mount_path_ok(s->workspace) || !mount_path_ok(s->broker_dir) || !rts_image_ref_ok(s->image) ||
 	    s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
 	    s->limits.pids < RTS_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX || s->tmp_mb < RTS_RICH_TMP_MB_MIN ||
@@ -525,7 +514,7 @@ void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich
 
 char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id)
 {
-	if (!docker || docker[0] != '/' || !hex_of_len(installation_id, RTS_INSTALLATION_ID_LEN))
+	if (!docker || docker[0] != '/' || !rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN))
 		return NULL;
 	char **v = rts_xcalloc(10, sizeof(char *));
 	v[0] = rts_xstrdup(docker);
@@ -548,7 +537,7 @@ static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
 		return false;
 	memcpy(out, p + 1, len);
 	out[len] = '\0';
-	return hex_of_len(out, len);
+	return rts_hex_valid(out, len);
 }
 
 int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out)

@@ -92,11 +92,6 @@ void runnerd_riches_init(struct runnerd_riches *rs, const struct runnerd_turn_op
 	TAILQ_INIT(&rs->list);
 }
 
-static bool hex_ok(const char *s, size_t len)
-{
-	return strlen(s) == len && strspn(s, "0123456789abcdef") == len;
-}
-
 struct runnerd_rich *runnerd_rich_find(struct runnerd_riches *rs, const char *hash)
 {
 	struct runnerd_rich *ch;
@@ -898,7 +893,7 @@ static const char *stop_reason(uint32_t reason)
 
 int runnerd_rich_stop(struct runnerd_riches *rs, struct runnerd_statd *peer, const struct rts_msg_rich_stop *m)
 {
-	if (!hex_ok(m->channel_hash, RTS_HASH_HEX_LEN) || m->reason >= RTS_RICH_STOP_REASONS)
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN) || m->reason >= RTS_RICH_STOP_REASONS)
 		return -EBADMSG;
 	struct runnerd_rich *ch = runnerd_rich_find(rs, m->channel_hash);
 	if (!ch || rs->shutting_down) {

@@ -3,6 +3,7 @@
  * Accepting, the peer check, HELLO and the queue are common/link.c. */
 #include "config.h"
 
+#include "common/ids.h"
 #include "common/accounts.h"
 #include "common/log.h"
 #include "common/sock.h"
@@ -26,19 +27,10 @@ static int runnerd_on_turn_cancel(struct rts_link *l, void *owner, struct rts_ms
 	return 0;
 }
 
-static bool hash_valid(const char *h)
-{
-	size_t n = 0;
-	for (; h[n]; n++)
-		if (!((h[n] >= '0' && h[n] <= '9') || (h[n] >= 'a' && h[n] <= 'f')))
-			return false;
-	return n == RTS_HASH_HEX_LEN;
-}
-
 static int runnerd_on_spare_drop(struct rts_link *l, void *owner, struct rts_msg_spare_drop *m)
 {
 	struct runnerd_statd *peer = owner;
-	if (!hash_valid(m->channel_hash))
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN))
 		return -EBADMSG;
 	runnerd_spare_drop(peer->rd, m->channel_hash);
 	return 0;

@@ -8,6 +8,7 @@
  * (unavailable, the fail-fast window) is the queue's to decide. */
 #include "config.h"
 
+#include "common/ids.h"
 #include "common/accounts.h"
 #include "common/link.h"
 #include "common/log.h"
@@ -31,11 +32,6 @@ static int statd_on_turn_done(struct rts_link *l, void *owner, struct rts_msg_tu
 		return -EBADMSG;
 	statd_queue_turn_done(d->queue, m->turn_id, (enum rts_turn_status)m->status, m->reply);
 	return 0;
-}
-
-static bool hash_valid(const char *h)
-{
-	return strlen(h) == RTS_HASH_HEX_LEN && strspn(h, "0123456789abcdef") == RTS_HASH_HEX_LEN;
 }
 
 static int statd_on_rich_turn_done(struct rts_link *l, void *owner, struct rts_msg_rich_turn_done *m)
@@ -68,7 +64,7 @@ static int statd_on_attach_data(struct rts_link *l, void *owner, struct rts_msg_
 static int statd_on_rich_state(struct rts_link *l, void *owner, struct rts_msg_rich_state *m)
 {
 	struct statd *d = owner;
-	if (!hash_valid(m->channel_hash) || m->state < RTS_RICH_STATE_READY || m->state > RTS_RICH_STATE_FAILED ||
+	if (!rts_hex_valid(m->channel_hash, RTS_HASH_HEX_LEN) || m->state < RTS_RICH_STATE_READY || m->state > RTS_RICH_STATE_FAILED ||
 	    m->error > 0)
 		return -EBADMSG;
 	statd_queue_rich_state(d->queue, m->seq, m->channel_hash, m->state, m->error);
