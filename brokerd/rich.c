@@ -286,7 +286,6 @@ static void channel_close(struct brokerd_rich *rich, struct rich_channel *ch, co
 	ch->has_closer = r == 0;
 	if (r != 0) {
 		log_warning_errno(r, "channel %.12s: no closer thread, closing inline: %m", ch->hash);
-		ch->has_closer = false;
 		closer_thread(ca);
 	}
 }

@@ -355,8 +355,7 @@ void doctor_check_workspaces(struct doctor *d)
 	bool fatal = false;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
-		if (strlen(de->d_name) != RTS_HASH_HEX_LEN ||
-		    strspn(de->d_name, "0123456789abcdef") != RTS_HASH_HEX_LEN)
+		if (!rts_hex_valid(de->d_name, RTS_HASH_HEX_LEN))
 			continue;
 		n++;
 		cleanup_free char *path = rts_xasprintf("%s/%s", root, de->d_name);

@@ -107,7 +107,7 @@ int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id)
 
 static bool prefix_ok(const char *prefix)
 {
-	return strlen(prefix) == RUNNERD_RICH_PREFIX_LEN && strspn(prefix, "0123456789abcdef") == RUNNERD_RICH_PREFIX_LEN;
+	return rts_hex_valid(prefix, RUNNERD_RICH_PREFIX_LEN);
 }
 
 int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix)

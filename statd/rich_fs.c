@@ -186,7 +186,7 @@ static int key_write(int root, const char *name, const char *channel, const char
 int statd_channel_key_check(const char *workspace_root, const char *hash, const char *channel, const char **why)
 {
 	*why = NULL;
-	if (strlen(hash) != RTS_HASH_HEX_LEN || strspn(hash, "0123456789abcdef") != RTS_HASH_HEX_LEN) {
+	if (!rts_hex_valid(hash, RTS_HASH_HEX_LEN)) {
 		*why = "invalid workspace name";
 		return -EINVAL;
 	}

@@ -87,7 +87,7 @@ static int statd_on_spare_state(struct rts_link *l, void *owner, struct rts_msg_
 	struct statd *d = owner;
 	size_t n = strlen(m->ready);
 	if (n % RTS_HASH_HEX_LEN != 0 || n / RTS_HASH_HEX_LEN > d->cfg->warm_spares_max ||
-	    strspn(m->ready, "0123456789abcdef") != n)
+	    !rts_hex_valid(m->ready, n))
 		return -EBADMSG;
 	memcpy(d->spares_ready, m->ready, n + 1);
 	return 0;

@@ -71,7 +71,7 @@ int statd_workspace_open(const char *workspace_root, const char *hash, uid_t gue
 {
 	*path = NULL;
 	*why = NULL;
-	if (strlen(hash) != RTS_HASH_HEX_LEN || strspn(hash, "0123456789abcdef") != RTS_HASH_HEX_LEN) {
+	if (!rts_hex_valid(hash, RTS_HASH_HEX_LEN)) {
 		*why = "invalid workspace name";
 		return -EINVAL;
 	}
