@@ -272,14 +272,14 @@ def test_peer_checks_accept_exactly_their_accounts(suite):
     for path in (runnerd_sock, brokerd_sock):
         setfacl("-m", f"u:{acc['broker'].uid}:rw,u:{acc['service'].uid}:rw,u:{acc['runner'].uid}:rw", path)
     setfacl("-m", f"u:{acc['broker'].uid}:rwx,u:{acc['runner'].uid}:rwx", rt)
-    before = {n: suite.log_tail(n) for n in ("runnerd", "brokerd")}
+    before = {n: suite.log_tail(n, limit=10**7) for n in ("runnerd", "brokerd")}
     # brokerd connects to runnerd.sock; statd's account connects to brokerd.sock.
     got_b = run_as(suite, acc["broker"], [("runnerd.sock", "seqpacket", runnerd_sock)])
     got_s = run_as(suite, acc["service"], [("brokerd.sock", "seqpacket", brokerd_sock)])
     assert got_b == {"runnerd.sock": "ok"} and got_s == {"brokerd.sock": "ok"}  # connect succeeds; then refused
 
     def refused(name, text):
-        return text in suite.log_tail(name)[len(before[name]):]
+        return text in suite.log_tail(name, limit=10**7)[len(before[name]):]
     wait_until(lambda: refused("runnerd", "refusing a runnerd.sock connection from an account other than statd's"),
                10, "runnerd's refusal of the broker account")
     wait_until(lambda: refused("brokerd", "refusing a brokerd.sock peer that is not runnerd's account"), 10,
