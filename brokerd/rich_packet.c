@@ -5,6 +5,7 @@
 
 #include "brokerd/rich.h"
 #include "brokerd/rich_packet.h"
+#include "common/base64.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/jspec.h"
@@ -22,23 +23,6 @@ size_t brokerd_rich_utf8_chars(const char *s, size_t len)
 	return n;
 }
 
-/* Decoded bytes of a base64 text, or SIZE_MAX when it is not base64 (standard alphabet,
- * padded). */
-size_t brokerd_rich_base64_decoded(const char *s, size_t n)
-{
-	if (n % 4 != 0)
-		return SIZE_MAX;
-	size_t pad = 0;
-	while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
-		pad++;
-	for (size_t i = 0; i < n - pad; i++) {
-		char c = s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/'))
-			return SIZE_MAX;
-	}
-	return n / 4 * 3 - pad;
-}
-
 struct input_check {
 	const struct brokerd_binding *b;
 	uint64_t images_total, attachments_total;
@@ -53,7 +37,7 @@ static bool text_chars_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool image_data_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	size_t n = brokerd_rich_base64_decoded(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	size_t n = rts_base64_decoded_len(json_object_get_string(v), (size_t)json_object_get_string_len(v));
 	if (n == SIZE_MAX)
 		return rts_jfail(ctx, "must be base64");
 	if (n > RTS_RICH_IMAGE_BYTES_MAX)
@@ -99,7 +83,7 @@ static bool images_check(struct rts_jctx *ctx, json_object *v, void *base)
 	uint64_t total = 0;
 	for (size_t i = 0, n = json_object_array_length(v); i < n; i++) {
 		json_object *d = rts_json_get(json_object_array_get_idx(v, i), "data");
-		total += brokerd_rich_base64_decoded(json_object_get_string(d), (size_t)json_object_get_string_len(d));
+		total += rts_base64_decoded_len(json_object_get_string(d), (size_t)json_object_get_string_len(d));
 	}
 	if (total > RTS_RICH_IMAGES_TOTAL_MAX)
 		return rts_jfail(ctx, "must decode to at most %u bytes in all", RTS_RICH_IMAGES_TOTAL_MAX);
@@ -238,7 +222,7 @@ static bool reply_text_check(struct rts_jctx *ctx, json_object *v, void *base)
 
 static bool file_data_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
-	size_t n = brokerd_rich_base64_decoded(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	size_t n = rts_base64_decoded_len(json_object_get_string(v), (size_t)json_object_get_string_len(v));
 	if (n == SIZE_MAX)
 		return rts_jfail(ctx, "must be base64");
 	if (n > RTS_RICH_REPLY_FILE_BYTES_MAX)
@@ -251,7 +235,7 @@ static bool files_check(struct rts_jctx *ctx, json_object *v, void *base)
 	uint64_t total = 0;
 	for (size_t i = 0, n = json_object_array_length(v); i < n; i++) {
 		json_object *d = rts_json_get(json_object_array_get_idx(v, i), "data");
-		total += brokerd_rich_base64_decoded(json_object_get_string(d), (size_t)json_object_get_string_len(d));
+		total += rts_base64_decoded_len(json_object_get_string(d), (size_t)json_object_get_string_len(d));
 	}
 	if (total > RTS_RICH_REPLY_FILES_TOTAL_MAX)
 		return rts_jfail(ctx, "must decode to at most %u bytes in all", RTS_RICH_REPLY_FILES_TOTAL_MAX);

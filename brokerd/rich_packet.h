@@ -16,10 +16,6 @@
 /* Unicode code points in len bytes of valid UTF-8 (the seed's "characters"). */
 size_t brokerd_rich_utf8_chars(const char *s, size_t len);
 
-/* The decoded size of n bytes of base64 (standard alphabet, padded to a multiple of four),
- * or SIZE_MAX when they are not that. */
-size_t brokerd_rich_base64_decoded(const char *s, size_t n);
-
 /* The turn input (parsed strictly): {"v":1, "turnId", "speaker":{"id","name","principalId"},
  * "text" (at most 100,000 characters), "images"? (at most eight {"mime": PNG, JPEG, WebP or
  * GIF, "data": base64 of at most 20 MiB}, 64 MiB in all), "attachments"? (at most ten
