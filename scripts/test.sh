@@ -49,8 +49,13 @@ fi
 
 step "integration tests"
 # Debian's python3 has pytest (python3-pytest); another python3 first in PATH may not.
-(cd "$srcdir" && RTS_BUILDDIR=$builddir /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/integration) ||
-	failed+=("integration tests")
+# -rfE lists the failures and errors once more at the end of pytest's output; that list is
+# kept and printed again with the final verdict, so a reader of the last lines of a long
+# run sees which tests failed without scrolling back through the fuzz and packaging steps.
+integration_log=$(mktemp)
+trap 'rm -f "$integration_log"' EXIT
+(cd "$srcdir" && RTS_BUILDDIR=$builddir /usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider tests/integration) |
+	tee "$integration_log" || failed+=("integration tests")
 
 step "fuzz (libFuzzer, bounded time per target)"
 "$srcdir/scripts/ci-fuzz.sh" || failed+=("fuzz")
@@ -59,6 +64,10 @@ step "packaging (distcheck, Debian package, a real turn through the installed bi
 "$srcdir/scripts/ci-package.sh" || failed+=("packaging")
 
 if [ ${#failed[@]} -ne 0 ]; then
+	if grep -q -E '^(FAILED|ERROR) ' "$integration_log"; then
+		step "integration tests that failed"
+		grep -E '^(FAILED|ERROR) ' "$integration_log" | cut -c1-300
+	fi
 	step "FAILED: ${failed[*]}"
 	exit 1
 fi
