@@ -191,6 +191,55 @@ char **runnerd_docker_running_argv(const char *docker, const char *name)
 	return v;
 }
 
+char **runnerd_docker_running_image_argv(const char *docker, const char *name)
+{
+	char **v = runnerd_docker_running_argv(docker, name);
+	if (v) {
+		free(v[4]);
+		v[4] = rts_xstrdup("{{.State.Running}} {{.Image}}");
+	}
+	return v;
+}
+
+char **runnerd_docker_image_events_argv(const char *docker, long long since)
+{
+	if (!docker || docker[0] != '/' || since < 0)
+		return NULL;
+	char **v = rts_xcalloc(10, sizeof(char *));
+	v[0] = rts_xstrdup(docker);
+	v[1] = rts_xstrdup("events");
+	v[2] = rts_xstrdup("--filter");
+	v[3] = rts_xstrdup("type=image");
+	v[4] = rts_xstrdup("--since");
+	v[5] = rts_xasprintf("%lld", since);
+	v[6] = rts_xstrdup("--format");
+	v[7] = rts_xstrdup("{{.Action}}");
+	return v;
+}
+
+int runnerd_parse_image_id(const char *out, size_t len, char id[RUNNERD_IMAGE_ID_MAX + 1])
+{
+	if (len < 2 || out[len - 1] != '\n' || len - 1 > RUNNERD_IMAGE_ID_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i + 1 < len; i++)
+		if ((unsigned char)out[i] <= 0x20 || (unsigned char)out[i] >= 0x7f)
+			return -EINVAL;
+	memcpy(id, out, len - 1);
+	id[len - 1] = '\0';
+	return 0;
+}
+
+int runnerd_parse_running_image(const char *out, size_t len, char id[RUNNERD_IMAGE_ID_MAX + 1])
+{
+	static const char yes[] = "true ", no[] = "false ";
+	if (len >= sizeof(no) - 1 && memcmp(out, no, sizeof(no) - 1) == 0)
+		return 0;
+	if (len < sizeof(yes) - 1 || memcmp(out, yes, sizeof(yes) - 1) != 0)
+		return -EINVAL;
+	int r = runnerd_parse_image_id(out + sizeof(yes) - 1, len - (sizeof(yes) - 1), id);
+	return r < 0 ? r : 1;
+}
+
 char **runnerd_docker_info_argv(const char *docker)
 {
 	if (!docker || docker[0] != '/')

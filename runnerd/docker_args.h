@@ -131,6 +131,33 @@ enum runnerd_rm_outcome runnerd_docker_rm_outcome(bool killed, bool exited, int 
  * one of ours. Free with rts_strv_free. */
 char **runnerd_docker_running_argv(const char *docker, const char *name);
 
+/* `docker container inspect --format "{{.State.Running}} {{.Image}}" <name>`: a warm
+ * spare's readiness check, which also tells the image ID its container runs (it prints
+ * "true sha256:<hex>"). NULL as runnerd_docker_rm_argv for a name that is not one of ours.
+ * Free with rts_strv_free. */
+char **runnerd_docker_running_image_argv(const char *docker, const char *name);
+
+/* `docker events --filter type=image --since <since> --format {{.Action}}`: one line per
+ * event on any image (tag, untag, delete, load, pull, import), from since (seconds since
+ * the epoch, so events of the moment before it started are replayed) until it is killed.
+ * What the lines say is never read: any of them means "inspect the image again".
+ * NULL when docker is not absolute. Free with rts_strv_free. */
+char **runnerd_docker_image_events_argv(const char *docker, long long since);
+
+/* Longest image ID kept ("sha256:" and 64 hex digits, or another algorithm's digest). */
+#define RUNNERD_IMAGE_ID_MAX 255u
+
+/* Parse what runnerd_docker_image_inspect_argv printed: one image ID of printable,
+ * space-free ASCII and a newline. Copies it into id (RUNNERD_IMAGE_ID_MAX + 1 bytes).
+ * Returns 0, or -EINVAL for anything else (empty, several lines, too long, spaces or
+ * control characters). */
+int runnerd_parse_image_id(const char *out, size_t len, char id[RUNNERD_IMAGE_ID_MAX + 1]);
+
+/* Parse what runnerd_docker_running_image_argv printed. Returns 1 when the container runs
+ * (id filled in as runnerd_parse_image_id does), 0 when it does not run ("false ..."), or
+ * -EINVAL for anything else. */
+int runnerd_parse_running_image(const char *out, size_t len, char id[RUNNERD_IMAGE_ID_MAX + 1]);
+
 /* Parse what runnerd_docker_info_argv printed: one absolute path and a newline. Copies the
  * path into out (outlen bytes). Returns 0, or -EINVAL for anything else (empty, relative,
  * several lines, too long, control characters). */

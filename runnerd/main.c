@@ -81,6 +81,8 @@ static void startup_done(struct startup *st)
 	int r = rts_link_server_enable(rd->statd_server, true);
 	if (r < 0)
 		fatal_f("cannot watch %s: %s", RTS_SOCK_RUNNERD, strerror(-r));
+	if (rd->cfg->warm_spares > 0)
+		runnerd_image_watch_start(rd);
 	rts_daemon_ready(&rd->daemon, "Running turns");
 	log_info("ready: image %s, runRoot %s, installation %s", rd->cfg->image, rd->cfg->run_root,
 		 rd->cfg->installation_id);
@@ -364,6 +366,7 @@ static void on_stop(struct rts_daemon *daemon)
 	runnerd_riches_shutdown(&rd->riches);
 	/* Turns end the normal way (removal included); the loop exits when the last one is
 	 * gone. During start-up there are none: a docker rm still running finishes alone. */
+	runnerd_image_watch_stop(rd);
 	runnerd_spares_shutdown(rd);
 	runnerd_turns_shutdown(&rd->turns);
 }

@@ -20,6 +20,7 @@ struct runnerd_proc {
 	sd_event *event;
 	bool held;   /* runnerd_proc_spawn_held: c.in_fd is open and not watched until fed */
 	bool killed, timed_out;
+	runnerd_proc_output_t output; /* runnerd_proc_spawn_watch: stdout is reported, not kept */
 	runnerd_proc_done_t done;
 	void *userdata;
 };
@@ -72,13 +73,21 @@ void runnerd_proc_kill(struct runnerd_proc *p)
 void runnerd_proc_detach(struct runnerd_proc *p)
 {
 	p->done = NULL;
+	p->output = NULL;
 	p->userdata = NULL;
 }
 
 static int on_out(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct runnerd_proc *p = userdata;
-	if (rts_capture_read(&p->c.out, p->c.out_fd) == RTS_IO_DONE) {
+	enum rts_io io = rts_capture_read(&p->c.out, p->c.out_fd);
+	if (p->output && p->c.out.len > 0) {
+		/* A watch: what came is an event; its bytes are not kept. */
+		p->c.out.len = 0;
+		p->c.out.buf[0] = '\0';
+		p->output(p, p->userdata);
+	}
+	if (io == RTS_IO_DONE) {
 		close_stream(&p->out_src, &p->c.out_fd);
 		if (p->c.out.overflow)
 			runnerd_proc_kill(p);
@@ -193,6 +202,19 @@ int runnerd_proc_feed(struct runnerd_proc *p, char *input, size_t input_len)
 	if (r < 0)
 		close_stream(&p->in_src, &p->c.in_fd);
 	return r;
+}
+
+int runnerd_proc_spawn_watch(sd_event *e, char *const argv[], char *const envp[], runnerd_proc_output_t output,
+			     runnerd_proc_done_t done, void *userdata, struct runnerd_proc **ret)
+{
+	/* 4 KiB a read at most, the rest of a burst dropped (keep_head); each read's bytes
+	 * are reported and forgotten in on_out. */
+	int r = proc_start(e, argv, envp, NULL, 0, -1, 4096, 0, done, userdata, ret);
+	if (r < 0)
+		return r;
+	(*ret)->c.out.keep_head = true;
+	(*ret)->output = output;
+	return 0;
 }
 
 void runnerd_proc_retarget(struct runnerd_proc *p, runnerd_proc_done_t done, void *userdata)

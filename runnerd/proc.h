@@ -51,6 +51,18 @@ int runnerd_proc_spawn(sd_event *e, char *const argv[], char *const envp[], char
 int runnerd_proc_spawn_held(sd_event *e, char *const argv[], char *const envp[], size_t out_max,
 			    runnerd_proc_done_t done, void *userdata, struct runnerd_proc **ret);
 
+/* Called for each read that brought stdout bytes of a watching child (runnerd_proc_spawn_watch);
+ * the bytes themselves are dropped. */
+typedef void (*runnerd_proc_output_t)(struct runnerd_proc *p, void *userdata);
+
+/* As runnerd_proc_spawn, for a child that reports events on stdout for as long as it runs
+ * (`docker events`): stdin is /dev/null, there is no timeout, and stdout is never
+ * collected: each read that brought bytes calls output(p, userdata) and the bytes are
+ * dropped, so a chatty child costs no memory. done is called when it ends, as for any
+ * proc. Returns 0 with *ret or -errno. */
+int runnerd_proc_spawn_watch(sd_event *e, char *const argv[], char *const envp[], runnerd_proc_output_t output,
+			     runnerd_proc_done_t done, void *userdata, struct runnerd_proc **ret);
+
 /* Write input (heap, taken over) to a held child's stdin, then close it. Once only: -EALREADY
  * for a child not held or already fed (input freed). Returns 0 or -errno. */
 int runnerd_proc_feed(struct runnerd_proc *p, char *input, size_t input_len);

@@ -671,18 +671,10 @@ static void running_done(struct runnerd_proc *p, const struct runnerd_proc_resul
 	drive(ch);
 }
 
-/* `docker image inspect --format {{.Id}}` printed "sha256:<64 hex>\n" (or another
- * algorithm's digest): the image ID, or NULL. */
-static bool image_id_of(const struct runnerd_proc_result *r, char *out, size_t outlen)
+/* What `docker image inspect --format {{.Id}}` printed: the image ID, or false. */
+static bool image_id_of(const struct runnerd_proc_result *r, char *out)
 {
-	if (!r->exited || r->status != 0 || r->out_len < 2 || r->out_len >= outlen || r->out[r->out_len - 1] != '\n')
-		return false;
-	for (size_t i = 0; i + 1 < r->out_len; i++)
-		if ((unsigned char)r->out[i] <= 0x20 || (unsigned char)r->out[i] >= 0x7f)
-			return false;
-	memcpy(out, r->out, r->out_len - 1);
-	out[r->out_len - 1] = '\0';
-	return true;
+	return r->exited && r->status == 0 && runnerd_parse_image_id(r->out, r->out_len, out) == 0;
 }
 
 static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
@@ -693,9 +685,9 @@ static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_resul
 	ch->proc = NULL;
 	ch->step = RUNNERD_RICH_IDLE;
 	ch->check_needed = false;
-	char image_id[256];
+	char image_id[RUNNERD_IMAGE_ID_MAX + 1];
 	const struct rts_rich_profile *profile = rts_rich_profile_find(&cfg->rich, ch->profile);
-	if (!image_id_of(r, image_id, sizeof(image_id)) || !profile) {
+	if (!image_id_of(r, image_id) || !profile) {
 		char why[RUNNERD_STDERR_LOG_MAX + 64];
 		if (!profile)
 			snprintf(why, sizeof(why), "profile %s is not in the config", ch->profile);

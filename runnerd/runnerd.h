@@ -13,6 +13,7 @@
  * rundir.c     runRoot checks and per-turn directories
  * proc.c       asynchronous docker CLI children
  * spare.c      warm spares: containers started before their turn (spare.h)
+ * image_watch.c  docker events on images, so a spare of a changed image is replaced
  * (the links themselves are common/link.c)
  * docker_args.c, worker_io.c   pure functions (unit-tested)
  *
@@ -35,6 +36,7 @@
 #include "common/msg.h"
 #include "common/paths.h"
 #include "common/proto.h"
+#include "runnerd/image_watch.h"
 #include "runnerd/proc.h"
 #include "runnerd/spare.h"
 #include "runnerd/rich.h"
@@ -105,6 +107,7 @@ struct runnerd {
 	struct runnerd_turns turns; /* turn.h */
 	bool turns_idle;	    /* shutting down and the last turn is gone */
 	struct runnerd_spares spares; /* spare.h */
+	struct runnerd_image_watch image_watch; /* image_watch.h: with warmSpares */
 	struct runnerd_riches riches; /* rich.h */
 	struct runnerd_fetch *fetches; /* attach.c: relayed fetches */
 	unsigned n_fetches;

@@ -9,6 +9,7 @@
 #include "common/timer.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
+#include "runnerd/image_watch.h"
 #include "runnerd/runnerd.h"
 #include "runnerd/spare.h"
 
@@ -25,6 +26,7 @@ struct runnerd_spare {
 	struct rts_timer *probe_timer, *idle_timer;
 	unsigned probes;
 	unsigned failures; /* spares of this channel that died in a row before it */
+	char image_id[RUNNERD_IMAGE_ID_MAX + 1]; /* what its container runs, once ready */
 	bool ready;
 };
 
@@ -279,11 +281,31 @@ static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_res
 
 static void probe_arm(struct runnerd_spare *s);
 
+/* Discard s and start its channel's next spare at once, from the same verified workspace
+ * (the image changed: nothing is wrong with the channel). */
+static void spare_replace(struct runnerd_spare *s, const char *why)
+{
+	struct runnerd *rd = s->rd;
+	char channel_hash[RTS_HASH_HEX_LEN + 1];
+	memcpy(channel_hash, s->channel_hash, sizeof(channel_hash));
+	cleanup_free char *workspace = rts_xstrdup(s->workspace);
+	int ws_fd = steal_fd(&s->workspace_fd);
+	unsigned failures = s->failures;
+	spare_discard(s, why);
+	spare_start(rd, channel_hash, workspace, ws_fd, failures);
+}
+
 static void probe_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
 	struct runnerd_spare *s = arg;
 	s->probe = NULL;
-	if (r->exited && r->status == 0 && r->out_len >= 4 && strncmp(r->out, "true", 4) == 0) {
+	if (r->exited && r->status == 0 && runnerd_parse_running_image(r->out, r->out_len, s->image_id) == 1) {
+		const char *current = runnerd_image_watch_current(s->rd);
+		if (current && strcmp(current, s->image_id) != 0) {
+			/* docker run resolved the name just before the image changed */
+			spare_replace(s, "its image is no longer the configured one");
+			return;
+		}
 		s->ready = true;
 		s->rd->spares.n_ready++;
 		log_debug("spare %s of channel %.12s is ready", s->id, s->channel_hash);
@@ -301,8 +323,8 @@ static void probe_fire(void *arg)
 {
 	struct runnerd_spare *s = arg;
 	s->probe_timer = NULL; /* fired */
-	cleanup_strv char **argv = runnerd_docker_running_argv(RTS_DOCKER, s->container);
-	int r = argv ? runnerd_proc_spawn(s->rd->event, argv, s->rd->child_env, NULL, 0, 64,
+	cleanup_strv char **argv = runnerd_docker_running_image_argv(RTS_DOCKER, s->container);
+	int r = argv ? runnerd_proc_spawn(s->rd->event, argv, s->rd->child_env, NULL, 0, RUNNERD_IMAGE_ID_MAX + 16,
 					  RUNNERD_SPARE_PROBE_TIMEOUT_MS, probe_done, s, &s->probe)
 		     : -EINVAL;
 	if (r < 0) {
@@ -433,6 +455,17 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 	struct runnerd_spare *s = spare_of(rd, channel_hash);
 	if (!s || !s->ready || !s->run)
 		return 0;
+	/* Only a spare of the image the configured name means now, and only while that is
+	 * known (runnerd/image_watch.h): otherwise the turn starts cold, from the name. */
+	const char *current = runnerd_image_watch_current(rd);
+	if (!current) {
+		log_info("channel %.12s: its spare is not used: the image is being checked", channel_hash);
+		return 0;
+	}
+	if (strcmp(current, s->image_id) != 0) {
+		spare_replace(s, "its image is no longer the configured one");
+		return 0;
+	}
 	/* Same channel hash, and its workspace must be the very directory this turn's was
 	 * verified as; else the channel's directory was replaced since (fresh start, an
 	 * operator): the spare is of no use. */
@@ -466,6 +499,22 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, size_t input_len)
 {
 	return runnerd_proc_feed(p, input, input_len);
+}
+
+void runnerd_spares_image_checked(struct runnerd *rd, const char *image_id)
+{
+	/* A replacement goes to the tail of the list; each spare is looked at once. */
+	unsigned n = rd->spares.n;
+	struct runnerd_spare *s = TAILQ_FIRST(&rd->spares.list), *next;
+	for (; s && n > 0; s = next, n--) {
+		next = TAILQ_NEXT(s, entry);
+		if (!s->ready || strcmp(s->image_id, image_id) == 0)
+			continue; /* one still starting is checked when it is ready */
+		if (image_id[0])
+			spare_replace(s, "its image is no longer the configured one");
+		else
+			spare_discard(s, "the configured image cannot be inspected");
+	}
 }
 
 void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash)

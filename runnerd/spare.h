@@ -27,9 +27,13 @@
  * reached it gives way to a cold start, turn.c spare_lost), discarded after "warmSpareIdleMs"
  * without a turn, on a workspace mismatch, and at shutdown. A spare that dies while it
  * waits (killed from outside, a failed start) is removed and started again up to
- * RUNNERD_SPARE_RETRIES times. The config is read once at start-up; a config or image
- * change takes a restart, and start-up removes every container of this installation by
- * its label, spares included. At most "warmSparesMax" spares exist at once. */
+ * RUNNERD_SPARE_RETRIES times. The config is read once at start-up; a config change takes
+ * a restart, and start-up removes every container of this installation by its label,
+ * spares included. An image change is seen while running (runnerd/image_watch.h): the
+ * readiness check records the image ID a spare's container runs, a spare is claimed only
+ * while the watch is current and says the configured image still has that ID, and a spare
+ * of another image is discarded and replaced as soon as the watch sees the change. At most
+ * "warmSparesMax" spares exist at once. */
 #ifndef RUNNERD_SPARE_H
 #define RUNNERD_SPARE_H
 
@@ -71,6 +75,10 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 			void *arg, struct runnerd_spare_claim *out);
 int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, size_t input_len);
 void runnerd_spare_refill(struct runnerd *rd, const char *channel_hash, const char *workspace, int workspace_fd);
+/* The image watch inspected the configured image: image_id is its ID, or "" when it could
+ * not be inspected. Spares whose container runs another image are discarded and started
+ * again (from the image the name means now); with "" every spare is discarded. */
+void runnerd_spares_image_checked(struct runnerd *rd, const char *image_id);
 /* SPARE_DROP: discard channel_hash's spare, if any (its channel was turned off or had a
  * turn cancelled). */
 void runnerd_spare_drop(struct runnerd *rd, const char *channel_hash);

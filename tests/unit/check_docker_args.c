@@ -441,6 +441,61 @@ START_TEST(test_running_argv)
 }
 END_TEST
 
+START_TEST(test_running_image_and_events_argv)
+{
+	const char *name = "roundtable-sandbox-" INST "-" TURN;
+	cleanup_strv char **v = runnerd_docker_running_image_argv("/usr/bin/docker", name);
+	ck_assert_ptr_nonnull(v);
+	const char *expect[] = {"/usr/bin/docker", "container", "inspect", "--format",
+				"{{.State.Running}} {{.Image}}", name};
+	ck_assert_uint_eq(rts_strv_len(v), RTS_ARRAY_SIZE(expect));
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect); i++)
+		ck_assert_str_eq(v[i], expect[i]);
+	ck_assert_ptr_null(runnerd_docker_running_image_argv("/usr/bin/docker", "--help"));
+	ck_assert_ptr_null(runnerd_docker_running_image_argv("docker", name));
+
+	cleanup_strv char **ev = runnerd_docker_image_events_argv("/usr/bin/docker", 1764625200);
+	const char *expect_ev[] = {"/usr/bin/docker", "events", "--filter", "type=image", "--since",
+				   "1764625200", "--format", "{{.Action}}"};
+	ck_assert_uint_eq(rts_strv_len(ev), RTS_ARRAY_SIZE(expect_ev));
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect_ev); i++)
+		ck_assert_str_eq(ev[i], expect_ev[i]);
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("docker", 1));
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", -1));
+}
+END_TEST
+
+#define SHA "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+START_TEST(test_parse_image_ids)
+{
+	char id[RUNNERD_IMAGE_ID_MAX + 1];
+	ck_assert_int_eq(runnerd_parse_image_id(SHA "\n", strlen(SHA) + 1, id), 0);
+	ck_assert_str_eq(id, SHA);
+	/* No newline, an empty line, two lines, a space, a control byte, DEL. */
+	const char *bad[] = {SHA, "\n", SHA "\n" SHA "\n", "sha256:ab cd\n", "sha256:ab\tcd\n", "sha256:\x7f\n"};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++)
+		ck_assert_int_eq(runnerd_parse_image_id(bad[i], strlen(bad[i]), id), -EINVAL);
+	/* The longest ID kept, and one byte more. */
+	char long_id[RUNNERD_IMAGE_ID_MAX + 3];
+	memset(long_id, 'a', RUNNERD_IMAGE_ID_MAX);
+	long_id[RUNNERD_IMAGE_ID_MAX] = '\n';
+	ck_assert_int_eq(runnerd_parse_image_id(long_id, RUNNERD_IMAGE_ID_MAX + 1, id), 0);
+	ck_assert_uint_eq(strlen(id), RUNNERD_IMAGE_ID_MAX);
+	memset(long_id, 'a', RUNNERD_IMAGE_ID_MAX + 1);
+	long_id[RUNNERD_IMAGE_ID_MAX + 1] = '\n';
+	ck_assert_int_eq(runnerd_parse_image_id(long_id, RUNNERD_IMAGE_ID_MAX + 2, id), -EINVAL);
+
+	ck_assert_int_eq(runnerd_parse_running_image("true " SHA "\n", strlen(SHA) + 6, id), 1);
+	ck_assert_str_eq(id, SHA);
+	ck_assert_int_eq(runnerd_parse_running_image("false " SHA "\n", strlen(SHA) + 7, id), 0);
+	const char *bad_run[] = {"true\n", "true \n", "truex " SHA "\n", "yes " SHA "\n", "true  " SHA "\n",
+				 "true " SHA, ""};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad_run); i++)
+		ck_assert_int_eq(runnerd_parse_running_image(bad_run[i], strlen(bad_run[i]), id), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_rm_outcome)
 {
 	ck_assert_int_eq(runnerd_docker_rm_outcome(false, true, 0, ""), RUNNERD_RM_GONE);
@@ -1028,6 +1083,8 @@ static Suite *docker_args_suite(void)
 	tcase_add_test(tc, test_rm_argv);
 	tcase_add_test(tc, test_run_argv_spare_label);
 	tcase_add_test(tc, test_running_argv);
+	tcase_add_test(tc, test_running_image_and_events_argv);
+	tcase_add_test(tc, test_parse_image_ids);
 	tcase_add_test(tc, test_rm_outcome);
 	tcase_add_test(tc, test_exit_text);
 	tcase_add_test(tc, test_ps_argv);

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The image watch of runnerd/image_watch.h. */
+#include "config.h"
+
+#include <time.h>
+
+#include "common/log.h"
+#include "common/timer.h"
+#include "common/util.h"
+#include "runnerd/image_watch.h"
+#include "runnerd/runnerd.h"
+
+static void events_start(struct runnerd *rd);
+
+static void inspect_start(struct runnerd *rd);
+
+static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd *rd = arg;
+	struct runnerd_image_watch *w = &rd->image_watch;
+	w->inspect = NULL;
+	char id[RUNNERD_IMAGE_ID_MAX + 1];
+	if (r->exited && r->status == 0 && runnerd_parse_image_id(r->out, r->out_len, id) == 0) {
+		if (strcmp(id, w->id) != 0) {
+			if (w->id[0])
+				log_notice("image %s is now %.19s (was %.19s): its spares are replaced", rd->cfg->image,
+					   id, w->id);
+			memcpy(w->id, id, sizeof(w->id));
+		}
+		if (w->events)
+			w->retry_ms = 0; /* the watch works again: the next failure waits the least */
+	} else {
+		char line[RUNNERD_STDERR_LOG_MAX + 1];
+		runnerd_first_line(r->err, r->err_len, line);
+		log_warning("cannot inspect image %s (%s): no spare is used until it can be", rd->cfg->image,
+			    line[0] ? line : r->timed_out ? "timed out" : "failed");
+		w->id[0] = '\0';
+	}
+	/* Spares of another image (all of them when the image is unknown) go. */
+	runnerd_spares_image_checked(rd, w->id);
+	if (w->dirty && !w->stopped)
+		inspect_start(rd);
+}
+
+static void inspect_start(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	if (w->inspect || w->stopped)
+		return; /* the one running is followed by another (dirty) */
+	w->dirty = false;
+	cleanup_strv char **argv = runnerd_docker_image_inspect_argv(RTS_DOCKER, rd->cfg->image);
+	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
+					  RUNNERD_IMAGE_INSPECT_TIMEOUT_MS, inspect_done, rd, &w->inspect)
+		     : -EINVAL;
+	if (r < 0) {
+		log_warning_errno(r, "cannot run docker image inspect: %m; no spare is used until it can be");
+		w->dirty = true; /* not current; the next event or restart tries again */
+	}
+}
+
+static void on_event(struct runnerd_proc *p, void *arg)
+{
+	struct runnerd *rd = arg;
+	struct runnerd_image_watch *w = &rd->image_watch;
+	w->events_seen++;
+	w->dirty = true;
+	log_debug("an image event: checking image %s again", rd->cfg->image);
+	inspect_start(rd);
+}
+
+static void restart_fire(void *arg)
+{
+	struct runnerd *rd = arg;
+	rd->image_watch.restart = NULL; /* fired */
+	events_start(rd);
+}
+
+static void restart_later(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	if (w->stopped || w->restart)
+		return;
+	unsigned delay = w->retry_ms ? w->retry_ms : RUNNERD_IMAGE_WATCH_RETRY_MS;
+	w->retry_ms = delay * 2 > RUNNERD_IMAGE_WATCH_RETRY_MAX_MS ? RUNNERD_IMAGE_WATCH_RETRY_MAX_MS : delay * 2;
+	if (rts_timer_start(rd->event, delay, 100, restart_fire, rd, &w->restart) < 0)
+		log_error("cannot arm the image watch's restart: no spare is used until runnerd restarts");
+}
+
+static void events_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+{
+	struct runnerd *rd = arg;
+	struct runnerd_image_watch *w = &rd->image_watch;
+	w->events = NULL;
+	if (w->stopped)
+		return;
+	char line[RUNNERD_STDERR_LOG_MAX + 1];
+	runnerd_first_line(r->err, r->err_len, line);
+	log_warning("docker events %s %d (%s): no spare is used until the image watch is back",
+		    r->exited ? "exited with status" : "died of signal", r->status, line[0] ? line : "no message");
+	restart_later(rd);
+}
+
+static void events_start(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	if (w->stopped || w->events)
+		return;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	cleanup_strv char **argv =
+		runnerd_docker_image_events_argv(RTS_DOCKER, (long long)now.tv_sec - RUNNERD_IMAGE_WATCH_SINCE_S);
+	int r = argv ? runnerd_proc_spawn_watch(rd->event, argv, rd->child_env, on_event, events_done, rd, &w->events)
+		     : -EINVAL;
+	if (r < 0) {
+		log_warning_errno(r, "cannot run docker events: %m; no spare is used until it runs");
+		restart_later(rd);
+		return;
+	}
+	/* Whatever happened while no child watched is unknown: look again. */
+	w->dirty = true;
+	inspect_start(rd);
+}
+
+void runnerd_image_watch_start(struct runnerd *rd)
+{
+	events_start(rd);
+}
+
+void runnerd_image_watch_stop(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	w->stopped = true;
+	rts_timer_stop(w->restart);
+	w->restart = NULL;
+	struct runnerd_proc **procs[] = {&w->events, &w->inspect};
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(procs); i++)
+		if (*procs[i]) {
+			runnerd_proc_detach(*procs[i]);
+			runnerd_proc_kill(*procs[i]);
+			*procs[i] = NULL;
+		}
+}
+
+const char *runnerd_image_watch_current(const struct runnerd *rd)
+{
+	const struct runnerd_image_watch *w = &rd->image_watch;
+	if (w->stopped || !w->events || w->inspect || w->dirty || !w->id[0])
+		return NULL;
+	return w->id;
+}
