@@ -8,6 +8,7 @@
 #include "brokerd/anthropic.h"
 #include "brokerd/keys.h"
 #include "brokerd/reflect.h"
+#include "common/base64.h"
 #include "common/json.h"
 #include "common/jspec.h"
 #include "common/schema.h"
@@ -66,19 +67,17 @@ static const struct rts_jspec text_block_spec = {
 	.unknown = "has a member a text block does not allow (citations and the like are refused)",
 };
 
-/* Base64 as the API takes it: the standard alphabet, padded to a multiple of four. */
+/* Base64 as the API takes it: the standard alphabet, padded to a multiple of four, and not
+ * empty. The alphabet is the project's strict check (common/base64.h); the length is
+ * checked first only to keep its own, clearer message. */
 static bool base64_check(struct rts_jctx *ctx, json_object *v, void *base)
 {
 	const char *s = json_object_get_string(v);
 	size_t n = (size_t)json_object_get_string_len(v);
-	size_t pad = 0;
-	while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
-		pad++;
 	if (n == 0 || n % 4 != 0)
 		return rts_jfail(ctx, "must be base64 (a multiple of four characters)");
-	for (size_t i = 0; i < n - pad; i++)
-		if (!(isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '/'))
-			return rts_jfail(ctx, "must be base64 (standard alphabet)");
+	if (rts_base64_decoded_len(s, n) == SIZE_MAX)
+		return rts_jfail(ctx, "must be base64 (standard alphabet)");
 	return true;
 }
 

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,45 @@ START_TEST(test_remote_media_refused)
 	assert_refused("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{\"type\":\"base64\","
 		       "\"media_type\":\"image/png\",\"data\":\"not base64!\"}}]}]}",
 		       "shape");
+}
+END_TEST
+
+/* An image's data: strict base64 (common/base64.h), not empty, each failure with its own
+ * reason; a valid one passes, so the data alone is what refused the others. */
+static void assert_image_data(const char *data, const char *reason)
+{
+	char body[256];
+	snprintf(body, sizeof(body),
+		 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{\"type\":"
+		 "\"base64\",\"media_type\":\"image/png\",\"data\":\"%s\"}}]}]}",
+		 data);
+	json_object *req = parse(body);
+	struct brokerd_anthropic_policy p = policy(RTS_EFFORT_XHIGH);
+	struct brokerd_anthropic_rebuilt out;
+	const char *why = NULL, *rule = NULL;
+	int r = brokerd_anthropic_request_build(req, &p, &out, &why, &rule);
+	json_object_put(req);
+	if (!reason) {
+		ck_assert_msg(r == 0, "refused %s: %s", data, why);
+		json_object_put(out.body);
+		return;
+	}
+	ck_assert_msg(r < 0, "accepted: %s", data);
+	ck_assert_str_eq(rule, "shape");
+	ck_assert_msg(strstr(why, reason) != NULL, "%s: %s", data, why);
+}
+
+START_TEST(test_image_data_base64)
+{
+	assert_image_data("iVBORw0KGgo=", NULL);
+	assert_image_data("AAAA", NULL);
+	assert_image_data("AA==", NULL);
+	assert_image_data("", "must be base64 (a multiple of four characters)");
+	assert_image_data("AAAAA", "must be base64 (a multiple of four characters)");
+	assert_image_data("AA-_", "must be base64 (standard alphabet)");
+	assert_image_data("A=AA", "must be base64 (standard alphabet)");
+	assert_image_data("====", "must be base64 (standard alphabet)");
+	assert_image_data("A\\u00e9A", "must be base64 (standard alphabet)");
 }
 END_TEST
 
@@ -907,6 +947,7 @@ int main(void)
 	tcase_add_test(tc, test_pi_request_accepted);
 	tcase_add_test(tc, test_native_tools_refused);
 	tcase_add_test(tc, test_remote_media_refused);
+	tcase_add_test(tc, test_image_data_base64);
 	tcase_add_test(tc, test_remote_ref_refused);
 	tcase_add_test(tc, test_other_refusals);
 	tcase_add_test(tc, test_effort_capped);
