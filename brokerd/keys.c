@@ -204,6 +204,10 @@ struct brokerd_keyring {
 	pthread_mutex_t lock;
 	struct keyring_source *sources;
 	size_t n_sources;
+	/* Every source's needles in one array, sources in order, each oldest first: what the
+	 * filter scans. Rebuilt when a key is added, so an answer's check allocates nothing. */
+	const struct brokerd_reflect **all;
+	size_t n_all;
 };
 
 struct brokerd_keyring *brokerd_keyring_new(void)
@@ -233,6 +237,7 @@ void brokerd_keyring_free(struct brokerd_keyring *k)
 		while (k->sources[i].n)
 			drop_oldest(&k->sources[i]);
 	free(k->sources);
+	free(k->all);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }
@@ -248,6 +253,20 @@ static struct keyring_source *source_locked(struct brokerd_keyring *k, const str
 	struct keyring_source *ks = &k->sources[k->n_sources++];
 	*ks = (struct keyring_source){.src = src};
 	return ks;
+}
+
+/* Rebuild k->all after the needles changed. Under the lock. */
+static void flatten_locked(struct brokerd_keyring *k)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < k->n_sources; i++)
+		n += k->sources[i].n;
+	k->all = rts_xrealloc(k->all, (n + 1) * sizeof(*k->all));
+	n = 0;
+	for (size_t i = 0; i < k->n_sources; i++)
+		for (size_t j = 0; j < k->sources[i].n; j++)
+			k->all[n++] = k->sources[i].needles[j];
+	k->n_all = n;
 }
 
 void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source *src, const char *key, size_t len)
@@ -267,6 +286,7 @@ void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source 
 		ks->raw[ks->n] = rts_xstrndup(key, len);
 		ks->raw_len[ks->n] = len;
 		ks->n++;
+		flatten_locked(k);
 	}
 	pthread_mutex_unlock(&k->lock);
 }
@@ -274,14 +294,8 @@ void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source 
 bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size_t len, json_object *o)
 {
 	pthread_mutex_lock(&k->lock);
-	size_t n = 0;
-	const struct brokerd_reflect **all = rts_xcalloc(k->n_sources * BROKERD_KEYRING_PER_SOURCE + 1, sizeof(*all));
-	for (size_t i = 0; i < k->n_sources; i++)
-		for (size_t j = 0; j < k->sources[i].n; j++)
-			all[n++] = k->sources[i].needles[j];
-	bool hit = brokerd_reflect_scan_text(all, n, text, len) || brokerd_reflect_scan_json(all, n, o);
+	bool hit = brokerd_reflect_scan_text(k->all, k->n_all, text, len) || brokerd_reflect_scan_json(k->all, k->n_all, o);
 	pthread_mutex_unlock(&k->lock);
-	free(all);
 	return hit;
 }
 
@@ -289,19 +303,8 @@ bool brokerd_keyring_run(struct brokerd_keyring *k, struct brokerd_reflect_run *
 			 bool final)
 {
 	pthread_mutex_lock(&k->lock);
-	const struct brokerd_reflect *all[64];
-	const struct brokerd_reflect **keys = all;
-	size_t cap = k->n_sources * BROKERD_KEYRING_PER_SOURCE;
-	if (cap > RTS_ARRAY_SIZE(all))
-		keys = rts_xcalloc(cap, sizeof(*keys));
-	size_t n = 0;
-	for (size_t i = 0; i < k->n_sources; i++)
-		for (size_t j = 0; j < k->sources[i].n; j++)
-			keys[n++] = k->sources[i].needles[j];
-	bool hit = brokerd_reflect_run_feed(run, keys, n, text, len, final);
+	bool hit = brokerd_reflect_run_feed(run, k->all, k->n_all, text, len, final);
 	pthread_mutex_unlock(&k->lock);
-	if (keys != all)
-		free(keys);
 	return hit;
 }
 
