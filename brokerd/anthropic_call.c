@@ -59,7 +59,7 @@ struct rich_stream {
 	size_t received;	/* upstream body bytes */
 	bool overflow;
 	struct brokerd_sse splitter;
-	struct brokerd_stream_filter *filter;
+	struct brokerd_stream_filter *filter; /* a streamed call's only (want_stream) */
 	int filter_err;
 	unsigned events;
 	bool paused, done, finished, ended_with_error;
@@ -204,7 +204,8 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 static bool something_to_do(struct rich_stream *s)
 {
 	size_t n = 0;
-	brokerd_stream_filter_out(s->filter, &n);
+	if (s->filter)
+		brokerd_stream_filter_out(s->filter, &n);
 	return n > 0 || s->paused || s->done || s->head_done != s->head_seen;
 }
 
@@ -683,7 +684,9 @@ bool brokerd_rich_anthropic(struct rich_conn *c, struct MHD_Connection *mc, stru
 		return false;
 	}
 	brokerd_keyring_add(t->keys, &cfg->rich.oauth_token, token, token_len);
-	s->filter = brokerd_stream_filter_new(t->keys, brokerd_stream_window(brokerd_keyring_longest(t->keys)));
+	/* Only a streamed answer goes through the filter; finish_whole() checks a whole one. */
+	if (rb.stream)
+		s->filter = brokerd_stream_filter_new(t->keys, brokerd_stream_window(brokerd_keyring_longest(t->keys)));
 	s->headers = build_headers(&c->headers, token, rb.stream);
 	brokerd_key_free(token, token_len);
 	cleanup_free char *url = rts_xasprintf("%s/v1/messages%s%s", cfg->rich.upstream,
