@@ -49,31 +49,62 @@ static bool in_profile(const char *const *names, size_t n, const char *name)
 	return false;
 }
 
+/* Every route kind in one row: its exact target (NULL: matched by name below) and whether
+ * "?beta=true" may follow, its word in log lines, its audit route and the rule of an allowed
+ * call whose handler named none (brokerd/audit.c lists both), the largest body it takes,
+ * and its handler: answer() answers in *a; stream() may instead queue a streamed answer on
+ * the connection itself and then returns true. */
+struct route_row {
+	const char *path;
+	bool beta_ok;
+	const char *word, *audit, *allow_rule;
+	size_t body_max;
+	void (*answer)(struct rich_conn *c, struct rich_answer *a);
+	bool (*stream)(struct rich_conn *c, struct MHD_Connection *mc, struct rich_answer *a);
+};
+
+static const struct route_row routes[] = {
+	[RICH_ROUTE_READY] = {"/worker/ready", false, "ready", "rich_worker", "worker_ready",
+			      BROKERD_RICH_SMALL_BODY_MAX, .answer = brokerd_rich_worker_ready},
+	[RICH_ROUTE_NEXT] = {"/worker/next", false, "next", "rich_worker", "worker_next", BROKERD_RICH_SMALL_BODY_MAX,
+			     .answer = brokerd_rich_worker_next},
+	[RICH_ROUTE_RESULT] = {"/worker/result", false, "result", "rich_worker", "reply_packet",
+			       RTS_RICH_REPLY_PACKET_MAX, .answer = brokerd_rich_worker_result},
+	[RICH_ROUTE_COMPACT] = {"/worker/compact", false, "compact", "rich_compact", "compaction", RTS_RICH_BODY_MAX,
+				.answer = brokerd_rich_worker_compact},
+	[RICH_ROUTE_MESSAGES] = {"/anthropic/v1/messages", true, "anthropic", "rich_model", "anthropic_route",
+				 RTS_RICH_BODY_MAX, .stream = brokerd_rich_anthropic},
+	[RICH_ROUTE_COUNT_TOKENS] = {"/anthropic/v1/messages/count_tokens", true, "count_tokens", "rich_count_tokens",
+				     "anthropic_route", RTS_RICH_BODY_MAX, .stream = brokerd_rich_anthropic},
+	[RICH_ROUTE_MCP] = {NULL, false, "mcp", "rich_mcp", "mcp_method", RTS_RICH_BODY_MAX, .answer = brokerd_rich_mcp},
+	[RICH_ROUTE_TOOL] = {NULL, false, "tool", "rich_tool", "tool_configured", RTS_RICH_BODY_MAX,
+			     .answer = brokerd_rich_tool},
+};
+_Static_assert(RTS_ARRAY_SIZE(routes) == RICH_ROUTE_TOOL + 1, "a row for every rich route kind");
+
+/* k's row, or for a kind no route has (never matched) the row of no route. */
+static const struct route_row *route_row(enum rich_route_kind k)
+{
+	static const struct route_row none = {.word = "none", .audit = "rich_none", .allow_rule = "allowed",
+					      .body_max = RTS_RICH_BODY_MAX};
+	return (unsigned)k < RTS_ARRAY_SIZE(routes) ? &routes[k] : &none;
+}
+
 bool brokerd_rich_route_match(const struct rts_config *cfg, const struct rts_rich_profile *profile,
 			      const char *target, struct rich_route *r)
 {
-	static const struct {
-		const char *path;
-		enum rich_route_kind kind;
-		bool beta_ok;
-	} exact[] = {
-		{"/worker/ready", RICH_ROUTE_READY, false},
-		{"/worker/next", RICH_ROUTE_NEXT, false},
-		{"/worker/result", RICH_ROUTE_RESULT, false},
-		{"/worker/compact", RICH_ROUTE_COMPACT, false},
-		{"/anthropic/v1/messages", RICH_ROUTE_MESSAGES, true},
-		{"/anthropic/v1/messages/count_tokens", RICH_ROUTE_COUNT_TOKENS, true},
-	};
 	*r = (struct rich_route){0};
 	if (!target)
 		return false;
-	for (size_t i = 0; i < RTS_ARRAY_SIZE(exact); i++) {
-		size_t n = strlen(exact[i].path);
-		if (strncmp(target, exact[i].path, n) != 0)
+	for (size_t i = 0; i < RTS_ARRAY_SIZE(routes); i++) {
+		if (!routes[i].path)
+			continue;
+		size_t n = strlen(routes[i].path);
+		if (strncmp(target, routes[i].path, n) != 0)
 			continue;
 		const char *rest = target + n;
-		if (*rest == '\0' || (exact[i].beta_ok && strcmp(rest, "?beta=true") == 0)) {
-			r->kind = exact[i].kind;
+		if (*rest == '\0' || (routes[i].beta_ok && strcmp(rest, "?beta=true") == 0)) {
+			r->kind = (enum rich_route_kind)i;
 			r->beta = *rest != '\0';
 			return true;
 		}
@@ -102,87 +133,27 @@ bool brokerd_rich_route_match(const struct rts_config *cfg, const struct rts_ric
 
 size_t brokerd_rich_route_body_max(const struct rts_config *cfg, enum rich_route_kind kind)
 {
-	switch (kind) {
-	case RICH_ROUTE_READY:
-	case RICH_ROUTE_NEXT:
-		return BROKERD_RICH_SMALL_BODY_MAX;
-	case RICH_ROUTE_RESULT:
-		return RTS_RICH_REPLY_PACKET_MAX;
-	default:
-		return RTS_RICH_BODY_MAX;
-	}
+	return route_row(kind)->body_max;
 }
 
 static const char *route_word(enum rich_route_kind k)
 {
-	static const char *const words[] = {
-		[RICH_ROUTE_READY] = "ready",	     [RICH_ROUTE_NEXT] = "next",
-		[RICH_ROUTE_RESULT] = "result",	     [RICH_ROUTE_COMPACT] = "compact",
-		[RICH_ROUTE_MESSAGES] = "anthropic", [RICH_ROUTE_COUNT_TOKENS] = "count_tokens",
-		[RICH_ROUTE_MCP] = "mcp",	     [RICH_ROUTE_TOOL] = "tool",
-	};
-	return (unsigned)k < RTS_ARRAY_SIZE(words) ? words[k] : "none";
+	return route_row(k)->word;
 }
 
 /* ---- the audit trail ---- */
-
-/* The audit route name of a rich route (brokerd/audit.c lists them). */
-static const char *audit_route(bool routed, enum rich_route_kind k)
-{
-	if (!routed)
-		return "rich_none";
-	switch (k) {
-	case RICH_ROUTE_READY:
-	case RICH_ROUTE_NEXT:
-	case RICH_ROUTE_RESULT:
-		return "rich_worker";
-	case RICH_ROUTE_COMPACT:
-		return "rich_compact";
-	case RICH_ROUTE_MESSAGES:
-		return "rich_model";
-	case RICH_ROUTE_COUNT_TOKENS:
-		return "rich_count_tokens";
-	case RICH_ROUTE_MCP:
-		return "rich_mcp";
-	case RICH_ROUTE_TOOL:
-		return "rich_tool";
-	}
-	return "rich_none";
-}
-
-/* The rule of an allowed call whose handler named none. */
-static const char *allow_rule(enum rich_route_kind k)
-{
-	switch (k) {
-	case RICH_ROUTE_READY:
-		return "worker_ready";
-	case RICH_ROUTE_NEXT:
-		return "worker_next";
-	case RICH_ROUTE_RESULT:
-		return "reply_packet";
-	case RICH_ROUTE_COMPACT:
-		return "compaction";
-	case RICH_ROUTE_MESSAGES:
-	case RICH_ROUTE_COUNT_TOKENS:
-		return "anthropic_route";
-	case RICH_ROUTE_MCP:
-		return "mcp_method";
-	case RICH_ROUTE_TOOL:
-		return "tool_configured";
-	}
-	return "allowed";
-}
 
 void brokerd_rich_audit(struct rich_channel *ch, const char *turn_id, unsigned call_no, bool routed,
 			enum rich_route_kind route, const char *rule, enum brokerd_result result, bool forwarded,
 			uint64_t accepted_ms)
 {
 	if (!rule)
-		rule = result == BROKERD_OK && routed ? allow_rule(route)
+		rule = result == BROKERD_OK && routed ? route_row(route)->allow_rule
 		       : result == BROKERD_RESULT_MAX_ ? "closed"
 						       : brokerd_result_code(result);
-	if (!brokerd_audit_decision(turn_id, ch->hash, call_no, ch->audit_max, audit_route(routed, route), rule, result,
-				    forwarded, rts_now_ms() - accepted_ms))
+	const char *audit = routed ? route_row(route)->audit : "rich_none";
+	if (!brokerd_audit_decision(turn_id, ch->hash, call_no, ch->audit_max, audit, rule, result, forwarded,
+				    rts_now_ms() - accepted_ms))
 		atomic_fetch_add(&ch->audit_unlogged, 1);
 }
 
@@ -904,30 +875,11 @@ static void run(struct rich_conn *c, struct MHD_Connection *mc)
 		brokerd_rich_answer_error(&a, weighed);
 		goto answer;
 	}
-	switch (c->route.kind) {
-	case RICH_ROUTE_READY:
-		brokerd_rich_worker_ready(c, &a);
-		break;
-	case RICH_ROUTE_NEXT:
-		brokerd_rich_worker_next(c, &a);
-		break;
-	case RICH_ROUTE_RESULT:
-		brokerd_rich_worker_result(c, &a);
-		break;
-	case RICH_ROUTE_COMPACT:
-		brokerd_rich_worker_compact(c, &a);
-		break;
-	case RICH_ROUTE_MESSAGES:
-	case RICH_ROUTE_COUNT_TOKENS:
-		streamed = brokerd_rich_anthropic(c, mc, &a);
-		break;
-	case RICH_ROUTE_MCP:
-		brokerd_rich_mcp(c, &a);
-		break;
-	case RICH_ROUTE_TOOL:
-		brokerd_rich_tool(c, &a);
-		break;
-	}
+	const struct route_row *row = route_row(c->route.kind);
+	if (row->stream)
+		streamed = row->stream(c, mc, &a);
+	else if (row->answer)
+		row->answer(c, &a);
 answer:
 	c->state = CONN_DONE;
 	if (streamed)
