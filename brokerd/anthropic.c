@@ -468,15 +468,12 @@ static void apply_effort(json_object *out, json_object *req, const struct broker
 int brokerd_anthropic_request_build(json_object *req, const struct brokerd_anthropic_policy *p,
 				    struct brokerd_anthropic_rebuilt *o, const char **why, const char **rule)
 {
-	/* One per thread: libmicrohttpd runs a thread per connection. */
-	static __thread struct rts_jerr e;
-	static __thread char text[RTS_JERR_PATH_MAX + RTS_JERR_TEXT_MAX + 8];
 	*o = (struct brokerd_anthropic_rebuilt){0};
 	*why = NULL;
 	*rule = NULL;
-	if (rts_jspec_validate(req, &request_root, NULL, 0, &e) < 0) {
-		*why = rts_jerr_join(&e, " ", text, sizeof(text));
-		*rule = e.code ? e.code : "shape";
+	if (brokerd_body_check(req, &request_root, why, rule) < 0) {
+		if (!*rule)
+			*rule = "shape";
 		return -EINVAL;
 	}
 	json_object *out = json_object_new_object();

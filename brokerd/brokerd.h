@@ -135,4 +135,11 @@ enum brokerd_result brokerd_fetch_handle(struct brokerd_call *call, char **answe
  * with *why static (nothing from buf). */
 int brokerd_body_parse(const char *buf, size_t len, json_object **out, const char **why);
 
+/* Hold a parsed document to its table (common/jspec.h: root, nothing stored, no flags).
+ * Returns 0, or -EINVAL with *why "PATH TEXT" (the text alone at the document itself) in a
+ * buffer of the calling thread's, valid until its next call, and *code (when code is not
+ * NULL) what a check passed to rts_jfail_code(), else NULL. */
+struct rts_jfield;
+int brokerd_body_check(json_object *doc, const struct rts_jfield *root, const char **why, const char **code);
+
 #endif

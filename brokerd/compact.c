@@ -92,23 +92,12 @@ static const struct rts_jspec report_spec = {
 };
 static const struct rts_jfield report_root = RTS_JSPEC_ROOT(&report_spec);
 
-static int validate(json_object *doc, const struct rts_jfield *root, const char **why)
-{
-	static __thread struct rts_jerr e;
-	static __thread char text[RTS_JERR_PATH_MAX + RTS_JERR_TEXT_MAX + 8];
-	if (rts_jspec_validate(doc, root, NULL, 0, &e) < 0) {
-		*why = rts_jerr_join(&e, " ", text, sizeof(text));
-		return -EINVAL;
-	}
-	return 0;
-}
-
 int brokerd_compact_envelope(json_object *doc, const char **turn_id, json_object **request, json_object **report,
 			     const char **why)
 {
 	*turn_id = NULL;
 	*request = *report = NULL;
-	if (validate(doc, &envelope_root, why) < 0)
+	if (brokerd_body_check(doc, &envelope_root, why, NULL) < 0)
 		return -EINVAL;
 	*request = rts_json_get(doc, "request");
 	*report = rts_json_get(doc, "report");
@@ -123,7 +112,7 @@ int brokerd_compact_envelope(json_object *doc, const char **turn_id, json_object
 
 int brokerd_compact_request_check(json_object *req, const char **why)
 {
-	return validate(req, &request_root, why);
+	return brokerd_body_check(req, &request_root, why, NULL);
 }
 
 /* The principal a Pi message is tagged private to (details.privateTo), or NULL. */
@@ -216,7 +205,7 @@ int brokerd_compact_answer_build(const char *out, size_t len, json_object *req, 
 	cleanup_json json_object *doc = NULL;
 	if (rts_json_parse(out, len, RTS_JSON_DEPTH_MAX, &doc, why) < 0)
 		return -EINVAL;
-	if (validate(doc, &answer_root, why) < 0)
+	if (brokerd_body_check(doc, &answer_root, why, NULL) < 0)
 		return -EINVAL;
 	if (strcmp(rts_json_get_string(doc, "firstKeptEntryId"), rts_json_get_string(req, "firstKeptEntryId")) != 0) {
 		*why = "firstKeptEntryId is not the request's";
@@ -248,7 +237,7 @@ int brokerd_compact_answer_build(const char *out, size_t len, json_object *req, 
 
 int brokerd_compact_report_format(json_object *report, char *line, size_t len, const char **why)
 {
-	if (validate(report, &report_root, why) < 0)
+	if (brokerd_body_check(report, &report_root, why, NULL) < 0)
 		return -EINVAL;
 	const char *event = rts_json_get_string(report, "event");
 	if (!event)

@@ -139,12 +139,8 @@ static bool string_is(json_object *o, const char *want)
  * writes them (workspace/attachments/<turn id>/). */
 int brokerd_rich_input_check(json_object *in, const struct brokerd_binding *b, const char **why)
 {
-	static __thread struct rts_jerr e;
-	static __thread char text[RTS_JERR_PATH_MAX + RTS_JERR_TEXT_MAX + 8];
-	if (rts_jspec_validate(in, &input_root, NULL, 0, &e) < 0) {
-		*why = rts_jerr_join(&e, " ", text, sizeof(text));
+	if (brokerd_body_check(in, &input_root, why, NULL) < 0)
 		return -EINVAL;
-	}
 	json_object *sp = rts_json_get(in, "speaker");
 	if (!string_is(rts_json_get(in, "turnId"), b->turn_id)) {
 		*why = "turnId is not the bound turn's";
@@ -313,14 +309,10 @@ const char *brokerd_rich_file_mime(const char *mime)
 
 int brokerd_rich_reply_build(json_object *packet, const char *turn_id, char **out, size_t *len, const char **why)
 {
-	static __thread struct rts_jerr e;
-	static __thread char text[RTS_JERR_PATH_MAX + RTS_JERR_TEXT_MAX + 8];
 	*out = NULL;
 	*len = 0;
-	if (rts_jspec_validate(packet, &packet_root, NULL, 0, &e) < 0) {
-		*why = rts_jerr_join(&e, " ", text, sizeof(text));
+	if (brokerd_body_check(packet, &packet_root, why, NULL) < 0)
 		return -EINVAL;
-	}
 	const char *id = rts_json_get_string(packet, "turnId");
 	if (strcmp(id, turn_id) != 0) {
 		*why = "turnId is not the admitted turn's";
