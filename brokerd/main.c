@@ -12,12 +12,12 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/closer.h"
 #include "brokerd/rich.h"
 #include "brokerd/exec.h"
 #include "brokerd/keys.h"
@@ -63,15 +63,13 @@ struct brokerd {
 	struct rts_link_server *server;
 	struct brokerd_link *links;
 	struct brokerd_turn *turns;   /* bound and serving */
-	struct brokerd_turn *closing; /* being torn down by a closer thread */
-	unsigned n_turns;	      /* both lists */
+	unsigned n_turns;	      /* these and those being torn down */
 	bool stopping;
 	struct brokerd_rich *rich;    /* rich channels (rich.c) */
 
-	/* Closer threads hand finished turns back through this list and eventfd. */
+	/* Turns being torn down; closer threads hand finished ones back through done_fd. */
+	struct brokerd_closers closers;
 	int done_fd;
-	pthread_mutex_t done_lock;
-	struct brokerd_turn *done;
 };
 
 /* ---- turns ---- */
@@ -84,10 +82,7 @@ struct closer_arg {
 
 static void turn_finished(struct brokerd *d, struct brokerd_turn *t)
 {
-	pthread_mutex_lock(&d->done_lock);
-	t->done_next = d->done;
-	d->done = t;
-	pthread_mutex_unlock(&d->done_lock);
+	brokerd_closers_done(&d->closers, &t->closer);
 	uint64_t one = 1;
 	if (write(d->done_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_warning_errno(errno, "cannot signal a finished turn: %m");
@@ -118,18 +113,11 @@ static void turn_close(struct brokerd *d, struct brokerd_turn *t, bool answer)
 			*p = t->next;
 			break;
 		}
-	t->next = d->closing;
-	d->closing = t;
 	t->answer_close = answer;
 	brokerd_turn_begin_close(t);
 	struct closer_arg *ca = rts_xmalloc(sizeof(*ca));
 	*ca = (struct closer_arg){.d = d, .t = t};
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(&t->closer, NULL, closer_thread, ca);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	t->has_closer = r == 0;
+	int r = brokerd_closers_start(&d->closers, &t->closer, closer_thread, ca);
 	if (r != 0) {
 		/* No thread: do it here, blocking the loop briefly rather than leaking. */
 		log_warning_errno(r, "turn %s: no closer thread, closing inline: %m", t->b.turn_id);
@@ -145,19 +133,8 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 	uint64_t v;
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_warning_errno(errno, "reading the closer eventfd: %m");
-	pthread_mutex_lock(&d->done_lock);
-	struct brokerd_turn *list = steal_pointer(&d->done);
-	pthread_mutex_unlock(&d->done_lock);
-	while (list) {
-		struct brokerd_turn *t = list;
-		list = t->done_next;
-		for (struct brokerd_turn **p = &d->closing; *p; p = &(*p)->next)
-			if (*p == t) {
-				*p = t->next;
-				break;
-			}
-		if (t->has_closer)
-			pthread_join(t->closer, NULL);
+	for (struct brokerd_closer *c; (c = brokerd_closers_reap(&d->closers));) {
+		struct brokerd_turn *t = brokerd_closer_entry(c, struct brokerd_turn, closer);
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
 			     "%s closed after %u calls", t->precheck ? "precheck" : "turn", calls);
@@ -367,9 +344,11 @@ static void link_forget(struct brokerd_link *l)
 		}
 	}
 	/* Turns already being torn down must not answer on a freed link. */
-	for (struct brokerd_turn *t = d->closing; t; t = t->next)
+	for (struct brokerd_closer *c = d->closers.closing; c; c = c->next) {
+		struct brokerd_turn *t = brokerd_closer_entry(c, struct brokerd_turn, closer);
 		if (t->owner == l)
 			t->owner = NULL;
+	}
 	brokerd_rich_link_down(d->rich, l->link);
 	for (struct brokerd_link **p = &d->links; *p; p = &(*p)->next)
 		if (*p == l) {
@@ -553,7 +532,7 @@ int main(int argc, char **argv)
 #endif
 
 	struct brokerd d = {.cfg = cfg, .daemon = &daemon, .done_fd = -1};
-	pthread_mutex_init(&d.done_lock, NULL);
+	brokerd_closers_init(&d.closers);
 	rts_daemon_listen(&daemon, RTS_SOCK_BROKERD, SOCK_SEQPACKET, 0600, false, on_stop, &d);
 	d.ev = daemon.event;
 	d.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -606,7 +585,7 @@ int main(int argc, char **argv)
 	brokerd_toolbox_free(toolbox);
 	sd_event_source_disable_unref(d.sweep);
 	close(d.done_fd);
-	pthread_mutex_destroy(&d.done_lock);
+	brokerd_closers_destroy(&d.closers);
 	brokerd_upstream_cleanup();
 	curl_global_cleanup();
 	rts_daemon_finish(&daemon);

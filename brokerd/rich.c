@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <microhttpd.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 
 #include "brokerd/keys.h"
@@ -32,15 +31,13 @@ struct brokerd_rich {
 	int poke_fd;
 	sd_event_source *poke_src;
 	struct rich_channel *channels; /* serving */
-	struct rich_channel *closing;  /* being torn down */
-	unsigned n_channels;	       /* both lists */
+	unsigned n_channels;	       /* these and those being torn down */
 	bool stopping;
 	void (*on_idle)(void *arg);
 	void *idle_arg;
 
-	/* Closer threads hand finished channels back here. */
-	pthread_mutex_t done_lock;
-	struct rich_channel *done; /* through ->next */
+	/* Channels being torn down; closer threads hand finished ones back here and poke. */
+	struct brokerd_closers closers;
 };
 
 /* The fetch side (rich_fetch.c) keeps its own state; these are its hooks here. */
@@ -48,21 +45,6 @@ bool brokerd_rich_fetch_idle(void);
 void brokerd_rich_fetch_deliver(struct brokerd_rich *rich);
 void brokerd_rich_fetch_link_down(struct rts_link *l);
 void brokerd_rich_fetch_stop(void);
-
-int brokerd_rich_thread(void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t th;
-	int r = pthread_create(&th, &attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return r;
-}
 
 void brokerd_rich_poke(struct brokerd_rich *rich)
 {
@@ -246,10 +228,7 @@ static void *closer_thread(void *arg)
 		pthread_cond_wait(&ch->cond, &ch->lock);
 	pthread_mutex_unlock(&ch->lock);
 	struct brokerd_rich *rich = ca->rich;
-	pthread_mutex_lock(&rich->done_lock);
-	ch->next = rich->done;
-	rich->done = ch;
-	pthread_mutex_unlock(&rich->done_lock);
+	brokerd_closers_done(&rich->closers, &ch->closer);
 	brokerd_rich_poke(rich);
 	free(ca);
 	return NULL;
@@ -264,8 +243,6 @@ static void channel_close(struct brokerd_rich *rich, struct rich_channel *ch, co
 			*p = ch->next;
 			break;
 		}
-	ch->next = rich->closing;
-	rich->closing = ch;
 	brokerd_gate_stop(&ch->gate);
 	answer_waiters(ch, -ENOENT);
 	pthread_mutex_lock(&ch->lock);
@@ -278,12 +255,7 @@ static void channel_close(struct brokerd_rich *rich, struct rich_channel *ch, co
 
 	struct closer_arg *ca = rts_xmalloc(sizeof(*ca));
 	*ca = (struct closer_arg){.rich = rich, .ch = ch};
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(&ch->closer, NULL, closer_thread, ca);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	ch->has_closer = r == 0;
+	int r = brokerd_closers_start(&rich->closers, &ch->closer, closer_thread, ca);
 	if (r != 0) {
 		log_warning_errno(r, "channel %.12s: no closer thread, closing inline: %m", ch->hash);
 		closer_thread(ca);
@@ -299,19 +271,8 @@ static void check_idle(struct brokerd_rich *rich)
 /* Channels whose closer thread is done: answer for their turn and free them. */
 static void reap_closed(struct brokerd_rich *rich)
 {
-	pthread_mutex_lock(&rich->done_lock);
-	struct rich_channel *list = steal_pointer(&rich->done);
-	pthread_mutex_unlock(&rich->done_lock);
-	while (list) {
-		struct rich_channel *ch = list;
-		list = ch->next;
-		for (struct rich_channel **p = &rich->closing; *p; p = &(*p)->next)
-			if (*p == ch) {
-				*p = ch->next;
-				break;
-			}
-		if (ch->has_closer)
-			pthread_join(ch->closer, NULL);
+	for (struct brokerd_closer *c; (c = brokerd_closers_reap(&rich->closers));) {
+		struct rich_channel *ch = brokerd_closer_entry(c, struct rich_channel, closer);
 		finish_turn(ch, true);
 		channel_free(ch);
 		rich->n_channels--;
@@ -600,7 +561,8 @@ void brokerd_rich_link_down(struct brokerd_rich *rich, struct rts_link *l)
 			channel_close(rich, ch, "its runnerd link is gone");
 		}
 	}
-	for (struct rich_channel *ch = rich->closing; ch; ch = ch->next) {
+	for (struct brokerd_closer *c = rich->closers.closing; c; c = c->next) {
+		struct rich_channel *ch = brokerd_closer_entry(c, struct rich_channel, closer);
 		if (ch->owner == l)
 			ch->owner = NULL;
 		for (struct rich_waiter *w = ch->waiters; w; w = w->next)
@@ -636,7 +598,7 @@ struct brokerd_rich *brokerd_rich_new(const struct rts_config *cfg, sd_event *ev
 	rich->ev = ev;
 	rich->on_idle = on_idle;
 	rich->idle_arg = arg;
-	pthread_mutex_init(&rich->done_lock, NULL);
+	brokerd_closers_init(&rich->closers);
 	rich->poke_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	int r;
 	if (rich->poke_fd < 0)
@@ -658,6 +620,6 @@ void brokerd_rich_free(struct brokerd_rich *rich)
 	sd_event_source_disable_unref(rich->poke_src);
 	sd_event_source_disable_unref(rich->sweep);
 	close(rich->poke_fd);
-	pthread_mutex_destroy(&rich->done_lock);
+	brokerd_closers_destroy(&rich->closers);
 	free(rich);
 }

@@ -29,6 +29,7 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/closer.h"
 #include "brokerd/gate.h"
 #include "common/conf.h"
 #include "common/link.h"
@@ -133,8 +134,7 @@ struct rich_channel {
 	struct brokerd_gate gate;
 	struct MHD_Daemon *mhd;
 	atomic_bool closing; /* its calls stop through their turn's wake-up (settled first) */
-	pthread_t closer;
-	bool has_closer;
+	struct brokerd_closer closer; /* torn down on a closer thread (rich.c) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	    /* turn queued, worker state, closing: wakes long polls */
@@ -289,10 +289,6 @@ static inline void rich_conn_quiet(struct rich_conn *c, bool quiet)
 }
 
 /* ---- what the pieces call ---- */
-
-/* Run fn(arg) on a detached thread of its own, with every signal blocked (the main thread
- * takes them through sd-event). Returns 0 or a positive errno from pthread_create(). */
-int brokerd_rich_thread(void *(*fn)(void *), void *arg);
 
 /* Wake the main thread: it looks at every channel's flags and settling turns. Any thread. */
 void brokerd_rich_poke(struct brokerd_rich *rich);

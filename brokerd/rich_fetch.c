@@ -177,7 +177,7 @@ int brokerd_rich_fetch_start(struct brokerd_rich *rich, struct rts_link *l, cons
 	running = f;
 	pthread_mutex_unlock(&fetch_lock);
 
-	int r = brokerd_rich_thread(fetch_thread, f);
+	int r = brokerd_thread_start(NULL, fetch_thread, f);
 	if (r != 0) {
 		pthread_mutex_lock(&fetch_lock);
 		for (struct rich_fetch **p = &running; *p; p = &(*p)->next)

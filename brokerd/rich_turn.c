@@ -356,7 +356,7 @@ int brokerd_rich_turn_admit(struct rich_channel *ch)
 	pthread_mutex_lock(&ch->lock);
 	ch->turn->users++;
 	pthread_mutex_unlock(&ch->lock);
-	int r = brokerd_rich_thread(admit_thread, ch);
+	int r = brokerd_thread_start(NULL, admit_thread, ch);
 	if (r != 0) {
 		pthread_mutex_lock(&ch->lock);
 		brokerd_rich_turn_unuse_locked(ch, ch->turn);

@@ -17,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/closer.h"
 #include "brokerd/gate.h"
 
 struct MHD_Daemon;
@@ -43,10 +44,8 @@ struct brokerd_turn {
 	struct brokerd_gate gate; /* the broker socket's front door (gate.h) */
 	void *owner;		  /* the runnerd link that bound the turn; NULL once it is gone */
 	bool answer_close;	  /* send BROKER_CLOSED when the teardown is done */
-	pthread_t closer;	  /* the thread running brokerd_turn_stop() */
-	bool has_closer;	  /* closer is a thread to join */
-	struct brokerd_turn *next;	  /* in the serving or the closing list */
-	struct brokerd_turn *done_next; /* in the finished list, under its own lock */
+	struct brokerd_closer closer; /* torn down by brokerd_turn_stop() on a closer thread */
+	struct brokerd_turn *next;    /* in the serving list */
 };
 
 /* Validate a BROKER_BIND and create the turn serving HTTP on listen_fd, accepting from
