@@ -88,10 +88,50 @@ static const char *const header_names[H_COUNT_] = {
 	[H_CONTENT_LENGTH] = "Content-Length",
 };
 
-static bool value_is(const struct brokerd_header *h, const char *want)
+bool brokerd_header_whole(const struct brokerd_header *h)
+{
+	return h->name && h->value && strlen(h->name) == h->name_len && strlen(h->value) == h->value_len;
+}
+
+bool brokerd_header_is(const struct brokerd_header *h, const char *want)
 {
 	size_t n = strlen(want);
 	return h->value_len == n && memcmp(h->value, want, n) == 0;
+}
+
+int brokerd_content_length(const struct brokerd_header *h, size_t max, size_t *len)
+{
+	*len = 0;
+	if (h->value_len == 0)
+		return -EINVAL;
+	size_t v = 0;
+	bool over = false;
+	for (size_t i = 0; i < h->value_len; i++) {
+		char c = h->value[i];
+		if (c < '0' || c > '9')
+			return -EINVAL;
+		size_t d = (size_t)(c - '0');
+		if (over || d > max || v > (max - d) / 10)
+			over = true;
+		else
+			v = v * 10 + d;
+	}
+	if (over)
+		return -EFBIG;
+	*len = v;
+	return 0;
+}
+
+enum MHD_Result brokerd_header_collect(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				       const char *value, size_t value_size)
+{
+	(void)kind;
+	struct brokerd_header_list *l = cls;
+	if (l->n < l->cap)
+		l->h[l->n] = (struct brokerd_header){
+			.name = key, .name_len = key_size, .value = value ? value : "", .value_len = value ? value_size : 0};
+	l->n++;
+	return l->n <= l->cap ? MHD_YES : MHD_NO;
 }
 
 enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, size_t n, size_t *content_length,
@@ -108,8 +148,7 @@ enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, s
 	if (n > BROKERD_HEADERS_MAX)
 		REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 	for (size_t i = 0; i < n; i++) {
-		if (!h[i].name || !h[i].value || strlen(h[i].name) != h[i].name_len ||
-		    strlen(h[i].value) != h[i].value_len)
+		if (!brokerd_header_whole(&h[i]))
 			REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 		int id = -1;
 		for (int k = 0; k < H_COUNT_ && id < 0; k++)
@@ -119,28 +158,19 @@ enum brokerd_result brokerd_headers_check_rule(const struct brokerd_header *h, s
 			REFUSE(BROKERD_BAD_REQUEST, "header_not_allowed");
 		seen[id] = &h[i];
 	}
-	if (!seen[H_AUTHORIZATION] || !value_is(seen[H_AUTHORIZATION], "Bearer " RTS_DUMMY_KEY))
+	if (!seen[H_AUTHORIZATION] || !brokerd_header_is(seen[H_AUTHORIZATION], "Bearer " RTS_DUMMY_KEY))
 		REFUSE(BROKERD_UNAUTHORIZED, "dummy_key");
-	if (!seen[H_HOST] || !value_is(seen[H_HOST], "broker"))
+	if (!seen[H_HOST] || !brokerd_header_is(seen[H_HOST], "broker"))
 		REFUSE(BROKERD_BAD_REQUEST, "host_header");
 	if (!seen[H_CONTENT_TYPE] || seen[H_CONTENT_TYPE]->value_len != strlen("application/json") ||
 	    strcasecmp(seen[H_CONTENT_TYPE]->value, "application/json") != 0)
 		REFUSE(BROKERD_BAD_REQUEST, "content_type");
-	const struct brokerd_header *cl = seen[H_CONTENT_LENGTH];
-	if (!cl || cl->value_len == 0)
-		REFUSE(BROKERD_BAD_REQUEST, "content_length");
 	size_t len = 0;
-	bool too_large = false;
-	for (size_t i = 0; i < cl->value_len; i++) {
-		char c = cl->value[i];
-		if (c < '0' || c > '9')
-			REFUSE(BROKERD_BAD_REQUEST, "content_length");
-		if (!too_large) {
-			len = len * 10 + (size_t)(c - '0');
-			too_large = len > RTS_BROKER_BODY_MAX;
-		}
-	}
-	if (too_large)
+	int r = seen[H_CONTENT_LENGTH] ? brokerd_content_length(seen[H_CONTENT_LENGTH], RTS_BROKER_BODY_MAX, &len)
+				       : -EINVAL;
+	if (r == -EINVAL)
+		REFUSE(BROKERD_BAD_REQUEST, "content_length");
+	if (r < 0)
 		REFUSE(BROKERD_TOO_LARGE, "body_too_large");
 #undef REFUSE
 	*content_length = len;
@@ -276,23 +306,6 @@ void *brokerd_http_on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
 	return c;
 }
 
-struct header_list {
-	struct brokerd_header h[BROKERD_HEADERS_MAX];
-	size_t n; /* fields seen, may exceed BROKERD_HEADERS_MAX */
-};
-
-static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
-				      const char *value, size_t value_size)
-{
-	(void)kind;
-	struct header_list *l = cls;
-	if (l->n < BROKERD_HEADERS_MAX)
-		l->h[l->n] = (struct brokerd_header){
-			.name = key, .name_len = key_size, .value = value ? value : "", .value_len = value ? value_size : 0};
-	l->n++;
-	return l->n <= BROKERD_HEADERS_MAX ? MHD_YES : MHD_NO;
-}
-
 static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, const char *body)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -355,8 +368,9 @@ static enum brokerd_result admit(struct brokerd_turn *t, struct brokerd_conn *c,
 	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
 		REFUSE(BROKERD_BAD_REQUEST, "http_version", "an HTTP version other than 1.1");
 
-	struct header_list hl = {.n = 0};
-	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
+	struct brokerd_header fields[BROKERD_HEADERS_MAX];
+	struct brokerd_header_list hl = {.h = fields, .cap = RTS_ARRAY_SIZE(fields)};
+	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, brokerd_header_collect, &hl);
 	size_t len = 0;
 	enum brokerd_result r = brokerd_headers_check_rule(hl.h, hl.n, &len, rule);
 	if (r != BROKERD_OK) {

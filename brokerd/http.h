@@ -48,6 +48,25 @@ struct brokerd_header {
 /* Most request headers we look at; a request with more is refused. */
 #define BROKERD_HEADERS_MAX 8u
 
+/* The pieces both listeners' header checks (this one and the rich one, rich.h) use. */
+/* h is whole: name and value present, neither holding a NUL. */
+bool brokerd_header_whole(const struct brokerd_header *h);
+/* h's value is exactly want (case matters). */
+bool brokerd_header_is(const struct brokerd_header *h, const char *want);
+/* A Content-Length value: 1*DIGIT. Returns 0 with *len, -EINVAL when it is empty or holds
+ * anything but digits (every byte is looked at), else -EFBIG when it is above max. */
+int brokerd_content_length(const struct brokerd_header *h, size_t max, size_t *len);
+
+/* Where brokerd_header_collect() puts a request's fields (MHD_get_connection_values_n(),
+ * MHD_HEADER_KIND): the first cap of them in h; n counts every field seen, so n > cap
+ * says there were too many (the walk stops at the first one past cap). */
+struct brokerd_header_list {
+	struct brokerd_header *h;
+	size_t cap, n;
+};
+enum MHD_Result brokerd_header_collect(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				       const char *value, size_t value_size);
+
 /* Decide on a request's header fields (n of them, in arrival order). The allow-list is
  * exactly the four fields the worker sends (DESIGN.md "Pinned details"): Host,
  * Authorization, Content-Type, Content-Length. Everything else is refused rather than

@@ -220,17 +220,13 @@ static enum hid header_id(const char *name)
 	return H_COUNT_;
 }
 
-static bool value_is(const struct brokerd_header *h, const char *want)
-{
-	return h->value_len == strlen(want) && memcmp(h->value, want, h->value_len) == 0;
-}
-
 static bool dummy_credential(const struct brokerd_header *h, enum hid id)
 {
 	if (id == H_API_KEY)
-		return value_is(h, BROKERD_RICH_DUMMY_API_KEY);
-	return value_is(h, "Bearer " RTS_DUMMY_KEY) || value_is(h, "Bearer " BROKERD_RICH_DUMMY_API_KEY) ||
-	       value_is(h, "Bearer " BROKERD_RICH_DUMMY_OAUTH);
+		return brokerd_header_is(h, BROKERD_RICH_DUMMY_API_KEY);
+	return brokerd_header_is(h, "Bearer " RTS_DUMMY_KEY) ||
+	       brokerd_header_is(h, "Bearer " BROKERD_RICH_DUMMY_API_KEY) ||
+	       brokerd_header_is(h, "Bearer " BROKERD_RICH_DUMMY_OAUTH);
 }
 
 static bool content_type_ok(const struct brokerd_header *h)
@@ -280,8 +276,7 @@ enum brokerd_result brokerd_rich_headers_check(const struct brokerd_header *h, s
 		return BROKERD_BAD_REQUEST;
 	unsigned credentials = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!h[i].name || !h[i].value || strlen(h[i].name) != h[i].name_len ||
-		    strlen(h[i].value) != h[i].value_len)
+		if (!brokerd_header_whole(&h[i]))
 			return BROKERD_BAD_REQUEST;
 		enum hid id = header_id(h[i].name);
 		if (id == H_COUNT_ || (id == H_MCP && kind != RICH_ROUTE_MCP))
@@ -300,23 +295,17 @@ enum brokerd_result brokerd_rich_headers_check(const struct brokerd_header *h, s
 	const struct brokerd_header *cred = seen[H_AUTHORIZATION] ? seen[H_AUTHORIZATION] : seen[H_API_KEY];
 	if (!dummy_credential(cred, seen[H_AUTHORIZATION] ? H_AUTHORIZATION : H_API_KEY))
 		return BROKERD_UNAUTHORIZED;
-	if (!seen[H_HOST] || !value_is(seen[H_HOST], "broker"))
+	if (!seen[H_HOST] || !brokerd_header_is(seen[H_HOST], "broker"))
 		return BROKERD_BAD_REQUEST;
 	if (!seen[H_CONTENT_TYPE] || !content_type_ok(seen[H_CONTENT_TYPE]))
 		return BROKERD_BAD_REQUEST;
 	if (seen[H_CONNECTION] && !(strcasecmp(seen[H_CONNECTION]->value, "keep-alive") == 0 ||
 				    strcasecmp(seen[H_CONNECTION]->value, "close") == 0))
 		return BROKERD_BAD_REQUEST;
+	/* At most 12 digits: the route's limit (far below) is checked by the caller. */
 	const struct brokerd_header *cl = seen[H_CONTENT_LENGTH];
-	if (!cl || cl->value_len == 0 || cl->value_len > 12)
+	if (!cl || cl->value_len > 12 || brokerd_content_length(cl, SIZE_MAX, &out->content_length) < 0)
 		return BROKERD_BAD_REQUEST;
-	size_t len = 0;
-	for (size_t i = 0; i < cl->value_len; i++) {
-		if (cl->value[i] < '0' || cl->value[i] > '9')
-			return BROKERD_BAD_REQUEST;
-		len = len * 10 + (size_t)(cl->value[i] - '0');
-	}
-	out->content_length = len;
 	if (seen[H_VERSION]) {
 		if (!brokerd_anthropic_version_ok(seen[H_VERSION]->value, seen[H_VERSION]->value_len))
 			return BROKERD_BAD_REQUEST;
@@ -609,22 +598,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("libmicrohttpd (rich): %.*s", (int)strcspn(fmt, "\n"), fmt);
 }
 
-struct header_list {
-	struct brokerd_header h[BROKERD_RICH_HEADERS_MAX];
-	size_t n;
-};
-
-static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
-				      const char *value, size_t value_size)
-{
-	struct header_list *l = cls;
-	if (l->n < BROKERD_RICH_HEADERS_MAX)
-		l->h[l->n] = (struct brokerd_header){
-			.name = key, .name_len = key_size, .value = value ? value : "", .value_len = value ? value_size : 0};
-	l->n++;
-	return l->n <= BROKERD_RICH_HEADERS_MAX ? MHD_YES : MHD_NO;
-}
-
 static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, char *body, size_t len, const char *ctype)
 {
 	struct MHD_Response *resp =
@@ -648,7 +621,7 @@ void brokerd_rich_answer_error(struct rich_answer *a, enum brokerd_result r)
 {
 	a->result = r;
 	a->status = brokerd_result_status(r);
-	a->body = rts_xasprintf("{\"error\":\"%s\"}", brokerd_result_code(r));
+	a->body = brokerd_error_body(r);
 	a->len = strlen(a->body);
 	a->content_type = "application/json";
 }
@@ -759,8 +732,9 @@ static enum brokerd_result admit(struct rich_channel *ch, struct rich_conn *c, s
 		*why = "not HTTP/1.1";
 		return BROKERD_BAD_REQUEST;
 	}
-	struct header_list hl = {.n = 0};
-	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, collect_header, &hl);
+	struct brokerd_header fields[BROKERD_RICH_HEADERS_MAX];
+	struct brokerd_header_list hl = {.h = fields, .cap = RTS_ARRAY_SIZE(fields)};
+	MHD_get_connection_values_n(mc, MHD_HEADER_KIND, brokerd_header_collect, &hl);
 	enum brokerd_result r = brokerd_rich_headers_check(hl.h, hl.n, c->route.kind, &c->headers);
 	if (r != BROKERD_OK) {
 		*rule = r == BROKERD_UNAUTHORIZED ? "dummy_key" : "header_not_allowed";

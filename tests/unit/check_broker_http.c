@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +248,32 @@ START_TEST(test_header_values)
 }
 END_TEST
 
+/* The Content-Length reader both listeners use: every byte a digit, whatever the value, and
+ * then the bound; no overflow at any bound. */
+START_TEST(test_content_length_values)
+{
+	size_t len = 7;
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "262144"), 262144, &len), 0);
+	ck_assert_uint_eq(len, 262144);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "0"), 0, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "000042"), 100, &len), 0);
+	ck_assert_uint_eq(len, 42);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "262145"), 262144, &len), -EFBIG);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "9"), 8, &len), -EFBIG);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "18446744073709551615"), SIZE_MAX, &len), 0);
+	ck_assert_uint_eq(len, SIZE_MAX);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "18446744073709551616"), SIZE_MAX, &len), -EFBIG);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", "99999999999999999999999x"), 10, &len), -EINVAL);
+	ck_assert_int_eq(brokerd_content_length(&H("Content-Length", ""), 10, &len), -EINVAL);
+	/* Through the sealed listener's check: a bad byte after a too large value is still
+	 * the syntax rule. */
+	ck_assert_int_eq(one_swapped(H("Content-Length", "99999999999999999999999x"), 3), BROKERD_BAD_REQUEST);
+	ck_assert_int_eq(one_swapped(H("Content-Length", "262144"), 3), BROKERD_OK);
+}
+END_TEST
+
 START_TEST(test_headers_missing_or_too_many)
 {
 	size_t len;
@@ -384,6 +412,7 @@ int main(void)
 	tcase_add_test(tc, test_headers_good);
 	tcase_add_test(tc, test_headers_refused);
 	tcase_add_test(tc, test_header_values);
+	tcase_add_test(tc, test_content_length_values);
 	tcase_add_test(tc, test_headers_missing_or_too_many);
 	tcase_add_test(tc, test_results);
 	tcase_add_test(tc, test_content_type);
