@@ -56,6 +56,9 @@ enum brokerd_result {
 	BROKERD_RESULT_MAX_,
 };
 
+/* The struct of type that holds the member at p. */
+#define brokerd_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
 /* HTTP status of r (200 for BROKERD_OK; 500 for an out-of-range value, which is a bug). */
 unsigned brokerd_result_status(enum brokerd_result r);
 /* The generic error code of r ("bad_request", ...); "ok" for BROKERD_OK. Static string. */

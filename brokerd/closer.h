@@ -13,7 +13,6 @@
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stddef.h>
 
 /* Start fn(arg) on a new thread with every signal blocked (the main thread takes them
  * through sd-event): joinable, its id in *th, or detached when th is NULL. Returns 0 or the
@@ -51,8 +50,5 @@ void brokerd_closers_done(struct brokerd_closers *cs, struct brokerd_closer *c);
 /* Main thread: a torn-down piece, off both lists and its thread joined, for the caller to
  * finish; NULL when none is done. The most recently done comes first. */
 struct brokerd_closer *brokerd_closers_reap(struct brokerd_closers *cs);
-
-/* The piece of type that holds c as member. */
-#define brokerd_closer_entry(c, type, member) ((type *)(void *)((char *)(c) - offsetof(type, member)))
 
 #endif

@@ -298,3 +298,53 @@ void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms)
 			drop(p, "header_deadline", "header deadline");
 	}
 }
+
+/* ---- the hand-off list ---- */
+
+static struct brokerd_handoff *take(struct brokerd_handoff **q)
+{
+	struct brokerd_handoff *h = *q;
+	*q = h->next;
+	h->next = NULL;
+	return h;
+}
+
+struct brokerd_handoff *brokerd_handoff_put(struct brokerd_handoff **list, struct brokerd_handoff *h, int fd,
+					    uint64_t now_ms)
+{
+	struct brokerd_handoff *old = brokerd_handoff_claim(list, fd);
+	h->fd = fd;
+	h->handed_ms = now_ms;
+	h->next = *list;
+	*list = h;
+	return old;
+}
+
+struct brokerd_handoff *brokerd_handoff_claim(struct brokerd_handoff **list, int fd)
+{
+	for (struct brokerd_handoff **q = list; *q; q = &(*q)->next)
+		if ((*q)->fd == fd)
+			return take(q);
+	return NULL;
+}
+
+struct brokerd_handoff *brokerd_handoff_stale(struct brokerd_handoff **list, uint64_t now_ms)
+{
+	for (struct brokerd_handoff **q = list; *q; q = &(*q)->next)
+		if (now_ms - (*q)->handed_ms >= BROKERD_HANDOFF_STALE_MS)
+			return take(q);
+	return NULL;
+}
+
+struct brokerd_handoff *brokerd_handoff_pop(struct brokerd_handoff **list)
+{
+	return *list ? take(list) : NULL;
+}
+
+unsigned brokerd_handoff_count(const struct brokerd_handoff *list)
+{
+	unsigned n = 0;
+	for (; list; list = list->next)
+		n++;
+	return n;
+}

@@ -83,6 +83,34 @@ void brokerd_gate_sweep(struct brokerd_gate *g, uint64_t now_ms);
  * else -ENOTSOCK. */
 int brokerd_gate_check_listener(int fd);
 
+/* ---- the hand-off list ----
+ *
+ * A connection the gate handed to libmicrohttpd (MHD_add_connection()) waits here, with the
+ * state its owner prepared for it, until libmicrohttpd's STARTED notification claims it by
+ * its fd. The entry sits inside that state (struct brokerd_conn, struct rich_conn); the
+ * list is the owner's, under the owner's lock, which every function below expects held. */
+struct brokerd_handoff {
+	struct brokerd_handoff *next;
+	int fd;
+	uint64_t handed_ms; /* CLOCK_MONOTONIC */
+};
+
+/* A hand-off libmicrohttpd did not take up by then never will be. */
+#define BROKERD_HANDOFF_STALE_MS 5000u
+
+/* Put h on the list for fd, handed at now_ms. Returns the entry that was there for the same
+ * fd number, taken off (stale: that descriptor was closed and reused; the caller disposes
+ * of it), or NULL. */
+struct brokerd_handoff *brokerd_handoff_put(struct brokerd_handoff **list, struct brokerd_handoff *h, int fd,
+					    uint64_t now_ms);
+/* The entry for fd, taken off, or NULL. */
+struct brokerd_handoff *brokerd_handoff_claim(struct brokerd_handoff **list, int fd);
+/* An entry handed at least BROKERD_HANDOFF_STALE_MS before now_ms, taken off, or NULL. */
+struct brokerd_handoff *brokerd_handoff_stale(struct brokerd_handoff **list, uint64_t now_ms);
+/* Any entry, taken off, or NULL: to empty the list after the server stopped. */
+struct brokerd_handoff *brokerd_handoff_pop(struct brokerd_handoff **list);
+unsigned brokerd_handoff_count(const struct brokerd_handoff *list);
+
 /* The whole answer the gate writes for r (any result but BROKERD_OK): status line,
  * Content-Type: application/json, Content-Length, Connection: close, then {"error":CODE}.
  * Static string. */

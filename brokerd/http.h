@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "brokerd/brokerd.h"
+#include "brokerd/gate.h"
 #include "common/conf.h"
 
 /* One route: a target equal to prefix (exact), or prefix followed by a name that
@@ -110,11 +111,11 @@ enum brokerd_conn_state {
 
 struct brokerd_conn {
 	struct brokerd_turn *turn;
-	struct brokerd_conn *prev, *next; /* in turn->conns; only next in turn->handoff */
+	struct brokerd_handoff handoff;	  /* in turn->handoffs until libmicrohttpd starts it */
+	struct brokerd_conn *prev, *next; /* in turn->conns */
 	int fd;		      /* libmicrohttpd's socket; valid until the CLOSED notification */
 	bool shut;	      /* the sweep shut it down */
 	uint64_t accepted_ms; /* CLOCK_MONOTONIC */
-	uint64_t handed_ms;   /* when the gate handed it to libmicrohttpd */
 	uint64_t deadline_ms; /* the request deadline (the gate enforced the header deadline) */
 	enum brokerd_conn_state state;
 	unsigned call_no;     /* its place in the turn's call budget, counted by the gate */

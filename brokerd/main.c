@@ -134,7 +134,7 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_warning_errno(errno, "reading the closer eventfd: %m");
 	for (struct brokerd_closer *c; (c = brokerd_closers_reap(&d->closers));) {
-		struct brokerd_turn *t = brokerd_closer_entry(c, struct brokerd_turn, closer);
+		struct brokerd_turn *t = brokerd_entry(c, struct brokerd_turn, closer);
 		unsigned calls = brokerd_turn_calls(t);
 		rts_log_turn(LOG_INFO, t->b.turn_id, t->b.channel_hash, "closed", rts_now_ms() - t->bound_ms,
 			     "%s closed after %u calls", t->precheck ? "precheck" : "turn", calls);
@@ -345,7 +345,7 @@ static void link_forget(struct brokerd_link *l)
 	}
 	/* Turns already being torn down must not answer on a freed link. */
 	for (struct brokerd_closer *c = d->closers.closing; c; c = c->next) {
-		struct brokerd_turn *t = brokerd_closer_entry(c, struct brokerd_turn, closer);
+		struct brokerd_turn *t = brokerd_entry(c, struct brokerd_turn, closer);
 		if (t->owner == l)
 			t->owner = NULL;
 	}

@@ -272,7 +272,7 @@ static void check_idle(struct brokerd_rich *rich)
 static void reap_closed(struct brokerd_rich *rich)
 {
 	for (struct brokerd_closer *c; (c = brokerd_closers_reap(&rich->closers));) {
-		struct rich_channel *ch = brokerd_closer_entry(c, struct rich_channel, closer);
+		struct rich_channel *ch = brokerd_entry(c, struct rich_channel, closer);
 		finish_turn(ch, true);
 		channel_free(ch);
 		rich->n_channels--;
@@ -562,7 +562,7 @@ void brokerd_rich_link_down(struct brokerd_rich *rich, struct rts_link *l)
 		}
 	}
 	for (struct brokerd_closer *c = rich->closers.closing; c; c = c->next) {
-		struct rich_channel *ch = brokerd_closer_entry(c, struct rich_channel, closer);
+		struct rich_channel *ch = brokerd_entry(c, struct rich_channel, closer);
 		if (ch->owner == l)
 			ch->owner = NULL;
 		for (struct rich_waiter *w = ch->waiters; w; w = w->next)

@@ -139,7 +139,7 @@ struct rich_channel {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	    /* turn queued, worker state, closing: wakes long polls */
 	struct rich_conn *conns;    /* connections libmicrohttpd serves */
-	struct rich_conn *handoff;  /* handed over by the gate, not started yet */
+	struct brokerd_handoff *handoffs; /* handed over by the gate, not started yet */
 	/* The worker (seed, "Worker capability handshake"). */
 	bool announced;		    /* POST /worker/ready since the bind */
 	uint8_t caps;		    /* RTS_RICH_CAP_* it declared */
@@ -235,10 +235,11 @@ enum brokerd_result brokerd_rich_headers_check(const struct brokerd_header *h, s
 
 struct rich_conn {
 	struct rich_channel *ch;
-	struct rich_conn *prev, *next; /* in ch->conns; only next in ch->handoff */
+	struct brokerd_handoff handoff; /* in ch->handoffs until libmicrohttpd starts it */
+	struct rich_conn *prev, *next; /* in ch->conns */
 	int fd;			       /* valid until libmicrohttpd's CLOSED notification */
 	bool shut;		       /* shut down by the sweep or a settling turn */
-	uint64_t accepted_ms, handed_ms;
+	uint64_t accepted_ms;
 	/* Written by the connection's thread, read by the sweep: through rich_conn_touch() and
 	 * rich_conn_quiet() only. */
 	uint64_t last_io_ms;	       /* a body byte read or an answer byte written */

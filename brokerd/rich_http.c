@@ -25,7 +25,6 @@
 /* libmicrohttpd's own idle limit is only a backstop: the silence limit is the sweep's,
  * which knows when brokerd itself is the one working (a host command, a long poll). */
 #define MHD_IDLE_SECONDS (RTS_RICH_TIMEOUT_MS_MAX / 1000u + 10u)
-#define HANDOFF_STALE_MS 5000u
 #define SILENCE_GRACE_MS 2000u /* a stream's reader checks the silence limit at least every second */
 
 #define BUDGET_WHY "the rich listeners' buffer budget is used up"
@@ -330,8 +329,7 @@ static unsigned gate_open_beyond(struct brokerd_gate *g)
 	struct rich_channel *ch = gate_channel(g);
 	unsigned n = 0;
 	pthread_mutex_lock(&ch->lock);
-	for (struct rich_conn *c = ch->handoff; c; c = c->next)
-		n++;
+	n += brokerd_handoff_count(ch->handoffs);
 	for (struct rich_conn *c = ch->conns; c; c = c->next)
 		n++;
 	pthread_mutex_unlock(&ch->lock);
@@ -408,16 +406,23 @@ static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct 
 	return BROKERD_OK;
 }
 
+static struct rich_conn *handoff_conn(struct brokerd_handoff *h)
+{
+	return h ? brokerd_entry(h, struct rich_conn, handoff) : NULL;
+}
+
 static struct rich_conn *claim_locked(struct rich_channel *ch, int fd)
 {
-	for (struct rich_conn **q = &ch->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct rich_conn *c = *q;
-			*q = c->next;
-			c->next = NULL;
-			return c;
-		}
-	return NULL;
+	return handoff_conn(brokerd_handoff_claim(&ch->handoffs, fd));
+}
+
+/* A hand-off libmicrohttpd never started: what it holds goes back, and its call gets its
+ * entry (rule static). ch->lock held. */
+static void drop_handoff_locked(struct rich_conn *c, const char *rule)
+{
+	release_locked(c);
+	brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_, rule);
+	free(c);
 }
 
 static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
@@ -428,8 +433,7 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	c->ch = ch;
 	c->fd = fd;
 	c->accepted_ms = accepted_ms;
-	c->handed_ms = rts_now_ms();
-	c->last_io_ms = c->handed_ms;
+	c->last_io_ms = rts_now_ms();
 	c->state = CONN_NEW;
 	c->call_no = call_no;
 	pthread_mutex_lock(&ch->lock);
@@ -440,15 +444,9 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 		c->routed = true;
 		c->packet_reserved = true;
 	}
-	for (struct rich_conn **q = &ch->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct rich_conn *old = *q;
-			*q = old->next;
-			free(old);
-			break;
-		}
-	c->next = ch->handoff;
-	ch->handoff = c;
+	struct rich_conn *stale = handoff_conn(brokerd_handoff_put(&ch->handoffs, &c->handoff, fd, c->last_io_ms));
+	if (stale)
+		drop_handoff_locked(stale, "server_error");
 	pthread_mutex_unlock(&ch->lock);
 	if (MHD_add_connection(ch->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
 		log_warning_errno(errno, "channel %.12s: cannot hand a connection to the HTTP server: %m", ch->hash);
@@ -525,7 +523,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			c = rts_xcalloc(1, sizeof(*c));
 			c->ch = ch;
 			c->fd = fd;
-			c->accepted_ms = c->handed_ms = c->last_io_ms = rts_now_ms();
+			c->accepted_ms = c->last_io_ms = rts_now_ms();
 			if (ch->audit_calls < UINT_MAX)
 				ch->audit_calls++;
 			c->call_no = ch->audit_calls;
@@ -959,17 +957,8 @@ int brokerd_rich_http_start(struct rich_channel *ch, sd_event *ev, int listen_fd
 void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 {
 	pthread_mutex_lock(&ch->lock);
-	for (struct rich_conn **q = &ch->handoff; *q;) {
-		struct rich_conn *c = *q;
-		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
-			*q = c->next;
-			release_locked(c);
-			brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_, "server_error");
-			free(c);
-		} else {
-			q = &c->next;
-		}
-	}
+	for (struct rich_conn *c; (c = handoff_conn(brokerd_handoff_stale(&ch->handoffs, now_ms)));)
+		drop_handoff_locked(c, "server_error");
 	for (struct rich_conn *c = ch->conns; c; c = c->next) {
 		if (c->shut || c->fd < 0)
 			continue;
@@ -998,13 +987,8 @@ void brokerd_rich_http_sweep(struct rich_channel *ch, uint64_t now_ms)
 
 void brokerd_rich_http_drop_handoffs_locked(struct rich_channel *ch)
 {
-	while (ch->handoff) {
-		struct rich_conn *c = ch->handoff;
-		ch->handoff = c->next;
-		release_locked(c);
-		brokerd_rich_audit_conn(c, BROKERD_RESULT_MAX_, "listener_closing");
-		free(c);
-	}
+	for (struct rich_conn *c; (c = handoff_conn(brokerd_handoff_pop(&ch->handoffs)));)
+		drop_handoff_locked(c, "listener_closing");
 }
 
 void brokerd_rich_http_cut_packets_locked(struct rich_channel *ch, struct rich_turn *t)

@@ -23,7 +23,6 @@
 /* libmicrohttpd's own connection limit is only a backstop above the gate's (which counts
  * a connection until libmicrohttpd reports it closed, slightly before it forgets it). */
 #define MHD_CONNECTION_LIMIT (2u * BROKERD_CONNECTIONS_PER_TURN)
-#define HANDOFF_STALE_MS 5000u /* a hand-off libmicrohttpd did not take up by then never will be */
 
 static bool field_ok(const char *s, size_t min, size_t max)
 {
@@ -88,8 +87,7 @@ static unsigned gate_open_beyond(struct brokerd_gate *g)
 	struct brokerd_turn *t = gate_turn(g);
 	unsigned n = 0;
 	pthread_mutex_lock(&t->lock);
-	for (struct brokerd_conn *c = t->handoff; c; c = c->next)
-		n++;
+	n += brokerd_handoff_count(t->handoffs);
 	for (struct brokerd_conn *c = t->conns; c; c = c->next)
 		n++;
 	pthread_mutex_unlock(&t->lock);
@@ -116,23 +114,15 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	c->turn = t;
 	c->fd = fd;
 	c->accepted_ms = accepted_ms;
-	c->handed_ms = rts_now_ms();
 	c->deadline_ms = accepted_ms + RTS_BROKER_REQUEST_DEADLINE_MS;
 	c->state = BROKERD_CONN_NEW;
 	c->call_no = call_no;
 
 	pthread_mutex_lock(&t->lock);
-	/* An entry for the same fd number is stale: that descriptor was closed and reused. */
-	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct brokerd_conn *old = *q;
-			*q = old->next;
-			free(old);
-			break;
-		}
-	c->next = t->handoff;
-	t->handoff = c;
+	struct brokerd_handoff *stale = brokerd_handoff_put(&t->handoffs, &c->handoff, fd, rts_now_ms());
 	pthread_mutex_unlock(&t->lock);
+	if (stale)
+		free(brokerd_entry(stale, struct brokerd_conn, handoff));
 
 	/* libmicrohttpd closes the socket when this fails. */
 	if (MHD_add_connection(t->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
@@ -162,25 +152,16 @@ static const struct brokerd_gate_ops turn_gate_ops = {
 
 struct brokerd_conn *brokerd_turn_claim_locked(struct brokerd_turn *t, int fd)
 {
-	for (struct brokerd_conn **q = &t->handoff; *q; q = &(*q)->next)
-		if ((*q)->fd == fd) {
-			struct brokerd_conn *c = *q;
-			*q = c->next;
-			c->next = NULL;
-			return c;
-		}
-	return NULL;
+	struct brokerd_handoff *h = brokerd_handoff_claim(&t->handoffs, fd);
+	return h ? brokerd_entry(h, struct brokerd_conn, handoff) : NULL;
 }
 
 /* Free hand-offs that were never claimed (after the server stopped). */
 static void free_handoffs(struct brokerd_turn *t)
 {
 	pthread_mutex_lock(&t->lock);
-	while (t->handoff) {
-		struct brokerd_conn *c = t->handoff;
-		t->handoff = c->next;
-		free(c);
-	}
+	for (struct brokerd_handoff *h; (h = brokerd_handoff_pop(&t->handoffs));)
+		free(brokerd_entry(h, struct brokerd_conn, handoff));
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -311,15 +292,8 @@ void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms)
 {
 	brokerd_gate_sweep(&t->gate, now_ms);
 	pthread_mutex_lock(&t->lock);
-	for (struct brokerd_conn **q = &t->handoff; *q;) {
-		struct brokerd_conn *c = *q;
-		if (now_ms - c->handed_ms >= HANDOFF_STALE_MS) {
-			*q = c->next;
-			free(c);
-		} else {
-			q = &c->next;
-		}
-	}
+	for (struct brokerd_handoff *h; (h = brokerd_handoff_stale(&t->handoffs, now_ms));)
+		free(brokerd_entry(h, struct brokerd_conn, handoff));
 	for (struct brokerd_conn *c = t->conns; c; c = c->next) {
 		uint64_t limit = c->deadline_ms < t->b.deadline_ms ? c->deadline_ms : t->b.deadline_ms;
 		if (c->shut || c->fd < 0 || now_ms < limit)

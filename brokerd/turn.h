@@ -38,7 +38,7 @@ struct brokerd_turn {
 	unsigned calls;		      /* broker calls so far, refused ones included */
 	bool busy;		      /* a call is in flight */
 	struct brokerd_conn *conns;   /* connections libmicrohttpd serves, for the deadline sweep */
-	struct brokerd_conn *handoff; /* admitted by the gate, not yet started by libmicrohttpd */
+	struct brokerd_handoff *handoffs; /* admitted by the gate, not yet started by libmicrohttpd */
 
 	/* main thread only */
 	struct brokerd_gate gate; /* the broker socket's front door (gate.h) */
