@@ -294,7 +294,8 @@ void brokerd_keyring_add(struct brokerd_keyring *k, const struct rts_key_source 
 bool brokerd_keyring_reflected(struct brokerd_keyring *k, const char *text, size_t len, json_object *o)
 {
 	pthread_mutex_lock(&k->lock);
-	bool hit = brokerd_reflect_scan_text(k->all, k->n_all, text, len) || brokerd_reflect_scan_json(k->all, k->n_all, o);
+	bool hit = brokerd_reflect_scan_text(k->all, k->n_all, text, len) ||
+		   brokerd_reflect_scan_json(k->all, k->n_all, o);
 	pthread_mutex_unlock(&k->lock);
 	return hit;
 }
