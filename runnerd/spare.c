@@ -140,17 +140,9 @@ static void removal_delay_done(void *arg)
 static void removal_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
 	struct spare_removal *rm = arg;
-	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
-	bool gone = o == RUNNERD_RM_GONE;
-	/* --rm once the killed CLI let go of its stdin: a later removal tells. */
-	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
-	if (in_progress && !rm->extra_round) {
-		rm->extra_round = true;
-		if (rm->rounds_left == 0)
-			rm->rounds_left = 1;
-	} else if (in_progress && rm->rounds_left > 0) {
-		/* a round is still due and will tell */
-	} else if (!gone) {
+	/* The same rounds as a turn's container: "in progress" (--rm once the killed CLI let go
+	 * of its stdin) is settled by a later removal. */
+	if (runnerd_rm_failed(r, &rm->rounds_left, &rm->extra_round)) {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
 		runnerd_first_line(r->err, r->err_len, line);
 		/* The operator's cue, as for a turn (seed: a cleanup failure asks for inspection). */
