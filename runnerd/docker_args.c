@@ -12,7 +12,6 @@
 #include "common/tools.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
-#include "runnerd/proc.h"
 
 /* Paths end up inside --mount values, where ',' separates options and '=' keys: accept
  * only the conservative set the config accepts for its roots, normalised and absolute. */
@@ -632,17 +631,4 @@ char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned l
 	v[3] = rts_xasprintf("%u", lines);
 	v[4] = rts_xstrdup(name);
 	return v;
-}
-
-bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round)
-{
-	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
-	bool gone = o == RUNNERD_RM_GONE;
-	/* Only a later removal can confirm it is gone, so make sure one follows. */
-	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
-	if (in_progress && *rounds_left == 0 && !*extra_round) {
-		*extra_round = true;
-		*rounds_left = 1;
-	}
-	return !gone && (!in_progress || *rounds_left == 0);
 }

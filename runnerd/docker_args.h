@@ -279,12 +279,4 @@ int runnerd_parse_rich_line(const char *installation_id, const char *line, struc
  * rich). NULL otherwise. */
 char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned lines);
 
-struct runnerd_proc_result; /* runnerd/proc.h */
-/* One docker rm -f's result, for a turn's container and a rich channel's alike: true when
- * the removal failed for good. "No such container" counts as gone (the CLI says so with
- * status 0 or 1 depending on its version). "Already in progress" (dockerd is removing it:
- * --rm after the CLI was killed) is settled only by a later removal, so it adds one more
- * round to *rounds_left, once (*extra_round), when none is left. */
-bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round);
-
 #endif

@@ -8,6 +8,8 @@
  *              effects (turn.h), no sockets, no processes
  * rich.c       rich channels' long-lived containers and their turns: a state machine too
  *              (rich.h)
+ * removal.c    a container's docker rm -f rounds, for turns, rich channels and spares
+ *              (removal.h): a machine on turn.h's ops
  * turn_ops.c   the machines' effects in the daemon (the ops tables)
  * attach.c     attachment fetches relayed from statd to brokerd and back
  * rundir.c     runRoot checks and per-turn directories
