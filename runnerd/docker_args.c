@@ -295,6 +295,34 @@ char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 	return v;
 }
 
+/* Split a line of a `docker ps --format` listing at tabs into n fields [f[i], e[i]): the
+ * last runs to the end of the line (tabs included), missing ones are empty at the end.
+ * Returns how many the line has, up to n. A field docker prints as {{json ...}} cannot
+ * hold a tab (JSON escapes it), so no label value can shift the fields. */
+static size_t tab_fields(const char *line, size_t n, const char **f, const char **e)
+{
+	const char *p = line, *end = line + strlen(line);
+	size_t found = 1;
+	for (size_t i = 0; i < n; i++) {
+		f[i] = p;
+		const char *tab = i + 1 < n ? memchr(p, '\t', (size_t)(end - p)) : NULL;
+		e[i] = tab ? tab : end;
+		p = tab ? tab + 1 : end;
+		found += tab != NULL;
+	}
+	return found;
+}
+
+/* A JSON-quoted label of exactly len lowercase hex digits: copied into out (len + 1). */
+static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
+{
+	if ((size_t)(end - p) != len + 2 || p[0] != '"' || end[-1] != '"')
+		return false;
+	memcpy(out, p + 1, len);
+	out[len] = '\0';
+	return rts_hex_valid(out, len);
+}
+
 /* Copy the field [p, end) into out (cap bytes with the NUL) when every byte passes ok and
  * it is 1..cap-1 bytes long; "?" otherwise. */
 static void copy_field(const char *p, const char *end, bool (*ok)(char), char *out, size_t cap)
@@ -327,17 +355,9 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 {
 	if (!line)
 		return -EINVAL;
-	const char *end = line + strlen(line);
 	const char *f[4]; /* field starts: name, state, created, label */
 	const char *e[4]; /* field ends */
-	const char *p = line;
-	for (size_t i = 0; i < 4; i++) {
-		f[i] = p;
-		/* The label is last: its JSON text runs to the end of the line. */
-		const char *tab = i < 3 ? memchr(p, '\t', (size_t)(end - p)) : NULL;
-		e[i] = tab ? tab : end;
-		p = tab ? tab + 1 : end;
-	}
+	(void)tab_fields(line, 4, f, e); /* the name decides; a field missing reads as "?" */
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_CONTAINER_NAME_LEN)
 		return -EINVAL;
@@ -350,18 +370,10 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 	memcpy(out->name, name, sizeof(name));
 	copy_field(f[1], e[1], state_char, out->state, sizeof(out->state));
 	copy_field(f[2], e[2], created_char, out->created, sizeof(out->created));
-	size_t label_len = (size_t)(e[3] - f[3]);
-	if (label_len == 2 && memcmp(f[3], "\"\"", 2) == 0) {
+	if (e[3] - f[3] == 2 && memcmp(f[3], "\"\"", 2) == 0)
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "-");
-	} else if (label_len == RTS_HASH_HEX_LEN + 2 && f[3][0] == '"' && f[3][label_len - 1] == '"') {
-		char hash[RTS_HASH_HEX_LEN + 1];
-		memcpy(hash, f[3] + 1, RTS_HASH_HEX_LEN);
-		hash[RTS_HASH_HEX_LEN] = '\0';
-		snprintf(out->channel_hash, sizeof(out->channel_hash), "%s",
-			 rts_hex_valid(hash, RTS_HASH_HEX_LEN) ? hash : "?");
-	} else {
+	else if (!quoted_hex(f[3], e[3], RTS_HASH_HEX_LEN, out->channel_hash))
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
-	}
 	return 0;
 }
 
@@ -578,31 +590,14 @@ char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_
 	return v;
 }
 
-/* A JSON-quoted label of exactly len lowercase hex digits: copied into out (len + 1). */
-static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
-{
-	if ((size_t)(end - p) != len + 2 || p[0] != '"' || end[-1] != '"')
-		return false;
-	memcpy(out, p + 1, len);
-	out[len] = '\0';
-	return rts_hex_valid(out, len);
-}
-
 int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out)
 {
 	if (!line)
 		return -EINVAL;
-	const char *f[4], *e[4], *p = line, *end = line + strlen(line);
-	for (size_t i = 0; i < 4; i++) {
-		f[i] = p;
-		const char *tab = memchr(p, '\t', (size_t)(end - p));
-		if (i < 3 && !tab)
-			return -EINVAL;
-		if (i == 3 && tab)
-			return -EINVAL; /* a fifth field: not our format */
-		e[i] = i < 3 ? tab : end;
-		p = i < 3 ? tab + 1 : end;
-	}
+	const char *f[4], *e[4];
+	/* Exactly four fields: one more is not our format. */
+	if (tab_fields(line, 4, f, e) != 4 || memchr(f[3], '\t', (size_t)(e[3] - f[3])))
+		return -EINVAL;
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_RICH_NAME_LEN)
 		return -EINVAL;
