@@ -291,7 +291,8 @@ char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 	v[3] = rts_xstrdup("--filter");
 	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
 	v[5] = rts_xstrdup("--format");
-	v[6] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}");
+	v[6] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"" RTS_LABEL_CHANNEL
+			   "\")}}\t{{json (.Label \"" RUNNERD_LABEL_GENERATION "\")}}");
 	return v;
 }
 
@@ -355,9 +356,9 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 {
 	if (!line)
 		return -EINVAL;
-	const char *f[4]; /* field starts: name, state, created, label */
-	const char *e[4]; /* field ends */
-	(void)tab_fields(line, 4, f, e); /* the name decides; a field missing reads as "?" */
+	const char *f[5]; /* field starts: name, state, created, channel label, generation label */
+	const char *e[5]; /* field ends */
+	(void)tab_fields(line, 5, f, e); /* the name decides; a field missing reads as "?" */
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_CONTAINER_NAME_LEN)
 		return -EINVAL;
@@ -572,31 +573,13 @@ void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich
 	out[RUNNERD_GENERATION_LEN] = '\0';
 }
 
-char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id)
-{
-	if (!docker || docker[0] != '/' || !rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN))
-		return NULL;
-	char **v = rts_xcalloc(10, sizeof(char *));
-	v[0] = rts_xstrdup(docker);
-	v[1] = rts_xstrdup("ps");
-	v[2] = rts_xstrdup("-a");
-	v[3] = rts_xstrdup("--filter");
-	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
-	v[5] = rts_xstrdup("--filter");
-	v[6] = rts_xstrdup("label=" RUNNERD_LABEL_KIND "=rich");
-	v[7] = rts_xstrdup("--format");
-	v[8] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}\t{{json (.Label \"" RUNNERD_LABEL_GENERATION
-			   "\")}}");
-	return v;
-}
-
 int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out)
 {
 	if (!line)
 		return -EINVAL;
-	const char *f[4], *e[4];
-	/* Exactly four fields: one more is not our format. */
-	if (tab_fields(line, 4, f, e) != 4 || memchr(f[3], '\t', (size_t)(e[3] - f[3])))
+	const char *f[5], *e[5];
+	/* Exactly five fields: one more is not our format. */
+	if (tab_fields(line, 5, f, e) != 5 || memchr(f[4], '\t', (size_t)(e[4] - f[4])))
 		return -EINVAL;
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_RICH_NAME_LEN)
@@ -606,10 +589,10 @@ int runnerd_parse_rich_line(const char *installation_id, const char *line, struc
 	if (!runnerd_rich_name_ok(installation_id, out->name))
 		return -EINVAL;
 	/* The label names the channel; the name's prefix must be that hash's. */
-	if (!quoted_hex(f[2], e[2], RTS_HASH_HEX_LEN, out->channel_hash) ||
+	if (!quoted_hex(f[3], e[3], RTS_HASH_HEX_LEN, out->channel_hash) ||
 	    memcmp(out->channel_hash, out->name + name_len - RUNNERD_RICH_PREFIX_LEN, RUNNERD_RICH_PREFIX_LEN) != 0)
 		return -EINVAL;
-	if (!quoted_hex(f[3], e[3], RUNNERD_GENERATION_LEN, out->generation))
+	if (!quoted_hex(f[4], e[4], RUNNERD_GENERATION_LEN, out->generation))
 		out->generation[0] = '\0';
 	out->running = (size_t)(e[1] - f[1]) == 7 && memcmp(f[1], "running", 7) == 0;
 	return 0;
