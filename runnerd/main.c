@@ -12,6 +12,7 @@
 #include "common/daemon.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/paths.h"
 #include "common/privdir.h"
 #include "common/sock.h"
@@ -60,7 +61,7 @@ static void startup_refuse(struct startup *st, const char *fmt, ...)
 static void startup_docker_error(const struct runnerd_proc_result *r, char *buf, size_t len)
 {
 	char line[RUNNERD_STDERR_LOG_MAX + 1];
-	runnerd_first_line(r->err, r->err_len, line);
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 	if (r->timed_out)
 		snprintf(buf, len, "no answer within %u ms", RUNNERD_CHECK_TIMEOUT_MS);
 	else if (!r->exited)

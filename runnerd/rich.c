@@ -9,6 +9,7 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/spawn.h"
 #include "common/util.h"
 #include "runnerd/removal.h"
@@ -46,8 +47,8 @@ struct rich_turn {
 struct runnerd_rich {
 	TAILQ_ENTRY(runnerd_rich) entry;
 	struct runnerd_riches *rs;
-	char hash[RTS_HASH_HEX_LEN + 1];
-	char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+	char hash[RTS_HASH_HEX_LEN + 1]; /* its first RUNNERD_RICH_PREFIX_LEN digits name the
+					  * container and the broker directory (prefix_of()) */
 	char *name;			/* the container's */
 	char *channel, *profile;	/* from the last RICH_ENSURE; NULL for one only found */
 	char *workspace;
@@ -127,6 +128,14 @@ void runnerd_rich_log_line(const char *s, size_t len, char out[RUNNERD_RICH_LOG_
 
 /* ---- channels ---- */
 
+/* The prefix of ch's hash as a string (ch_get keeps it unique among the channels). */
+static const char *prefix_of(const struct runnerd_rich *ch, char out[RUNNERD_RICH_PREFIX_LEN + 1])
+{
+	memcpy(out, ch->hash, RUNNERD_RICH_PREFIX_LEN);
+	out[RUNNERD_RICH_PREFIX_LEN] = '\0';
+	return out;
+}
+
 /* The channel of hash, made when missing. NULL with *err when it cannot be: too many, or
  * another channel's hash shares its prefix (their container name and broker directory
  * would be one). */
@@ -148,7 +157,6 @@ static struct runnerd_rich *ch_get(struct runnerd_riches *rs, const char *hash, 
 	ch = rts_xcalloc(1, sizeof(*ch));
 	ch->rs = rs;
 	memcpy(ch->hash, hash, sizeof(ch->hash));
-	memcpy(ch->prefix, hash, RUNNERD_RICH_PREFIX_LEN);
 	ch->name = runnerd_rich_name(rs->conf.cfg->installation_id, hash);
 	ch->ws_fd = -1;
 	ch->bind_fd = -1;
@@ -460,7 +468,8 @@ static void stop_finished(struct runnerd_rich *ch)
 	struct runnerd_riches *rs = ch->rs;
 	ch->step = RUNNERD_RICH_IDLE;
 	if (ch->dir_made) {
-		int r = rs->rops->dir_remove(rs->owner, ch->prefix);
+		char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+		int r = rs->rops->dir_remove(rs->owner, prefix_of(ch, prefix));
 		if (r < 0)
 			log_warning_errno(r, "channel %.12s: cannot remove its broker directory: %m", ch->hash);
 		ch->dir_made = false;
@@ -549,7 +558,8 @@ static void start_run(struct runnerd_rich *ch)
 		drive(ch);
 		return;
 	}
-	cleanup_free char *broker_dir = rts_xasprintf("%s/rich-%s", cfg->run_root, ch->prefix);
+	cleanup_free char *broker_dir =
+		rts_xasprintf("%s/" RTS_RICH_DIR_PREFIX "%.*s", cfg->run_root, (int)RUNNERD_RICH_PREFIX_LEN, ch->hash);
 	struct runnerd_rich_spec spec = {
 		.docker = RTS_DOCKER,
 		.installation_id = cfg->installation_id,
@@ -600,7 +610,8 @@ static void start(struct runnerd_rich *ch, bool adopt)
 	struct runnerd_riches *rs = ch->rs;
 	ch->adopting = adopt;
 	ch->start_deadline_ms = rs->ops->now_ms(rs->owner) + rs->conf.cfg->rich.start_timeout_ms;
-	int fd = rs->rops->dir_open(rs->owner, ch->prefix);
+	char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+	int fd = rs->rops->dir_open(rs->owner, prefix_of(ch, prefix));
 	if (fd < 0) {
 		log_error_errno(fd, "channel %.12s: cannot make its broker directory and socket: %m", ch->hash);
 		if (adopt) {
@@ -889,7 +900,7 @@ bool runnerd_riches_know_prefix(struct runnerd_riches *rs, const char *prefix)
 {
 	struct runnerd_rich *ch;
 	TAILQ_FOREACH(ch, &rs->list, entry)
-	if (strncmp(ch->prefix, prefix, RUNNERD_RICH_PREFIX_LEN) == 0)
+	if (strncmp(ch->hash, prefix, RUNNERD_RICH_PREFIX_LEN) == 0)
 		return true;
 	return false;
 }

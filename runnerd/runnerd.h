@@ -135,11 +135,6 @@ void runnerd_attach_broker_lost(struct runnerd *rd, uint64_t gen, bool connect_f
 void runnerd_attach_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
 void runnerd_attach_free(struct runnerd *rd);
 
-/* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
- * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
- * container, so this is treated as untrusted: cut short and defanged. */
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
-
 /* statd.c */
 extern const struct rts_link_spec runnerd_statd_spec;
 /* rts_link_server's peer_new for runnerd.sock: a new statd peer (NULL when shutting down). */

@@ -227,9 +227,4 @@ enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t);
 unsigned runnerd_turns_containers(const struct runnerd_turns *ts);
 enum runnerd_turn_kind runnerd_turn_kind(const struct runnerd_turn *t);
 
-/* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
- * A turn's docker run may carry text from the container, so this is treated as untrusted:
- * cut short and defanged. */
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
-
 #endif
