@@ -97,14 +97,20 @@ static void hook_over(void *arg)
 
 static const struct runnerd_removal_hooks hooks = {.round_failed = hook_round_failed, .over = hook_over};
 
+static struct runnerd_removal *removal_new(void)
+{
+	struct runnerd_removal *r = rts_xcalloc(1, sizeof(*r));
+	runnerd_removal_init(r, &ops, NULL, &hooks, &fk, "turn %s", TURN_ID);
+	return r;
+}
+
 static void setup(void)
 {
 	rts_log_set_max_priority(LOG_EMERG);
 	memset(&fk, 0, sizeof(fk));
 	fake_timers_reset();
 	name = rts_container_name(INSTALLATION, TURN_ID);
-	rm = rts_xcalloc(1, sizeof(*rm));
-	runnerd_removal_init(rm, &ops, NULL, &hooks, &fk, "turn %s", TURN_ID);
+	rm = removal_new();
 }
 
 static void teardown(void)
@@ -381,14 +387,12 @@ START_TEST(test_over_may_free_it)
 	finish(exit_status(0, ""));
 	ck_assert_ptr_null(rm);
 
-	rm = rts_xcalloc(1, sizeof(*rm));
-	runnerd_removal_init(rm, &ops, NULL, &hooks, &fk, "turn %s", TURN_ID);
+	rm = removal_new();
 	runnerd_removal_start(rm, name, 1);
 	finish(exit_status(1, "Error response from daemon: permission denied\n"));
 	ck_assert_ptr_null(rm);
 
-	rm = rts_xcalloc(1, sizeof(*rm));
-	runnerd_removal_init(rm, &ops, NULL, &hooks, &fk, "turn %s", TURN_ID);
+	rm = removal_new();
 	fk.spawn_result = -ENOMEM;
 	runnerd_removal_start(rm, name, 2);
 	ck_assert_ptr_null(rm);
