@@ -2,7 +2,8 @@
 /* One turn, from TURN_RUN to TURN_DONE: the state machine of runnerd/turn.h.
  *
  * Depends on turn.h, removal.h (a machine on the same ops), the pure docker_args.h and
- * worker_io.h, and common/ only; every effect is an op (turn_ops.c in the daemon, a recording fake in the unit test). */
+ * worker_io.h, and common/ only; every effect is an op (turn_ops.c in the daemon, a
+ * recording fake in the unit test). */
 #include "config.h"
 
 #include <sys/stat.h>

@@ -7,7 +7,8 @@
  *                                                             (docker CLI children, timers,
  *                                                              run dirs, the links, the loop)
  *
- * turn.c includes this header, the pure docker_args.h and worker_io.h, and common/ only;
+ * turn.c includes this header, removal.h (the container's docker rm -f rounds, on these
+ * same ops), the pure docker_args.h and worker_io.h, and common/ only;
  * tests/unit/check_runnerd_turn.c drives it with a fake clock and recording ops, without
  * Docker or sockets.
  *
