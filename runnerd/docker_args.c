@@ -12,7 +12,6 @@
 #include "common/tools.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
-#include "runnerd/proc.h"
 
 /* Paths end up inside --mount values, where ',' separates options and '=' keys: accept
  * only the conservative set the config accepts for its roots, normalised and absolute. */
@@ -292,8 +291,37 @@ char **runnerd_docker_ps_argv(const char *docker, const char *installation_id)
 	v[3] = rts_xstrdup("--filter");
 	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
 	v[5] = rts_xstrdup("--format");
-	v[6] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}");
+	v[6] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"" RTS_LABEL_CHANNEL
+			   "\")}}\t{{json (.Label \"" RUNNERD_LABEL_GENERATION "\")}}");
 	return v;
+}
+
+/* Split a line of a `docker ps --format` listing at tabs into n fields [f[i], e[i]): the
+ * last runs to the end of the line (tabs included), missing ones are empty at the end.
+ * Returns how many the line has, up to n. A field docker prints as {{json ...}} cannot
+ * hold a tab (JSON escapes it), so no label value can shift the fields. */
+static size_t tab_fields(const char *line, size_t n, const char **f, const char **e)
+{
+	const char *p = line, *end = line + strlen(line);
+	size_t found = 1;
+	for (size_t i = 0; i < n; i++) {
+		f[i] = p;
+		const char *tab = i + 1 < n ? memchr(p, '\t', (size_t)(end - p)) : NULL;
+		e[i] = tab ? tab : end;
+		p = tab ? tab + 1 : end;
+		found += tab != NULL;
+	}
+	return found;
+}
+
+/* A JSON-quoted label of exactly len lowercase hex digits: copied into out (len + 1). */
+static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
+{
+	if ((size_t)(end - p) != len + 2 || p[0] != '"' || end[-1] != '"')
+		return false;
+	memcpy(out, p + 1, len);
+	out[len] = '\0';
+	return rts_hex_valid(out, len);
 }
 
 /* Copy the field [p, end) into out (cap bytes with the NUL) when every byte passes ok and
@@ -328,17 +356,9 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 {
 	if (!line)
 		return -EINVAL;
-	const char *end = line + strlen(line);
-	const char *f[4]; /* field starts: name, state, created, label */
-	const char *e[4]; /* field ends */
-	const char *p = line;
-	for (size_t i = 0; i < 4; i++) {
-		f[i] = p;
-		/* The label is last: its JSON text runs to the end of the line. */
-		const char *tab = i < 3 ? memchr(p, '\t', (size_t)(end - p)) : NULL;
-		e[i] = tab ? tab : end;
-		p = tab ? tab + 1 : end;
-	}
+	const char *f[5]; /* field starts: name, state, created, channel label, generation label */
+	const char *e[5]; /* field ends */
+	(void)tab_fields(line, 5, f, e); /* the name decides; a field missing reads as "?" */
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_CONTAINER_NAME_LEN)
 		return -EINVAL;
@@ -351,18 +371,10 @@ int runnerd_parse_stale_line(const char *installation_id, const char *line, stru
 	memcpy(out->name, name, sizeof(name));
 	copy_field(f[1], e[1], state_char, out->state, sizeof(out->state));
 	copy_field(f[2], e[2], created_char, out->created, sizeof(out->created));
-	size_t label_len = (size_t)(e[3] - f[3]);
-	if (label_len == 2 && memcmp(f[3], "\"\"", 2) == 0) {
+	if (e[3] - f[3] == 2 && memcmp(f[3], "\"\"", 2) == 0)
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "-");
-	} else if (label_len == RTS_HASH_HEX_LEN + 2 && f[3][0] == '"' && f[3][label_len - 1] == '"') {
-		char hash[RTS_HASH_HEX_LEN + 1];
-		memcpy(hash, f[3] + 1, RTS_HASH_HEX_LEN);
-		hash[RTS_HASH_HEX_LEN] = '\0';
-		snprintf(out->channel_hash, sizeof(out->channel_hash), "%s",
-			 rts_hex_valid(hash, RTS_HASH_HEX_LEN) ? hash : "?");
-	} else {
+	else if (!quoted_hex(f[3], e[3], RTS_HASH_HEX_LEN, out->channel_hash))
 		snprintf(out->channel_hash, sizeof(out->channel_hash), "?");
-	}
 	return 0;
 }
 
@@ -561,49 +573,14 @@ void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich
 	out[RUNNERD_GENERATION_LEN] = '\0';
 }
 
-char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id)
-{
-	if (!docker || docker[0] != '/' || !rts_hex_valid(installation_id, RTS_INSTALLATION_ID_LEN))
-		return NULL;
-	char **v = rts_xcalloc(10, sizeof(char *));
-	v[0] = rts_xstrdup(docker);
-	v[1] = rts_xstrdup("ps");
-	v[2] = rts_xstrdup("-a");
-	v[3] = rts_xstrdup("--filter");
-	v[4] = rts_xasprintf("label=%s=%s", RTS_LABEL_INSTALLATION, installation_id);
-	v[5] = rts_xstrdup("--filter");
-	v[6] = rts_xstrdup("label=" RUNNERD_LABEL_KIND "=rich");
-	v[7] = rts_xstrdup("--format");
-	v[8] = rts_xstrdup("{{.Names}}\t{{.State}}\t{{json (.Label \"" RTS_LABEL_CHANNEL "\")}}\t{{json (.Label \"" RUNNERD_LABEL_GENERATION
-			   "\")}}");
-	return v;
-}
-
-/* A JSON-quoted label of exactly len lowercase hex digits: copied into out (len + 1). */
-static bool quoted_hex(const char *p, const char *end, size_t len, char *out)
-{
-	if ((size_t)(end - p) != len + 2 || p[0] != '"' || end[-1] != '"')
-		return false;
-	memcpy(out, p + 1, len);
-	out[len] = '\0';
-	return rts_hex_valid(out, len);
-}
-
 int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out)
 {
 	if (!line)
 		return -EINVAL;
-	const char *f[4], *e[4], *p = line, *end = line + strlen(line);
-	for (size_t i = 0; i < 4; i++) {
-		f[i] = p;
-		const char *tab = memchr(p, '\t', (size_t)(end - p));
-		if (i < 3 && !tab)
-			return -EINVAL;
-		if (i == 3 && tab)
-			return -EINVAL; /* a fifth field: not our format */
-		e[i] = i < 3 ? tab : end;
-		p = i < 3 ? tab + 1 : end;
-	}
+	const char *f[5], *e[5];
+	/* Exactly five fields: one more is not our format. */
+	if (tab_fields(line, 5, f, e) != 5 || memchr(f[4], '\t', (size_t)(e[4] - f[4])))
+		return -EINVAL;
 	size_t name_len = (size_t)(e[0] - f[0]);
 	if (name_len != RUNNERD_RICH_NAME_LEN)
 		return -EINVAL;
@@ -612,10 +589,10 @@ int runnerd_parse_rich_line(const char *installation_id, const char *line, struc
 	if (!runnerd_rich_name_ok(installation_id, out->name))
 		return -EINVAL;
 	/* The label names the channel; the name's prefix must be that hash's. */
-	if (!quoted_hex(f[2], e[2], RTS_HASH_HEX_LEN, out->channel_hash) ||
+	if (!quoted_hex(f[3], e[3], RTS_HASH_HEX_LEN, out->channel_hash) ||
 	    memcmp(out->channel_hash, out->name + name_len - RUNNERD_RICH_PREFIX_LEN, RUNNERD_RICH_PREFIX_LEN) != 0)
 		return -EINVAL;
-	if (!quoted_hex(f[3], e[3], RUNNERD_GENERATION_LEN, out->generation))
+	if (!quoted_hex(f[4], e[4], RUNNERD_GENERATION_LEN, out->generation))
 		out->generation[0] = '\0';
 	out->running = (size_t)(e[1] - f[1]) == 7 && memcmp(f[1], "running", 7) == 0;
 	return 0;
@@ -632,17 +609,4 @@ char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned l
 	v[3] = rts_xasprintf("%u", lines);
 	v[4] = rts_xstrdup(name);
 	return v;
-}
-
-bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round)
-{
-	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
-	bool gone = o == RUNNERD_RM_GONE;
-	/* Only a later removal can confirm it is gone, so make sure one follows. */
-	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
-	if (in_progress && *rounds_left == 0 && !*extra_round) {
-		*extra_round = true;
-		*rounds_left = 1;
-	}
-	return !gone && (!in_progress || *rounds_left == 0);
 }

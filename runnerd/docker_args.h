@@ -77,8 +77,10 @@ char **runnerd_docker_rm_argv(const char *docker, const char *name);
 /* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --format FORMAT`:
  * the containers of this installation only, one line each, FORMAT being
  *   {{.Names}}<TAB>{{.State}}<TAB>{{.CreatedAt}}<TAB>{{json (.Label "io.roundtable-sandbox.channel")}}
- * (the label last and JSON-quoted, so no label value can add a field or a line; see
- * runnerd_parse_stale_line). NULL when installation_id is not 12 hex digits. Free with
+ *   <TAB>{{json (.Label "io.roundtable-sandbox.generation")}}
+ * (the labels JSON-quoted, so no label value can add a field or a line). One listing
+ * serves start-up twice: stale turn containers (runnerd_parse_stale_line) and rich ones
+ * (runnerd_parse_rich_line). NULL when installation_id is not 12 hex digits. Free with
  * rts_strv_free. */
 char **runnerd_docker_ps_argv(const char *docker, const char *installation_id);
 
@@ -251,13 +253,6 @@ char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *spec);
 void runnerd_rich_generation(const struct rts_config *cfg, const struct rts_rich_profile *profile,
 			     const char *image_id, uid_t uid, gid_t gid, char out[RUNNERD_GENERATION_LEN + 1]);
 
-/* `docker ps -a --filter label=io.roundtable-sandbox.installation=<id> --filter
- * label=io.roundtable-sandbox.kind=rich --format FORMAT`, FORMAT being
- *   {{.Names}}<TAB>{{.State}}<TAB>{{json (.Label "io.roundtable-sandbox.channel")}}<TAB>
- *   {{json (.Label "io.roundtable-sandbox.generation")}}
- * (labels JSON-quoted, so none can add a field or a line). NULL for a bad id. */
-char **runnerd_docker_ps_rich_argv(const char *docker, const char *installation_id);
-
 /* A rich container found at start-up. */
 struct runnerd_rich_found {
 	char name[RUNNERD_RICH_NAME_LEN + 1];
@@ -270,21 +265,13 @@ struct runnerd_rich_found {
 	bool dir_gone;
 };
 
-/* Parse one line of the runnerd_docker_ps_rich_argv listing. 0 for a container of ours: a
- * rich name of this installation whose channel label is a hash with that prefix; -EINVAL
- * for any other line (left alone). */
+/* Parse one line of the runnerd_docker_ps_argv listing. 0 for a rich container of ours: a
+ * rich name of this installation whose channel label is a hash with that prefix (only rich
+ * containers have such names); -EINVAL for any other line (left alone). */
 int runnerd_parse_rich_line(const char *installation_id, const char *line, struct runnerd_rich_found *out);
 
 /* `docker logs --tail <lines> <name>` for an exact container name of ours (sealed or
  * rich). NULL otherwise. */
 char **runnerd_docker_logs_argv(const char *docker, const char *name, unsigned lines);
-
-struct runnerd_proc_result; /* runnerd/proc.h */
-/* One docker rm -f's result, for a turn's container and a rich channel's alike: true when
- * the removal failed for good. "No such container" counts as gone (the CLI says so with
- * status 0 or 1 depending on its version). "Already in progress" (dockerd is removing it:
- * --rm after the CLI was killed) is settled only by a later removal, so it adds one more
- * round to *rounds_left, once (*extra_round), when none is left. */
-bool runnerd_rm_failed(const struct runnerd_proc_result *r, unsigned *rounds_left, bool *extra_round);
 
 #endif

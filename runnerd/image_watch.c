@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/timer.h"
 #include "common/util.h"
 #include "runnerd/image_watch.h"
@@ -31,7 +32,7 @@ static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_resul
 			w->retry_ms = 0; /* the watch works again: the next failure waits the least */
 	} else {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		runnerd_first_line(r->err, r->err_len, line);
+		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 		log_warning("cannot inspect image %s (%s): no spare is used until it can be", rd->cfg->image,
 			    line[0] ? line : r->timed_out ? "timed out" : "failed");
 		w->id[0] = '\0';
@@ -94,7 +95,7 @@ static void events_done(struct runnerd_proc *p, const struct runnerd_proc_result
 	if (w->stopped)
 		return;
 	char line[RUNNERD_STDERR_LOG_MAX + 1];
-	runnerd_first_line(r->err, r->err_len, line);
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 	log_warning("docker events %s %d (%s): no spare is used until the image watch is back",
 		    r->exited ? "exited with status" : "died of signal", r->status, line[0] ? line : "no message");
 	restart_later(rd);

@@ -12,6 +12,7 @@
 #include "common/daemon.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/paths.h"
 #include "common/privdir.h"
 #include "common/sock.h"
@@ -30,8 +31,10 @@ static const char usage[] = "Usage: roundtable-sandbox-runnerd [--config PATH] [
 
 /* Start-up, after the filter is on and before runnerd.sock is served, one docker CLI at a
  * time: docker info (Docker answers; no root inside its data root), docker image inspect
- * (the image exists locally), docker ps and docker rm -f (containers a crashed runnerd left
- * behind). The first two refuse to start; clean-up problems are only logged. */
+ * (the image exists locally; the rich and precheck images only warn), one docker ps of
+ * this installation's containers (the rich ones are kept, runnerd_rich_found; the stale
+ * turn containers a crashed runnerd left behind are removed with docker rm -f). The first
+ * two refuse to start; listing and clean-up problems are only logged. */
 struct startup {
 	struct runnerd *rd;
 	char **names;
@@ -58,7 +61,7 @@ static void startup_refuse(struct startup *st, const char *fmt, ...)
 static void startup_docker_error(const struct runnerd_proc_result *r, char *buf, size_t len)
 {
 	char line[RUNNERD_STDERR_LOG_MAX + 1];
-	runnerd_first_line(r->err, r->err_len, line);
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 	if (r->timed_out)
 		snprintf(buf, len, "no answer within %u ms", RUNNERD_CHECK_TIMEOUT_MS);
 	else if (!r->exited)
@@ -90,7 +93,6 @@ static void startup_done(struct startup *st)
 
 static void startup_rm_next(struct startup *st);
 static void startup_ps(struct startup *st);
-static void startup_rich(struct startup *st);
 
 static void startup_rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
@@ -136,24 +138,48 @@ static void startup_rm_next(struct startup *st)
 	startup_done(st);
 }
 
+/* A rich container a previous runnerd left running, when line is one: kept (seed: a
+ * restart of the daemons does not kill them) until statd's sync says which channels are
+ * still rich. Rich containers are never stale: their names are not a turn's. */
+static bool startup_rich_found(struct runnerd *rd, const char *line)
+{
+	struct runnerd_rich_found f;
+	if (runnerd_parse_rich_line(rd->cfg->installation_id, line, &f) < 0)
+		return false;
+	char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
+	snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%.*s", (int)RUNNERD_RICH_PREFIX_LEN, f.channel_hash);
+	struct stat sb;
+	f.dir_gone = fstatat(rd->run_root_fd, dir, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode);
+	runnerd_rich_found(&rd->riches, &f);
+	return true;
+}
+
 static void startup_ps_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
 	struct startup *st = userdata;
 	struct runnerd *rd = st->rd;
+	bool rich = rd->cfg->rich.enabled;
 	if (!r->exited || r->status != 0 || r->out_overflow) {
 		log_warning("cannot list stale containers of this installation (docker ps %s); continuing",
 			    r->timed_out ? "timed out" : "failed");
+		if (rich)
+			log_warning("cannot list this installation's rich containers (docker ps %s); they are left alone",
+				    r->timed_out ? "timed out" : "failed");
 		startup_done(st);
 		return;
 	}
 	st->names = rts_xcalloc(STALE_MAX + 1, sizeof(char *));
 	char *save = NULL;
-	for (char *line = strtok_r((char *)r->out, "\n", &save); line && st->n < STALE_MAX;
-	     line = strtok_r(NULL, "\n", &save)) {
+	unsigned n_rich = 0;
+	for (char *line = strtok_r((char *)r->out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (rich && startup_rich_found(rd, line)) {
+			n_rich++;
+			continue;
+		}
 		/* Only names of this installation's turns, checked by shape, never anything else
 		 * the label filter might have matched. */
 		struct runnerd_stale c;
-		if (runnerd_parse_stale_line(rd->cfg->installation_id, line, &c) < 0)
+		if (st->n >= STALE_MAX || runnerd_parse_stale_line(rd->cfg->installation_id, line, &c) < 0)
 			continue;
 		/* The evidence first (seed: inspect what a crash left behind): once removed,
 		 * only this line says what was there. */
@@ -161,6 +187,8 @@ static void startup_ps_done(struct runnerd_proc *p, const struct runnerd_proc_re
 			   c.state);
 		st->names[st->n++] = rts_xstrdup(c.name);
 	}
+	if (n_rich)
+		log_notice("%u rich container(s) of this installation found", n_rich);
 	if (st->n)
 		log_notice("removing %zu stale container(s) of this installation", st->n);
 	startup_rm_next(st);
@@ -173,8 +201,6 @@ static void startup_ps(struct startup *st)
 		startup_done(st);
 		return;
 	}
-	/* Rich containers are not stale: the listing below leaves them (their names are not a
-	 * turn's), runnerd_rich_found keeps them until statd's sync. */
 	int r = startup_spawn(st, runnerd_docker_ps_argv(RTS_DOCKER, rd->cfg->installation_id), RUNNERD_PS_OUTPUT_MAX,
 			      RUNNERD_PS_TIMEOUT_MS, startup_ps_done);
 	if (r < 0) {
@@ -211,36 +237,6 @@ static void startup_precheck_image(struct startup *st)
 	}
 }
 
-/* The rich containers a previous runnerd left running: kept (seed: a restart of the
- * daemons does not kill them) until statd's sync says which channels are still rich. */
-static void startup_rich_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
-{
-	struct startup *st = userdata;
-	struct runnerd *rd = st->rd;
-	if (!r->exited || r->status != 0 || r->out_overflow) {
-		log_warning("cannot list this installation's rich containers (docker ps %s); they are left alone",
-			    r->timed_out ? "timed out" : "failed");
-		startup_precheck_image(st);
-		return;
-	}
-	char *save = NULL;
-	unsigned n = 0;
-	for (char *line = strtok_r((char *)r->out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		struct runnerd_rich_found f;
-		if (runnerd_parse_rich_line(rd->cfg->installation_id, line, &f) < 0)
-			continue;
-		char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
-		snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%.*s", (int)RUNNERD_RICH_PREFIX_LEN, f.channel_hash);
-		struct stat sb;
-		f.dir_gone = fstatat(rd->run_root_fd, dir, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode);
-		runnerd_rich_found(&rd->riches, &f);
-		n++;
-	}
-	if (n)
-		log_notice("%u rich container(s) of this installation found", n);
-	startup_precheck_image(st);
-}
-
 static void startup_rich_image_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *userdata)
 {
 	struct startup *st = userdata;
@@ -249,12 +245,7 @@ static void startup_rich_image_done(struct runnerd_proc *p, const struct runnerd
 		log_warning("%s: rich.image: %s cannot be found in the local Docker image store: rich channels cannot "
 			    "start until it is built",
 			    rd->cfg->path, rd->cfg->rich.image);
-	int rr = startup_spawn(st, runnerd_docker_ps_rich_argv(RTS_DOCKER, rd->cfg->installation_id),
-			       RUNNERD_PS_OUTPUT_MAX, RUNNERD_PS_TIMEOUT_MS, startup_rich_done);
-	if (rr < 0) {
-		log_warning_errno(rr, "cannot run docker ps to find rich containers: %m");
-		startup_precheck_image(st);
-	}
+	startup_precheck_image(st);
 }
 
 static void startup_rich(struct startup *st)

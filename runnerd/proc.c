@@ -47,11 +47,6 @@ static void proc_free(struct runnerd_proc *p)
 	free(p);
 }
 
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1])
-{
-	rts_spawn_first_line(err, len, out, RUNNERD_STDERR_LOG_MAX + 1);
-}
-
 pid_t runnerd_proc_pid(const struct runnerd_proc *p)
 {
 	return p->c.pid;

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Rich channels' containers and turns: the state machine of runnerd/rich.h.
  *
- * Depends on rich.h, turn.h's ops, the pure docker_args.h and common/ only. */
+ * Depends on rich.h, turn.h's ops, removal.h (a machine on the same ops), the pure
+ * docker_args.h and common/ only. */
 #include "config.h"
 
 #include <sys/stat.h>
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/spawn.h"
 #include "common/util.h"
+#include "runnerd/removal.h"
 #include "runnerd/rich.h"
 #include "runnerd/worker_io.h"
 
@@ -44,8 +47,8 @@ struct rich_turn {
 struct runnerd_rich {
 	TAILQ_ENTRY(runnerd_rich) entry;
 	struct runnerd_riches *rs;
-	char hash[RTS_HASH_HEX_LEN + 1];
-	char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+	char hash[RTS_HASH_HEX_LEN + 1]; /* its first RUNNERD_RICH_PREFIX_LEN digits name the
+					  * container and the broker directory (prefix_of()) */
 	char *name;			/* the container's */
 	char *channel, *profile;	/* from the last RICH_ENSURE; NULL for one only found */
 	char *workspace;
@@ -74,16 +77,14 @@ struct runnerd_rich {
 	const char *why;    /* the removal's reason, for its log line */
 
 	struct runnerd_proc *proc;
-	struct rts_timer *timer; /* the second removal */
-	unsigned rm_rounds_left;
-	bool rm_extra_round;
-	bool cleanup_failed;
+	struct runnerd_removal removal; /* step REMOVE: the container's */
 
 	struct pending *pending;
 	TAILQ_HEAD(, rich_turn) turns;
 };
 
 static void drive(struct runnerd_rich *ch);
+static const struct runnerd_removal_hooks rich_removal_hooks;
 
 void runnerd_riches_init(struct runnerd_riches *rs, const struct runnerd_turn_ops *ops,
 			 const struct runnerd_rich_ops *rops, void *owner, const struct runnerd_rich_config *conf)
@@ -108,6 +109,8 @@ enum runnerd_rich_container runnerd_rich_container_of(const struct runnerd_rich 
 
 enum runnerd_rich_step runnerd_rich_step_of(const struct runnerd_rich *ch)
 {
+	if (ch->step == RUNNERD_RICH_REMOVE && runnerd_removal_waiting(&ch->removal))
+		return RUNNERD_RICH_REMOVE_WAIT;
 	return ch->step;
 }
 
@@ -124,6 +127,14 @@ void runnerd_rich_log_line(const char *s, size_t len, char out[RUNNERD_RICH_LOG_
 }
 
 /* ---- channels ---- */
+
+/* The prefix of ch's hash as a string (ch_get keeps it unique among the channels). */
+static const char *prefix_of(const struct runnerd_rich *ch, char out[RUNNERD_RICH_PREFIX_LEN + 1])
+{
+	memcpy(out, ch->hash, RUNNERD_RICH_PREFIX_LEN);
+	out[RUNNERD_RICH_PREFIX_LEN] = '\0';
+	return out;
+}
 
 /* The channel of hash, made when missing. NULL with *err when it cannot be: too many, or
  * another channel's hash shares its prefix (their container name and broker directory
@@ -146,10 +157,10 @@ static struct runnerd_rich *ch_get(struct runnerd_riches *rs, const char *hash, 
 	ch = rts_xcalloc(1, sizeof(*ch));
 	ch->rs = rs;
 	memcpy(ch->hash, hash, sizeof(ch->hash));
-	memcpy(ch->prefix, hash, RUNNERD_RICH_PREFIX_LEN);
 	ch->name = runnerd_rich_name(rs->conf.cfg->installation_id, hash);
 	ch->ws_fd = -1;
 	ch->bind_fd = -1;
+	runnerd_removal_init(&ch->removal, rs->ops, rs->owner, &rich_removal_hooks, ch, "channel %.12s", hash);
 	TAILQ_INIT(&ch->turns);
 	TAILQ_INSERT_TAIL(&rs->list, ch, entry);
 	rs->n++;
@@ -183,7 +194,7 @@ static void ch_free(struct runnerd_rich *ch)
 	}
 	if (ch->proc)
 		rs->ops->detach(rs->owner, ch->proc);
-	rs->ops->timer_stop(rs->owner, ch->timer);
+	runnerd_removal_abandon(&ch->removal);
 	if (ch->ws_fd >= 0)
 		close(ch->ws_fd);
 	if (ch->bind_fd >= 0)
@@ -364,55 +375,31 @@ static void start_failed(struct runnerd_rich *ch, int err, const char *why)
 }
 
 static void stop_finished(struct runnerd_rich *ch);
-static void remove_next(struct runnerd_rich *ch);
 
-static void on_rm_delay(void *arg)
+static void removal_round_failed(void *arg, const char *container, const struct runnerd_proc_result *r)
 {
 	struct runnerd_rich *ch = arg;
-	ch->timer = NULL; /* fired */
-	ch->step = RUNNERD_RICH_REMOVE;
-	remove_next(ch);
+	char why[RUNNERD_STDERR_LOG_MAX + 64];
+	cli_failure(r, why, sizeof(why));
+	log_warning("channel %.12s: docker rm -f %s failed (%s)", ch->hash, container, why);
 }
 
-static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+static void removal_over(void *arg)
 {
-	struct runnerd_rich *ch = arg;
-	struct runnerd_riches *rs = ch->rs;
-	ch->proc = NULL;
-	if (runnerd_rm_failed(r, &ch->rm_rounds_left, &ch->rm_extra_round)) {
-		char why[RUNNERD_STDERR_LOG_MAX + 64];
-		cli_failure(r, why, sizeof(why));
-		log_warning("channel %.12s: docker rm -f %s failed (%s)", ch->hash, ch->name, why);
-		ch->cleanup_failed = true;
-		ch->rm_rounds_left = 0;
-	} else {
-		ch->cleanup_failed = false;
-	}
-	if (ch->rm_rounds_left > 0) {
-		ch->step = RUNNERD_RICH_REMOVE_WAIT;
-		int rr = rs->ops->timer_start(rs->owner, RUNNERD_RM_SECOND_DELAY_MS, on_rm_delay, ch, &ch->timer);
-		if (rr >= 0)
-			return;
-		log_error_errno(rr, "channel %.12s: cannot schedule the next removal: %m", ch->hash);
-	}
-	stop_finished(ch);
+	stop_finished(arg);
 }
 
-static void remove_next(struct runnerd_rich *ch)
+static const struct runnerd_removal_hooks rich_removal_hooks = {
+	.round_failed = removal_round_failed,
+	.over = removal_over,
+};
+
+/* The container goes: two removals, the second for a container still being created
+ * (none when nothing was started). */
+static void remove_container(struct runnerd_rich *ch, unsigned rounds)
 {
-	if (ch->rm_rounds_left == 0) {
-		stop_finished(ch);
-		return;
-	}
-	ch->rm_rounds_left--;
 	ch->step = RUNNERD_RICH_REMOVE;
-	int r = spawn(ch, runnerd_docker_rm_argv(RTS_DOCKER, ch->name), RUNNERD_RM_OUTPUT_MAX, RUNNERD_RM_TIMEOUT_MS,
-		      rm_done);
-	if (r < 0) {
-		log_error_errno(r, "channel %.12s: cannot run docker rm -f: %m", ch->hash);
-		ch->cleanup_failed = true;
-		stop_finished(ch);
-	}
+	runnerd_removal_start(&ch->removal, ch->name, rounds);
 }
 
 /* docker logs --tail: the worker's last lines, one log record each (seed: "a timed-out
@@ -438,8 +425,7 @@ static void logs_done(struct runnerd_proc *p, const struct runnerd_proc_result *
 	}
 	log_notice("channel %.12s: %u worker log line(s) above (docker logs --tail %u %s)", ch->hash, n,
 		   RUNNERD_RICH_LOG_LINES, ch->name);
-	ch->rm_rounds_left = 2;
-	remove_next(ch);
+	remove_container(ch, 2);
 }
 
 /* Remove the container and the broker directory (the step is idle). */
@@ -459,8 +445,6 @@ static void begin_stop(struct runnerd_rich *ch)
 		t->state = TURN_ENDING;
 		t->ending = RTS_TURN_CANCELLED;
 	}
-	ch->cleanup_failed = false;
-	ch->rm_extra_round = false;
 	if (ch->bind_fd >= 0)
 		close(steal_fd(&ch->bind_fd));
 	/* Nothing was started when there is no container: only the directory goes. */
@@ -475,9 +459,7 @@ static void begin_stop(struct runnerd_rich *ch)
 		log_warning_errno(r, "channel %.12s: cannot run docker logs: %m", ch->hash);
 	}
 	ch->logs_wanted = false;
-	/* Two removals: the second covers a container still being created. */
-	ch->rm_rounds_left = may_exist ? 2 : 0;
-	remove_next(ch);
+	remove_container(ch, may_exist ? 2 : 0);
 }
 
 /* The removal is over (or was not needed): the channel has no container. */
@@ -486,12 +468,13 @@ static void stop_finished(struct runnerd_rich *ch)
 	struct runnerd_riches *rs = ch->rs;
 	ch->step = RUNNERD_RICH_IDLE;
 	if (ch->dir_made) {
-		int r = rs->rops->dir_remove(rs->owner, ch->prefix);
+		char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+		int r = rs->rops->dir_remove(rs->owner, prefix_of(ch, prefix));
 		if (r < 0)
 			log_warning_errno(r, "channel %.12s: cannot remove its broker directory: %m", ch->hash);
 		ch->dir_made = false;
 	}
-	bool failed = ch->cleanup_failed;
+	bool failed = runnerd_removal_failed(&ch->removal);
 	if (failed)
 		log_error("channel %.12s: container %s could not be removed: inspect it with docker ps -a and "
 			  "remove it",
@@ -575,7 +558,8 @@ static void start_run(struct runnerd_rich *ch)
 		drive(ch);
 		return;
 	}
-	cleanup_free char *broker_dir = rts_xasprintf("%s/rich-%s", cfg->run_root, ch->prefix);
+	cleanup_free char *broker_dir =
+		rts_xasprintf("%s/" RTS_RICH_DIR_PREFIX "%.*s", cfg->run_root, (int)RUNNERD_RICH_PREFIX_LEN, ch->hash);
 	struct runnerd_rich_spec spec = {
 		.docker = RTS_DOCKER,
 		.installation_id = cfg->installation_id,
@@ -626,7 +610,8 @@ static void start(struct runnerd_rich *ch, bool adopt)
 	struct runnerd_riches *rs = ch->rs;
 	ch->adopting = adopt;
 	ch->start_deadline_ms = rs->ops->now_ms(rs->owner) + rs->conf.cfg->rich.start_timeout_ms;
-	int fd = rs->rops->dir_open(rs->owner, ch->prefix);
+	char prefix[RUNNERD_RICH_PREFIX_LEN + 1];
+	int fd = rs->rops->dir_open(rs->owner, prefix_of(ch, prefix));
 	if (fd < 0) {
 		log_error_errno(fd, "channel %.12s: cannot make its broker directory and socket: %m", ch->hash);
 		if (adopt) {
@@ -915,7 +900,7 @@ bool runnerd_riches_know_prefix(struct runnerd_riches *rs, const char *prefix)
 {
 	struct runnerd_rich *ch;
 	TAILQ_FOREACH(ch, &rs->list, entry)
-	if (strncmp(ch->prefix, prefix, RUNNERD_RICH_PREFIX_LEN) == 0)
+	if (strncmp(ch->hash, prefix, RUNNERD_RICH_PREFIX_LEN) == 0)
 		return true;
 	return false;
 }
@@ -1210,8 +1195,7 @@ void runnerd_riches_shutdown(struct runnerd_riches *rs)
 			rs->ops->detach(rs->owner, ch->proc);
 			ch->proc = NULL;
 		}
-		rs->ops->timer_stop(rs->owner, ch->timer);
-		ch->timer = NULL;
+		runnerd_removal_abandon(&ch->removal);
 		ch->step = RUNNERD_RICH_IDLE;
 		struct rich_turn *t;
 		while ((t = TAILQ_FIRST(&ch->turns))) {

@@ -68,6 +68,22 @@ void runnerd_run_root_clean(int run_root_fd)
 	closedir(d);
 }
 
+/* The guest account the containers run as in accounts mode; (uid_t)-1 in single-account
+ * mode, where they run as our uid and need nothing shared. */
+static uid_t guest_of(const struct runnerd *rd)
+{
+	return rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+}
+
+/* Give guest perms (RTS_PERM_*) on the directory dir in root_fd by an ACL entry, the
+ * owner rwx, nobody else anything. The directory is opened without following a symbolic
+ * link: only one of ours is changed. Returns 0 or -errno (-EOPNOTSUPP: no ACLs). */
+static int guest_dir_grant(int root_fd, const char *dir, uid_t guest, unsigned perms)
+{
+	cleanup_close int dfd = openat(root_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, perms);
+}
+
 int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id)
 {
 	if (mkdirat(rd->run_root_fd, turn_id, 0700) < 0)
@@ -76,12 +92,8 @@ int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id)
 	 * the socket are all it needs to connect. Accounts mode: the guest account gets search
 	 * on the dir and read/write on the socket by ACL entries, nobody else anything; runRoot
 	 * stays 0700, so the guest reaches them only through this turn's bind mount. */
-	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
-	int r = 0;
-	if (guest != (uid_t)-1) {
-		cleanup_close int dfd = openat(rd->run_root_fd, turn_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		r = dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, RTS_PERM_X);
-	}
+	uid_t guest = guest_of(rd);
+	int r = guest == (uid_t)-1 ? 0 : guest_dir_grant(rd->run_root_fd, turn_id, guest, RTS_PERM_X);
 	cleanup_free char *path = rts_xasprintf("%s/%s/%s", rd->cfg->run_root, turn_id, RUNNERD_BROKER_SOCK);
 	int fd = r < 0 ? r : rts_listen_unix_for(path, SOCK_STREAM, 0600, guest);
 	if (fd < 0) {
@@ -91,16 +103,22 @@ int runnerd_run_dir_create(struct runnerd *rd, const char *turn_id)
 	return fd;
 }
 
-int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id)
+/* Unlink dir/broker.sock and remove dir (in runRoot); what is gone already is fine.
+ * Returns 0 or the last -errno. */
+static int sock_dir_remove(struct runnerd *rd, const char *dir)
 {
-	char sock[RTS_TURN_ID_LEN + 1 + sizeof(RUNNERD_BROKER_SOCK)];
-	snprintf(sock, sizeof(sock), "%s/%s", turn_id, RUNNERD_BROKER_SOCK);
+	cleanup_free char *sock = rts_xasprintf("%s/%s", dir, RUNNERD_BROKER_SOCK);
 	int r = 0;
 	if (unlinkat(rd->run_root_fd, sock, 0) < 0 && errno != ENOENT)
 		r = -errno;
-	if (unlinkat(rd->run_root_fd, turn_id, AT_REMOVEDIR) < 0 && errno != ENOENT)
+	if (unlinkat(rd->run_root_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		r = -errno;
 	return r;
+}
+
+int runnerd_run_dir_remove(struct runnerd *rd, const char *turn_id)
+{
+	return sock_dir_remove(rd, turn_id);
 }
 
 /* ---- rich channels' broker directories ---- */
@@ -129,10 +147,9 @@ int runnerd_rich_dir_open(struct runnerd *rd, const char *prefix)
 	 * which the channel's container runs as, search the directory and connect to the
 	 * socket by ACL entries; the ACL is set again each time, so whatever the directory's
 	 * mode became is replaced. */
-	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	uid_t guest = guest_of(rd);
 	if (guest != (uid_t)-1) {
-		cleanup_close int dfd = openat(rd->run_root_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int r = dfd < 0 ? -errno : rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest, RTS_PERM_X);
+		int r = guest_dir_grant(rd->run_root_fd, dir, guest, RTS_PERM_X);
 		if (r < 0)
 			return r;
 	} else if ((st.st_mode & 07777) != 0700 && fchmodat(rd->run_root_fd, dir, 0700, 0) < 0) {
@@ -154,14 +171,7 @@ int runnerd_rich_dir_remove(struct runnerd *rd, const char *prefix)
 		return -EINVAL;
 	char dir[sizeof(RTS_RICH_DIR_PREFIX) + RUNNERD_RICH_PREFIX_LEN];
 	snprintf(dir, sizeof(dir), RTS_RICH_DIR_PREFIX "%s", prefix);
-	char sock[sizeof(dir) + 1 + sizeof(RUNNERD_BROKER_SOCK)];
-	snprintf(sock, sizeof(sock), "%s/%s", dir, RUNNERD_BROKER_SOCK);
-	int r = 0;
-	if (unlinkat(rd->run_root_fd, sock, 0) < 0 && errno != ENOENT)
-		r = -errno;
-	if (unlinkat(rd->run_root_fd, dir, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		r = -errno;
-	return r;
+	return sock_dir_remove(rd, dir);
 }
 
 /* ---- precheck run dirs (DESIGN.md 8.3) ---- */
@@ -257,16 +267,12 @@ int runnerd_precheck_dir_create(struct runnerd *rd, const char *id)
 	 * and read/write on the socket by ACL entries, as for a turn
 	 * (runnerd_run_dir_create()); the precheck-<id> directory above them stays 0700, so
 	 * only the bind mounts reach them. */
-	uid_t guest = rd->cfg->accounts.present ? rd->uid : (uid_t)-1;
+	uid_t guest = guest_of(rd);
 	if (guest != (uid_t)-1) {
 		for (size_t i = 0; i < RTS_ARRAY_SIZE(subdirs); i++) {
 			char sub[sizeof(dir) + sizeof(RTS_PRECHECK_WORKSPACE_DIR) + sizeof(RTS_PRECHECK_BROKER_DIR)];
 			snprintf(sub, sizeof(sub), "%s/%s", dir, subdirs[i]);
-			cleanup_close int dfd =
-				openat(rd->precheck_root_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int r = dfd < 0 ? -errno
-					: rts_acl_grant(dfd, NULL, RTS_PERM_R | RTS_PERM_W | RTS_PERM_X, guest,
-							RTS_PERM_R | RTS_PERM_X);
+			int r = guest_dir_grant(rd->precheck_root_fd, sub, guest, RTS_PERM_R | RTS_PERM_X);
 			if (r < 0) {
 				precheck_dir_unmake(rd->precheck_root_fd, dir);
 				return r;

@@ -8,6 +8,8 @@
  *              effects (turn.h), no sockets, no processes
  * rich.c       rich channels' long-lived containers and their turns: a state machine too
  *              (rich.h)
+ * removal.c    a container's docker rm -f rounds, for turns, rich channels and spares
+ *              (removal.h): a machine on turn.h's ops
  * turn_ops.c   the machines' effects in the daemon (the ops tables)
  * attach.c     attachment fetches relayed from statd to brokerd and back
  * rundir.c     runRoot checks and per-turn directories
@@ -132,11 +134,6 @@ void runnerd_attach_broker_up(struct runnerd *rd);
 void runnerd_attach_broker_lost(struct runnerd *rd, uint64_t gen, bool connect_failed);
 void runnerd_attach_forget_peer(struct runnerd *rd, struct runnerd_statd *peer);
 void runnerd_attach_free(struct runnerd *rd);
-
-/* proc.c: the first line of a docker CLI's stderr, printable ASCII only, bounded, for a
- * log line (rts_spawn_first_line()). A turn's docker run may carry text from the
- * container, so this is treated as untrusted: cut short and defanged. */
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 /* statd.c */
 extern const struct rts_link_spec runnerd_statd_spec;

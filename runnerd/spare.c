@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/timer.h"
 #include "common/util.h"
 #include "runnerd/docker_args.h"
 #include "runnerd/image_watch.h"
+#include "runnerd/removal.h"
 #include "runnerd/runnerd.h"
 #include "runnerd/spare.h"
 
@@ -30,16 +32,13 @@ struct runnerd_spare {
 	bool ready;
 };
 
-/* A discarded spare's container being removed: one docker rm -f, and a second one
- * RUNNERD_RM_SECOND_DELAY_MS later when docker run might still have been creating it
- * (the create/attach race, as for a cancelled turn). */
+/* A discarded spare's container being removed (runnerd/removal.h, as for a turn's), then
+ * its run dir. */
 struct spare_removal {
 	struct runnerd *rd;
 	char id[RTS_TURN_ID_LEN + 1];
 	char *container;
-	unsigned rounds_left;
-	bool extra_round; /* one more was added after "removal already in progress" */
-	struct rts_timer *delay;
+	struct runnerd_removal removal;
 };
 
 /* A dead spare's channel, started again after RUNNERD_SPARE_RETRY_MS (unless dropped or
@@ -115,69 +114,36 @@ static void maybe_exit(struct runnerd *rd)
 		sd_event_exit(rd->event, 0);
 }
 
-static void removal_free(struct spare_removal *rm)
+static void removal_round_failed(void *arg, const char *container, const struct runnerd_proc_result *r)
 {
+	struct spare_removal *rm = arg;
+	char line[RUNNERD_STDERR_LOG_MAX + 1];
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
+	log_warning("spare %s: docker rm -f %s failed (%s)", rm->id, container,
+		    line[0] ? line : r->timed_out ? "timed out" : "failed");
+}
+
+static void removal_over(void *arg)
+{
+	struct spare_removal *rm = arg;
 	struct runnerd *rd = rm->rd;
+	if (runnerd_removal_failed(&rm->removal))
+		/* The operator's cue, as for a turn (seed: a cleanup failure asks for inspection). */
+		log_error("spare container %s could not be removed: inspect it with docker ps -a and remove it",
+			  rm->container);
 	int r = runnerd_run_dir_remove(rd, rm->id);
 	if (r < 0)
 		log_warning_errno(r, "cannot remove the run dir of spare %s: %m", rm->id);
-	rts_timer_stop(rm->delay);
 	free(rm->container);
 	free(rm);
 	rd->spares.removing--;
 	maybe_exit(rd);
 }
 
-static void removal_next(struct spare_removal *rm);
-
-static void removal_delay_done(void *arg)
-{
-	struct spare_removal *rm = arg;
-	rm->delay = NULL; /* fired */
-	removal_next(rm);
-}
-
-static void removal_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
-{
-	struct spare_removal *rm = arg;
-	enum runnerd_rm_outcome o = runnerd_docker_rm_outcome(r->killed, r->exited, r->status, r->err);
-	bool gone = o == RUNNERD_RM_GONE;
-	/* --rm once the killed CLI let go of its stdin: a later removal tells. */
-	bool in_progress = o == RUNNERD_RM_IN_PROGRESS;
-	if (in_progress && !rm->extra_round) {
-		rm->extra_round = true;
-		if (rm->rounds_left == 0)
-			rm->rounds_left = 1;
-	} else if (in_progress && rm->rounds_left > 0) {
-		/* a round is still due and will tell */
-	} else if (!gone) {
-		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		runnerd_first_line(r->err, r->err_len, line);
-		/* The operator's cue, as for a turn (seed: a cleanup failure asks for inspection). */
-		log_error("spare container %s could not be removed (%s): inspect it with docker ps -a and remove it",
-			  rm->container, line[0] ? line : r->timed_out ? "timed out" : "failed");
-		rm->rounds_left = 0;
-	}
-	if (rm->rounds_left == 0 ||
-	    rts_timer_start(rm->rd->event, RUNNERD_RM_SECOND_DELAY_MS, 10, removal_delay_done, rm, &rm->delay) < 0)
-		removal_free(rm);
-}
-
-static void removal_next(struct spare_removal *rm)
-{
-	struct runnerd *rd = rm->rd;
-	rm->rounds_left--;
-	cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, rm->container);
-	struct runnerd_proc *p;
-	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_RM_OUTPUT_MAX,
-					  RUNNERD_RM_TIMEOUT_MS, removal_done, rm, &p)
-		     : -EINVAL;
-	if (r < 0) {
-		log_error_errno(r, "cannot run docker rm -f for spare container %s: %m; inspect it with docker ps -a",
-				rm->container);
-		removal_free(rm);
-	}
-}
+static const struct runnerd_removal_hooks spare_removal_hooks = {
+	.round_failed = removal_round_failed,
+	.over = removal_over,
+};
 
 /* Take s out of the pool and free it; its container is removed in the background (counted
  * in spares.removing until the removal ends). */
@@ -203,7 +169,7 @@ static void spare_discard(struct runnerd_spare *s, const char *why)
 	rm->container = steal_pointer(&s->container);
 	/* A container confirmed running needs one removal; one that may still be being
 	 * created needs the second for the create/attach race. */
-	rm->rounds_left = s->ready ? 1 : 2;
+	unsigned rounds = s->ready ? 1 : 2;
 	if (s->run) {
 		runnerd_proc_detach(s->run);
 		runnerd_proc_kill(s->run);
@@ -215,7 +181,8 @@ static void spare_discard(struct runnerd_spare *s, const char *why)
 	free(s->workspace);
 	free(s);
 	rd->spares.removing++;
-	removal_next(rm);
+	runnerd_removal_init(&rm->removal, rd->turns.ops, rd, &spare_removal_hooks, rm, "spare %s", rm->id);
+	runnerd_removal_start(&rm->removal, rm->container, rounds);
 }
 
 static void retry_free(struct runnerd_spare_retry *rt)
@@ -254,7 +221,7 @@ static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_res
 	struct runnerd *rd = s->rd;
 	s->run = NULL;
 	char line[RUNNERD_STDERR_LOG_MAX + 1];
-	runnerd_first_line(r->err, r->err_len, line);
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 	log_warning("spare %s of channel %.12s: docker run %s %d while waiting for a turn: %s", s->id,
 		    s->channel_hash, r->exited ? "exited with status" : "died of signal", r->status,
 		    line[0] ? line : "(no stderr)");

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One turn, from TURN_RUN to TURN_DONE: the state machine of runnerd/turn.h.
  *
- * Depends on turn.h, the pure docker_args.h and worker_io.h, and common/ only; every
- * effect is an op (turn_ops.c in the daemon, a recording fake in the unit test). */
+ * Depends on turn.h, removal.h (a machine on the same ops), the pure docker_args.h and
+ * worker_io.h, and common/ only; every effect is an op (turn_ops.c in the daemon, a
+ * recording fake in the unit test). */
 #include "config.h"
 
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include "common/util.h"
 #include "runnerd/docker_args.h"
 #include "runnerd/precheck_io.h"
+#include "runnerd/removal.h"
 #include "runnerd/turn.h"
 #include "runnerd/worker_io.h"
 
@@ -54,17 +56,15 @@ struct runnerd_turn {
 	enum runnerd_turn_phase phase;
 	bool ended; /* the outcome is decided (phase REMOVING or later) */
 	uint64_t started_ms, deadline_ms;
-	struct rts_timer *deadline, *bind_timer, *rm_delay, *finish;
-	struct runnerd_proc *run, *rm;
-	bool spawned;		 /* docker run was started: a container may exist */
-	unsigned rm_rounds_left; /* docker rm -f still to run */
-	bool rm_extra_round;	 /* one more was added after "removal already in progress" */
+	struct rts_timer *deadline, *bind_timer, *finish;
+	struct runnerd_proc *run;
+	bool spawned; /* docker run was started: a container may exist */
+	struct runnerd_removal removal; /* the container's, once the outcome is decided */
 
 	enum rts_turn_status status;
 	const char *why; /* short reason for the log line; never guest data */
 	char worker_code[RTS_WORKER_ERROR_CODE_MAX + 1];
 	char *reply; /* a precheck: the text of its answer (note, context or error), or NULL */
-	bool cleanup_failed;
 
 	/* RUNNERD_KIND_PRECHECK: the run as statd sent it (validated), and its answer. */
 	char *target, *tier, *approved, *script, *fired_at, *time_zone, *today, *schedule;
@@ -107,6 +107,8 @@ struct runnerd_turn *runnerd_turn_find(struct runnerd_turns *ts, const char *id)
 
 enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t)
 {
+	if (t->phase == RUNNERD_TURN_REMOVING && runnerd_removal_waiting(&t->removal))
+		return RUNNERD_TURN_REMOVE_WAIT;
 	return t->phase;
 }
 
@@ -126,7 +128,6 @@ static void turn_free(struct runnerd_turn *t)
 	struct runnerd_turns *ts = t->ts;
 	timer_stop(t, &t->deadline);
 	timer_stop(t, &t->bind_timer);
-	timer_stop(t, &t->rm_delay);
 	timer_stop(t, &t->finish);
 #ifdef RUNNERD_TEST_SPARE_FEED_HOLD_MS
 	timer_stop(t, &t->feed_hold);
@@ -136,8 +137,7 @@ static void turn_free(struct runnerd_turn *t)
 	/* Children outlive the turn only if they refused to die; they reap themselves. */
 	if (t->run)
 		ts->ops->detach(ts->owner, t->run);
-	if (t->rm)
-		ts->ops->detach(ts->owner, t->rm);
+	runnerd_removal_abandon(&t->removal);
 	if (t->listen_fd >= 0)
 		close(t->listen_fd);
 	if (t->workspace_fd >= 0)
@@ -206,7 +206,8 @@ static void turn_finish(void *arg)
 		if (r < 0)
 			log_warning_errno(r, "cannot remove the run dir of %s %s: %m", kind_word(t), t->id);
 	}
-	if (t->cleanup_failed)
+	bool cleanup_failed = runnerd_removal_failed(&t->removal);
+	if (cleanup_failed)
 		t->status = RTS_TURN_CLEANUP_FAILED;
 	if (t->status != RTS_TURN_OK) {
 		free(t->reply);
@@ -215,7 +216,7 @@ static void turn_finish(void *arg)
 	uint64_t ms = ts->ops->now_ms(ts->owner) - t->started_ms;
 	ms = ms ? ms : 1;
 	const char *why = t->why ? t->why : "-";
-	if (t->cleanup_failed)
+	if (cleanup_failed)
 		/* The one generic line that asks the operator to look (seed: a cleanup failure
 		 * ends the turn and asks for inspection instead of hanging the queue). */
 		rts_log_turn(LOG_ERR, t->id, t->channel_hash, "cleanup_failed", ms,
@@ -257,8 +258,7 @@ static void turn_finish(void *arg)
 static void turn_settle(struct runnerd_turn *t)
 {
 	struct runnerd_turns *ts = t->ts;
-	if (!t->ended || t->phase == RUNNERD_TURN_FINISHING || t->rm || t->rm_delay || t->rm_rounds_left > 0 ||
-	    t->spare_rm)
+	if (!t->ended || t->phase == RUNNERD_TURN_FINISHING || runnerd_removal_busy(&t->removal) || t->spare_rm)
 		return;
 	if (t->run) {
 		/* Already SIGKILLed by turn_end; it reaps itself whenever the kernel lets go. */
@@ -272,70 +272,29 @@ static void turn_settle(struct runnerd_turn *t)
 		fatal_f("cannot schedule the end of turn %s: %s", t->id, strerror(-r));
 }
 
-/* A removal failed in a way another try would not mend. */
-static void removal_give_up(struct runnerd_turn *t)
-{
-	t->cleanup_failed = true;
-	/* The daemon is not cooperating: another try would only hold up the queue. */
-	t->rm_rounds_left = 0;
-}
-
-static void turn_remove_next(struct runnerd_turn *t);
-
-static void on_rm_delay(void *arg)
+/* The removal's words for a round that failed for good; the operator's cue follows in the
+ * outcome line (cleanup_failed). */
+static void removal_round_failed(void *arg, const char *container, const struct runnerd_proc_result *r)
 {
 	struct runnerd_turn *t = arg;
-	t->rm_delay = NULL; /* fired */
-	turn_remove_next(t);
+	char line[RUNNERD_STDERR_LOG_MAX + 1];
+	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
+	if (r->timed_out)
+		log_warning("turn %s: docker rm -f did not finish within %u ms", t->id, RUNNERD_RM_TIMEOUT_MS);
+	else
+		log_warning("turn %s: docker rm -f failed (%s %d): %s", t->id, r->exited ? "status" : "signal", r->status,
+			    line);
 }
 
-static void rm_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
+static void removal_over(void *arg)
 {
-	struct runnerd_turn *t = arg;
-	struct runnerd_turns *ts = t->ts;
-	t->rm = NULL;
-	if (runnerd_rm_failed(r, &t->rm_rounds_left, &t->rm_extra_round)) {
-		char line[RUNNERD_STDERR_LOG_MAX + 1];
-		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
-		if (r->timed_out)
-			log_warning("turn %s: docker rm -f did not finish within %u ms", t->id, RUNNERD_RM_TIMEOUT_MS);
-		else
-			log_warning("turn %s: docker rm -f failed (%s %d): %s", t->id, r->exited ? "status" : "signal",
-				    r->status, line);
-		removal_give_up(t);
-	} else {
-		/* The last removal decides: an earlier "in progress" is settled by a later one. */
-		t->cleanup_failed = false;
-	}
-	if (t->rm_rounds_left > 0) {
-		t->phase = RUNNERD_TURN_REMOVE_WAIT;
-		int rr = ts->ops->timer_start(ts->owner, RUNNERD_RM_SECOND_DELAY_MS, on_rm_delay, t, &t->rm_delay);
-		if (rr < 0) {
-			log_error_errno(rr, "turn %s: cannot schedule the next removal: %m", t->id);
-			removal_give_up(t);
-		}
-	}
-	turn_settle(t);
+	turn_settle(arg);
 }
 
-/* REMOVING: the next docker rm -f, if one is due. */
-static void turn_remove_next(struct runnerd_turn *t)
-{
-	struct runnerd_turns *ts = t->ts;
-	if (t->rm_rounds_left > 0) {
-		t->rm_rounds_left--;
-		t->phase = RUNNERD_TURN_REMOVING;
-		cleanup_strv char **argv = runnerd_docker_rm_argv(RTS_DOCKER, t->container);
-		int r = argv ? ts->ops->spawn(ts->owner, argv, NULL, 0, RUNNERD_RM_OUTPUT_MAX, RUNNERD_RM_TIMEOUT_MS,
-					      rm_done, t, &t->rm)
-			     : -EINVAL;
-		if (r < 0) {
-			log_error_errno(r, "turn %s: cannot run docker rm -f: %m", t->id);
-			removal_give_up(t);
-		}
-	}
-	turn_settle(t);
-}
+static const struct runnerd_removal_hooks turn_removal_hooks = {
+	.round_failed = removal_round_failed,
+	.over = removal_over,
+};
 
 /* Decide the outcome and start the clean-up: BROKER_CLOSE, kill the CLI, remove the
  * container rm_rounds times (RUNNERD_RM_SECOND_DELAY_MS apart) if docker run was started.
@@ -366,8 +325,7 @@ static void turn_end(struct runnerd_turn *t, enum rts_turn_status status, const 
 	/* A claimed spare's container runs from the claim on, whatever ended the turn. */
 	if (t->warm && !t->fed && rm_rounds == 0)
 		rm_rounds = 1;
-	t->rm_rounds_left = t->spawned ? rm_rounds : 0;
-	turn_remove_next(t);
+	runnerd_removal_start(&t->removal, t->container, t->spawned ? rm_rounds : 0);
 }
 
 /* Cancelled from outside the turn (deadline, TURN_CANCEL, statd gone, shutdown): kill,
@@ -855,6 +813,7 @@ static struct runnerd_turn *turn_new(struct runnerd_turns *ts, struct runnerd_st
 	t->container = rts_container_name(ts->conf.cfg->installation_id, t->id);
 	t->listen_fd = -1;
 	t->phase = RUNNERD_TURN_BROKER_WAIT;
+	runnerd_removal_init(&t->removal, ts->ops, ts->owner, &turn_removal_hooks, t, "turn %s", t->id);
 	t->started_ms = ts->ops->now_ms(ts->owner);
 	TAILQ_INSERT_TAIL(&ts->list, t, entry);
 	ts->n++;

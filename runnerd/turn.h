@@ -7,7 +7,8 @@
  *                                                             (docker CLI children, timers,
  *                                                              run dirs, the links, the loop)
  *
- * turn.c includes this header, the pure docker_args.h and worker_io.h, and common/ only;
+ * turn.c includes this header, removal.h (the container's docker rm -f rounds, on these
+ * same ops), the pure docker_args.h and worker_io.h, and common/ only;
  * tests/unit/check_runnerd_turn.c drives it with a fake clock and recording ops, without
  * Docker or sockets.
  *
@@ -226,10 +227,5 @@ enum runnerd_turn_phase runnerd_turn_phase(const struct runnerd_turn *t);
 /* Turns whose container may exist (docker run started, removal not over yet). */
 unsigned runnerd_turns_containers(const struct runnerd_turns *ts);
 enum runnerd_turn_kind runnerd_turn_kind(const struct runnerd_turn *t);
-
-/* The first line of a docker CLI's stderr, printable ASCII only, bounded, for a log line.
- * A turn's docker run may carry text from the container, so this is treated as untrusted:
- * cut short and defanged. */
-void runnerd_first_line(const char *err, size_t len, char out[RUNNERD_STDERR_LOG_MAX + 1]);
 
 #endif

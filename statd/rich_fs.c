@@ -20,50 +20,16 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "common/acl.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/memfd.h"
 #include "common/util.h"
 #include "statd/rich.h"
+#include "statd/workspace.h"
 
 /* How often a directory is made again when something replaces it between our mkdir and
  * our open (a guest racing us): a few tries, then give up. */
 #define SUBDIR_TRIES 4
-
-#define RW (RTS_PERM_R | RTS_PERM_W)
-#define RWX (RTS_PERM_R | RTS_PERM_W | RTS_PERM_X)
-
-/* Give the guest account the share of what statd made for it (a directory: mode 01770,
- * owner and guest rwx; a file: mode 0660, owner and guest rw; no default ACL), unless it
- * has that already: fd is ours (checked by the caller). Done through /proc/self/fd/N, as
- * for the workspace (statd's filter allows the path calls). Returns 0 or -errno
- * (-EOPNOTSUPP: no ACLs on the file system). */
-static int guest_share(int fd, bool dir, uid_t guest)
-{
-	char proc[64];
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	mode_t want = dir ? (S_ISVTX | 0770) : 0660;
-	unsigned perms = dir ? RWX : RW;
-	struct stat st;
-	struct rts_acl_view v;
-	if (fstat(fd, &st) == 0 && (st.st_mode & 07777) == want && rts_acl_view(-1, proc, &v) == 0 &&
-	    rts_acl_is_grant(&v, perms, guest, perms))
-		return 0;
-	/* chmod first (it sets the mask to nothing), then the ACL, which keeps the sticky bit. */
-	if (chmod(proc, dir ? (S_ISVTX | 0700) : 0600) < 0)
-		return -errno;
-	int r = rts_acl_grant(-1, proc, perms, guest, perms);
-	if (r == 0 && dir)
-		r = rts_acl_drop_default(proc);
-	if (r < 0)
-		return r;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if ((st.st_mode & 07777) != want || rts_acl_view(-1, proc, &v) < 0 || !rts_acl_is_grant(&v, perms, guest, perms))
-		return -EACCES;
-	return 0;
-}
 
 /* Move the directory name in dirfd, which someone else made, aside to name.guest-XXXXXXXX
  * in the same directory (statd owns dirfd: the sticky bit lets it, and a rename within
@@ -116,7 +82,7 @@ static int subdir_ensure(int dirfd, const char *name, uid_t guest, const char **
 				return -errno;
 			}
 			if (guest != (uid_t)-1) {
-				int r = guest_share(fd, true, guest);
+				int r = statd_guest_share(fd, true, guest, NULL);
 				if (r < 0) {
 					close(fd);
 					*why = r == -EOPNOTSUPP ? "the file system has no ACLs, which sharing with the guest account needs"
@@ -276,8 +242,8 @@ int statd_attachment_write(int ws_fd, uid_t guest, const char *turn_id, uint32_t
 		*why = "cannot create the attachment file";
 		return r;
 	}
-	r = guest == (uid_t)-1 ? 0 : guest_share(fd, false, guest);
-	if (r == 0)
+	r = guest == (uid_t)-1 ? 0 : statd_guest_share(fd, false, guest, NULL);
+	if (r >= 0)
 		r = rts_write_all(fd, data, len);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;

@@ -43,28 +43,47 @@ int statd_dir_claim(const char *what, const char *path, const struct rts_dir_gra
 	return fd;
 }
 
-/* Mode and ACL of a shared workspace (statd_workspace_open()). */
-#define WORKSPACE_SHARED_MODE (S_ISVTX | 0770)
+#define RW (RTS_PERM_R | RTS_PERM_W)
 #define RWX (RTS_PERM_R | RTS_PERM_W | RTS_PERM_X)
 
-static bool workspace_shared_ok(const char *proc, const struct stat *st, uid_t guest)
+/* Has what proc names (st: its stat) the guest's share (statd_guest_share())? A
+ * directory's setgid bit (a setgid parent passes it on) only picks the group of new
+ * entries, which the ACL gives nothing: it does not count. */
+static bool guest_shared_ok(const char *proc, const struct stat *st, bool dir, uid_t guest)
 {
+	mode_t want = dir ? (S_ISVTX | 0770) : 0660;
+	mode_t ignored = dir ? S_ISGID : 0;
+	unsigned perms = dir ? RWX : RW;
 	struct rts_acl_view v;
-	return (st->st_mode & 07777 & ~(mode_t)S_ISGID) == WORKSPACE_SHARED_MODE && rts_acl_view(-1, proc, &v) == 0 &&
-	       rts_acl_is_grant(&v, RWX, guest, RWX);
+	return (st->st_mode & 07777 & ~ignored) == want && rts_acl_view(-1, proc, &v) == 0 &&
+	       rts_acl_is_grant(&v, perms, guest, perms);
 }
 
-/* Put the shared mode and ACL on the workspace behind fd (an O_PATH fd, used through
- * /proc/self/fd: no name lookup). chmod first (it also sets the mask, to nothing), then
- * the ACL, which keeps the sticky bit. Returns 0 or -errno. */
-static int workspace_share(const char *proc, uid_t guest)
+int statd_guest_share(int fd, bool dir, uid_t guest, mode_t *was)
 {
-	if (chmod(proc, S_ISVTX | 0700) < 0)
+	/* Through /proc/self/fd/N: no name lookup, and an O_PATH fd will do. */
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	int r = rts_acl_grant(-1, proc, RWX, guest, RWX);
+	if (guest_shared_ok(proc, &st, dir, guest))
+		return 0;
+	if (was)
+		*was = st.st_mode & 07777;
+	/* chmod first (it also sets the mask, to nothing), then the ACL, which keeps the
+	 * sticky bit. */
+	if (chmod(proc, dir ? (S_ISVTX | 0700) : 0600) < 0)
+		return -errno;
+	unsigned perms = dir ? RWX : RW;
+	int r = rts_acl_grant(-1, proc, perms, guest, perms);
+	if (r == 0 && dir)
+		r = rts_acl_drop_default(proc);
 	if (r < 0)
 		return r;
-	return rts_acl_drop_default(proc);
+	if (fstat(fd, &st) < 0 || !guest_shared_ok(proc, &st, dir, guest))
+		return -EACCES;
+	return 1;
 }
 
 int statd_workspace_open(const char *workspace_root, const char *hash, uid_t guest, char **path, const char **why)
@@ -107,22 +126,18 @@ int statd_workspace_open(const char *workspace_root, const char *hash, uid_t gue
 		return -EPERM;
 	}
 	if (guest != (uid_t)-1) {
-		char proc[64];
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-		if (!workspace_shared_ok(proc, &st, guest)) {
-			/* New, made in single-account mode, or changed by root: only the owner (us)
-			 * or root can change a directory's mode or ACL. */
-			unsigned old = (unsigned)(st.st_mode & 07777);
-			int r = workspace_share(proc, guest);
-			if (r < 0 || fstat(fd, &st) < 0 || !workspace_shared_ok(proc, &st, guest)) {
-				*why = r == -EOPNOTSUPP ? "the file system has no ACLs, which sharing the workspace with the guest account needs"
-							: "mode or ACL is not the guest's share and could not be restored";
-				return r < 0 ? r : -EACCES;
-			}
-			if (!created)
-				log_notice("workspace %.12s: mode %04o or ACL was not the guest account's share; restored", hash,
-					   old);
+		/* Not shared yet when new, made in single-account mode, or changed by root: only
+		 * the owner (us) or root can change a directory's mode or ACL. */
+		mode_t old = 0;
+		int r = statd_guest_share(fd, true, guest, &old);
+		if (r < 0) {
+			*why = r == -EOPNOTSUPP ? "the file system has no ACLs, which sharing the workspace with the guest account needs"
+						: "mode or ACL is not the guest's share and could not be restored";
+			return r;
 		}
+		if (r > 0 && !created)
+			log_notice("workspace %.12s: mode %04o or ACL was not the guest account's share; restored", hash,
+				   (unsigned)old);
 		*path = rts_xasprintf("%s/%s", workspace_root, hash);
 		return steal_fd(&fd);
 	}

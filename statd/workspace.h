@@ -41,4 +41,14 @@ int statd_dir_claim(const char *what, const char *path, const struct rts_dir_gra
  * failed. Nothing else is logged here. */
 int statd_workspace_open(const char *workspace_root, const char *hash, uid_t guest, char **path, const char **why);
 
+/* Accounts mode: give the guest account (uid guest) its share of what statd made for it,
+ * unless it has it already. A directory (dir): mode 01770 where the group bits are the
+ * mask of the ACL "owner rwx, guest rwx, group and others nothing", no default ACL (the
+ * workspace, and what statd makes in a rich channel's); a file: mode 0660 with "owner rw,
+ * guest rw". fd must be statd's own (the caller checked); it may be O_PATH (the change is
+ * made through /proc/self/fd/N, never by name). Returns 0 when it was shared already, 1
+ * when it was changed (and checked again; *was, unless NULL, gets the mode it had), or
+ * -errno: -EOPNOTSUPP no ACLs on the file system, -EACCES not shared after the change. */
+int statd_guest_share(int fd, bool dir, uid_t guest, mode_t *was);
+
 #endif

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The state-machine suites (statd's queues, runnerd's turns and rich channels) need no root, no
+# The state-machine suites (statd's queues, runnerd's turns, rich channels and removals) need no root, no
 # Docker and no network: they drive the machines through fake ops. When make check runs
 # as root, prove it by running them once more as nobody with no supplementary groups (so
 # not in the docker group), no new privileges, an empty environment (no DOCKER_HOST) and,
@@ -10,7 +10,8 @@
 # Run from the build directory (make check does).
 set -eu
 
-suites="tests/unit/check_statd_queue tests/unit/check_runnerd_turn tests/unit/check_runnerd_rich"
+suites="tests/unit/check_statd_queue tests/unit/check_runnerd_turn tests/unit/check_runnerd_rich
+	tests/unit/check_runnerd_removal"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "not root: make check ran the suites unprivileged already"

@@ -517,7 +517,8 @@ START_TEST(test_ps_argv)
 	ck_assert_ptr_nonnull(v);
 	const char *expect[] = {"/usr/bin/docker", "ps", "-a", "--filter",
 				"label=io.roundtable-sandbox.installation=" INST, "--format",
-				"{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"io.roundtable-sandbox.channel\")}}"};
+				"{{.Names}}\t{{.State}}\t{{.CreatedAt}}\t{{json (.Label \"io.roundtable-sandbox.channel\")}}"
+				"\t{{json (.Label \"io.roundtable-sandbox.generation\")}}"};
 	ck_assert_uint_eq(rts_strv_len(v), RTS_ARRAY_SIZE(expect));
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect); i++)
 		ck_assert_str_eq(v[i], expect[i]);
@@ -621,7 +622,9 @@ START_TEST(test_stale_lines)
 		{OURS "\tcreated\tx\t\"0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\"", "created",
 		 "x", "?"},
 		{OURS "\tcreated\tx\t" HASH, "created", "x", "?"},
-		{OURS "\tcreated\tx\t\"" HASH "\"\t\"" HASH "\"", "created", "x", "?"},
+		/* the generation label after it (the listing rich containers share) is not read */
+		{OURS "\tcreated\tx\t\"" HASH "\"\t\"0123456789abcdef\"", "created", "x", HASH},
+		{OURS "\tcreated\tx\t\"" HASH "\"\t\"\"\textra", "created", "x", HASH},
 		/* 17 letters, 48 characters */
 		{OURS "\tabcdefghijklmnopq\t012345678901234567890123456789012345678901234567\t\"\"", "?", "?", "-"},
 	};
@@ -1006,36 +1009,39 @@ START_TEST(test_rich_names)
 	ck_assert_ptr_null(runnerd_docker_logs_argv("/usr/bin/docker", "other", 200));
 	cleanup_strv char **run = runnerd_docker_running_argv("/usr/bin/docker", RICH_NAME);
 	ck_assert_str_eq(run[4], "{{.State.Running}}");
-	cleanup_strv char **ps = runnerd_docker_ps_rich_argv("/usr/bin/docker", INST);
-	ck_assert_str_eq(ps[6], "label=io.roundtable-sandbox.kind=rich");
 }
 END_TEST
 
 START_TEST(test_rich_ps_lines)
 {
+#define CREATED "2026-11-30 14:30:00 +0100 CET"
 	struct runnerd_rich_found f;
-	ck_assert_int_eq(runnerd_parse_rich_line(INST, RICH_NAME "\trunning\t\"" HASH "\"\t\"0123456789abcdef\"", &f), 0);
+	ck_assert_int_eq(
+		runnerd_parse_rich_line(INST, RICH_NAME "\trunning\t" CREATED "\t\"" HASH "\"\t\"0123456789abcdef\"", &f), 0);
 	ck_assert_str_eq(f.name, RICH_NAME);
 	ck_assert_str_eq(f.channel_hash, HASH);
 	ck_assert_str_eq(f.generation, "0123456789abcdef");
 	ck_assert(f.running);
-	ck_assert_int_eq(runnerd_parse_rich_line(INST, RICH_NAME "\texited\t\"" HASH "\"\t\"\"", &f), 0);
+	ck_assert_int_eq(runnerd_parse_rich_line(INST, RICH_NAME "\texited\t" CREATED "\t\"" HASH "\"\t\"\"", &f), 0);
 	ck_assert(!f.running);
 	ck_assert_str_eq(f.generation, "");
 	const char *bad[] = {
 		/* the label's hash must have the name's prefix */
-		RICH_NAME "\trunning\t\"0" HASH "\"\t\"0123456789abcdef\"",
-		RICH_NAME "\trunning\t\"" "0000000000000000000000000000000000000000000000000000000000000000"
+		RICH_NAME "\trunning\t" CREATED "\t\"0" HASH "\"\t\"0123456789abcdef\"",
+		RICH_NAME "\trunning\t" CREATED "\t\"" "0000000000000000000000000000000000000000000000000000000000000000"
 			  "\"\t\"0123456789abcdef\"",
-		"roundtable-sandbox-ffffffffffff-rich-5e0c2bb7e19dd8b4\trunning\t\"" HASH "\"\t\"\"",
-		RICH_NAME "\trunning\t\"" HASH "\"",
-		RICH_NAME "\trunning\t\"" HASH "\"\t\"\"\textra",
-		"roundtable-sandbox-" INST "-" TURN "\trunning\t\"" HASH "\"\t\"\"",
+		"roundtable-sandbox-ffffffffffff-rich-5e0c2bb7e19dd8b4\trunning\t" CREATED "\t\"" HASH "\"\t\"\"",
+		RICH_NAME "\trunning\t" CREATED "\t\"" HASH "\"",
+		RICH_NAME "\trunning\t" CREATED "\t\"" HASH "\"\t\"\"\textra",
+		"roundtable-sandbox-" INST "-" TURN "\trunning\t" CREATED "\t\"" HASH "\"\t\"\"",
+		/* the rich listing's old shape, without the creation time */
+		RICH_NAME "\trunning\t\"" HASH "\"\t\"0123456789abcdef\"",
 		"",
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad); i++)
 		ck_assert_msg(runnerd_parse_rich_line(INST, bad[i], &f) == -EINVAL, "accepted %s", bad[i]);
 }
+#undef CREATED
 END_TEST
 
 START_TEST(test_rich_generation)

@@ -378,6 +378,13 @@ START_TEST(test_start_and_turn)
 	ck_assert_str_eq(fk.run_argv[2], "-d");
 	ck_assert_str_eq(fk.run_argv[4], name);
 	free(name);
+	/* Its broker directory, the one dir_open made: runRoot/rich-<prefix>. */
+	cleanup_free char *mount =
+		rts_xasprintf("type=bind,source=%s/rich-%s,target=/run/broker,readonly", cfg->run_root, prefix);
+	bool mounted = false;
+	for (char **a = fk.run_argv; *a; a++)
+		mounted |= strcmp(*a, mount) == 0;
+	ck_assert_msg(mounted, "no %s", mount);
 	size_t m = rig_mark();
 	ck_assert_int_eq(turn(&peer1, T1), 0);
 	/* statd's ENSURE before each turn: checked again (image and running), then it goes. */
