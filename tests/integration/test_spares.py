@@ -122,6 +122,8 @@ def test_before_its_turn_a_spares_broker_answers_nothing(make_suite):
     sock_path = os.path.join(s.dirs["run"], a.rsplit("-", 1)[1], "broker.sock")
     marker = "pre-claim-request-7f3a"
     body = ('{"messages":[{"role":"user","content":"%s"}]}' % marker).encode()
+    # Counted before the request is sent: one forwarded while the spare waits counts too.
+    requests = len(s.fake.requests())
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     c.connect(sock_path)
     c.sendall(b"POST /model HTTP/1.1\r\nHost: broker\r\nAuthorization: Bearer roundtable-sandbox-dummy-key\r\n"
@@ -135,7 +137,7 @@ def test_before_its_turn_a_spares_broker_answers_nothing(make_suite):
             return None
     # Nothing answers while the spare waits (the window a turn's start would take).
     assert assert_quiet(answered, QUIET_TURN_S, "an answer from an unbound spare's broker") is None
-    requests = len(s.fake.requests())
+    assert len(s.fake.requests()) == requests
     turn(s, ch, "the turn that claims it")
     assert warm_turns(s) == 1
     # At the claim runnerd closed the early connection without a byte (a reset, as the
@@ -303,12 +305,21 @@ def test_spare_drop_with_a_malformed_hash_drops_the_link_not_a_spare(make_suite)
     turn(s, ch, "cold")
     a = ready_spare(s, ch)
     h = chash(ch)
+    # runnerd's SPARE_DROP handler refuses the hash (EBADMSG), not the decoder (whose
+    # line is "a malformed SPARE_DROP") nor another of the link's rules.
+    refused = "protocol violation by statd: SPARE_DROP refused: Bad message; dropping it"
+
+    def refusals():
+        return s.log_tail("runnerd", limit=10**7).count(refused)
+    before = refusals()
     # 64 characters, the field's bound, but not lowercase hex: a protocol violation.
     assert spare_drop_as_statd(s, h.upper(), 10) is True
+    wait_until(lambda: refusals() == before + 1, 10, "runnerd's refusal of the malformed SPARE_DROP")
     assert container_exists(a)
     # The same message with the hash as statd writes it discards the spare, link kept.
     assert spare_drop_as_statd(s, h, QUIET_FORWARD_S) is False
     wait_until(lambda: not container_exists(a), 30, "the spare's removal after SPARE_DROP")
+    assert refusals() == before + 1
 
 
 def test_no_more_spares_than_warm_spares_max(make_suite):
