@@ -39,7 +39,6 @@ missing.
 """
 import base64
 import fcntl
-import hashlib
 import http.client
 import json
 import os
@@ -1075,7 +1074,7 @@ class RichSuite(Suite):
 
     def container_name(self, channel):
         """rich-design.md section 1."""
-        return f"roundtable-sandbox-{self.installation}-rich-{hashlib.sha256(channel.encode()).hexdigest()[:16]}"
+        return f"roundtable-sandbox-{self.installation}-rich-{rtsproto.channel_hash(channel)[:16]}"
 
     def worker_log(self, channel):
         p = docker("logs", self.container_name(channel), check=False, timeout=30)

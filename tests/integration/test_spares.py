@@ -8,7 +8,6 @@ runnerd stops or dies. warmSpares 0 is the cold path.
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_spares.py
 """
-import hashlib
 import json
 import os
 import socket
@@ -18,14 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import LABEL_INSTALLATION, QUIET_FORWARD_S, QUIET_TURN_S, assert_quiet, docker, docker_inspect, wait_until
 from lifecycle_helpers import container_exists, kill9, restart, say, wait_runnerd_ready
+from rtsproto import channel_hash as chash
 
 LABEL_CHANNEL = "io.roundtable-sandbox.channel"
 LABEL_SPARE = "io.roundtable-sandbox.spare"
 SPARES_ON = {"warmSpares": 1}
-
-
-def chash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()
 
 
 def metrics(s):
