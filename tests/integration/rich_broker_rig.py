@@ -17,6 +17,9 @@ BROKER_RICH_TURN with a sealed memfd) and plays the worker on the channel's brok
         a = w.messages({"messages": [...], "stream": True})   # SSE through brokerd
         w.result(tid, "the reply")                 # POST /worker/result
         done = ch.done(tid)                        # BROKER_RICH_DONE: status, calls, reply
+
+        ch, w, tid, handout = start_turn(rig)      # the same first steps in one
+        done = finish(ch, w, tid)                  # and the last two
 """
 import base64
 import fcntl
@@ -489,6 +492,27 @@ class RichRig(BrokerRig):
         for m in self.backlog:
             m.close()
         super().stop(check_leftovers)
+
+
+def start_turn(rig, text="hello", speaker=("1001", "Alice", "principal-1001"), ch=None, before_next=None, **kw):
+    """A channel (ch, or a new one of rig) whose worker announced both capabilities and
+    holds a turn: (channel, worker, turn id, the handout). before_next(turn id) runs before
+    the worker's long poll; kw go to Channel.turn()."""
+    ch = ch or rig.channel()
+    w = ch.worker()
+    assert w.ready().status == 200
+    tid = ch.turn(text, speaker=speaker, **kw)
+    if before_next:
+        before_next(tid)
+    n = w.next()
+    assert n.status == 200, (n.status, n.body[:300])
+    return ch, w, tid, n.json()
+
+
+def finish(ch, w, tid, text="done"):
+    """The worker's reply packet for turn tid, then its BROKER_RICH_DONE (Channel.done())."""
+    assert w.result(tid, text).status == 200
+    return ch.done(tid)
 
 
 def b64(data):

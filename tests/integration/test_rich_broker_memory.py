@@ -26,8 +26,7 @@ import pytest
 
 from broker_rig import count_lines, read_jsonl
 from harness import HarnessError, wait_until
-from rich_broker_rig import RichRig, request_bytes
-from test_rich_broker import finish, start_turn
+from rich_broker_rig import RichRig, finish, request_bytes, start_turn
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
 MiB = 1 << 20
