@@ -25,11 +25,11 @@ import threading
 import pytest
 
 from broker_rig import request_bytes
-from rich_broker_rig import model_body
-from rich_broker_rig import request_bytes as sdk_request_bytes
 from harness import QUIET_FORWARD_S, HarnessError, assert_quiet, docker, docker_bin, wait_until
 from pi_rig import pi_image
 from precheck_suite import PrecheckSuite, build_precheck_image
+from rich_broker_rig import model_body
+from rich_broker_rig import request_bytes as sdk_request_bytes
 from rich_host_rig import RichHostSuite, channel_hash
 from test_accounts import run_as
 
