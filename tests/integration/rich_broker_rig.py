@@ -216,10 +216,8 @@ class Worker:
 
 
 def model_body(text, stream=True, **extra):
-    b = {"model": "whatever-the-worker-says", "max_tokens": 1024,
-         "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}], "stream": stream}
-    b.update(extra)
-    return b
+    """rich_rig.messages_body() with a model of the worker's own, which brokerd replaces."""
+    return rich_rig.messages_body(text, model="whatever-the-worker-says", stream=stream, **extra)
 
 
 class Channel:
