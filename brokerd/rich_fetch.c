@@ -147,10 +147,20 @@ static void answer(struct rts_link *l, const char *turn_id, uint32_t index, int 
 
 int brokerd_rich_fetch_start(struct brokerd_rich *rich, struct rts_link *l, const struct rts_msg_broker_attach_fetch *m)
 {
-	if (!rts_turn_id_valid(m->turn_id) || !m->url[0] || m->max_bytes == 0 ||
-	    m->max_bytes > RTS_RICH_ATTACHMENT_BYTES_MAX) {
-		brokerd_audit_decision(rts_turn_id_valid(m->turn_id) ? m->turn_id : NULL, NULL, 0, 0, "rich_attachment",
-				       "attachment_request", BROKERD_BAD_REQUEST, false, 0);
+	bool id_ok = rts_turn_id_valid(m->turn_id);
+	char why[96] = "";
+	if (!id_ok)
+		snprintf(why, sizeof(why), "the turn id is malformed");
+	else if (!m->url[0])
+		snprintf(why, sizeof(why), "the URL is empty");
+	else if (m->max_bytes == 0 || m->max_bytes > RTS_RICH_ATTACHMENT_BYTES_MAX)
+		snprintf(why, sizeof(why), "its size limit is outside 1 to %u bytes", RTS_RICH_ATTACHMENT_BYTES_MAX);
+	if (why[0]) {
+		/* Each refusal names its reason, as a fetch's does (fetch_thread). */
+		rts_log_turn(LOG_WARNING, id_ok ? m->turn_id : NULL, NULL, "refused", 0, "attachment %u not fetched: %s",
+			     m->index, why);
+		brokerd_audit_decision(id_ok ? m->turn_id : NULL, NULL, 0, 0, "rich_attachment", "attachment_request",
+				       BROKERD_BAD_REQUEST, false, 0);
 		answer(l, m->turn_id, m->index, -EINVAL, "", -1);
 		return 0;
 	}

@@ -103,7 +103,13 @@ void rts_daemon_init(struct rts_daemon *d, int argc, char **argv, const char *pr
 	ensure_std_fds();
 	*d = (struct rts_daemon){.program = program, .role = rts_role_of(program), .listen_fd = -1};
 	int idx = rts_parse_options(argc, argv, usage, &d->opts);
-	if (idx != argc || (d->opts.launcher_socket && d->role != RTS_ROLE_BROKERD)) {
+	if (d->opts.launcher_socket && d->role != RTS_ROLE_BROKERD) {
+		/* Named, as the CLI does: an option the daemon knows is not simply unknown. */
+		fprintf(stderr, "%s: error: --launcher-socket is brokerd's option\n", program);
+		fputs(usage, stderr);
+		exit(2);
+	}
+	if (idx != argc) {
 		fputs(usage, stderr);
 		exit(2);
 	}

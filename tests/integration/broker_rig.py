@@ -18,7 +18,6 @@ runs on a host without a Docker daemon.
         turn.calls                               # BROKER_CLOSED's count
         rig.model_requests(), rig.mcp_requests(), rig.tool_calls()
 """
-import hashlib
 import json
 import os
 import secrets
@@ -420,6 +419,3 @@ class BrokerRig(Suite):
         if not stopped and check_leftovers and code not in (0, None):
             raise HarnessError(f"brokerd exited with {code}:\n{self.logs()[-4000:]}")
 
-
-def channel_hash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()

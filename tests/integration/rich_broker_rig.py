@@ -17,64 +17,32 @@ BROKER_RICH_TURN with a sealed memfd) and plays the worker on the channel's brok
         a = w.messages({"messages": [...], "stream": True})   # SSE through brokerd
         w.result(tid, "the reply")                 # POST /worker/result
         done = ch.done(tid)                        # BROKER_RICH_DONE: status, calls, reply
+
+        ch, w, tid, handout = start_turn(rig)      # the same first steps in one
+        done = finish(ch, w, tid)                  # and the last two
 """
 import base64
-import fcntl
 import hashlib
 import json
 import os
 import secrets
 import select
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
+import rich_rig
 import rtsproto
-from broker_rig import DUMMY_AUTH, BrokerRig, read_jsonl
-from harness import SRCDIR, HarnessError, wait_until
+from broker_rig import DUMMY_AUTH, BrokerRig
+from harness import HarnessError
+from rich_rig import FakeAnthropic, sealed_memfd  # noqa: F401 (sealed_memfd: the tests import it from here)
 
-DUMMY_API_KEY = "sk-ant-api03-roundtable-sandbox-dummy-key"
-SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL
+DUMMY_API_KEY = rich_rig.RICH_DUMMY_KEY
 MODEL = "claude-sonnet-4-5"
 
-# What the Anthropic SDK (0.91.1 under Node 20, pi-notes.md section 4) sends besides the
-# framing, with the API-key-shaped dummy.
-SDK_HEADERS = {
-    "connection": "keep-alive",
-    "accept": "application/json",
-    "accept-language": "*",
-    "sec-fetch-mode": "cors",
-    "accept-encoding": "gzip, deflate",
-    "anthropic-version": "2023-06-01",
-    "anthropic-dangerous-direct-browser-access": "true",
-    "x-stainless-retry-count": "0",
-    "x-stainless-timeout": "600",
-    "x-stainless-lang": "js",
-    "x-stainless-package-version": "0.91.1",
-    "x-stainless-os": "Linux",
-    "x-stainless-arch": "x64",
-    "x-stainless-runtime": "node",
-    "x-stainless-runtime-version": "v20.20.2",
-    "x-api-key": DUMMY_API_KEY,
-    "user-agent": "Anthropic/JS 0.91.1",
-}
-
-
-def sealed_memfd(data, seals=SEALS):
-    fd = os.memfd_create("rts-test", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    _write_all(fd, data)
-    if seals:
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-    return fd
-
-
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+# What the Anthropic SDK sends besides the framing (rich_rig.SDK_HEADERS without the
+# Content-Type request_bytes() sets), with the API-key-shaped dummy.
+SDK_HEADERS = {k: v for k, v in rich_rig.SDK_HEADERS if k != "content-type"}
 
 
 def read_memfd(fd):
@@ -248,45 +216,8 @@ class Worker:
 
 
 def model_body(text, stream=True, **extra):
-    b = {"model": "whatever-the-worker-says", "max_tokens": 1024,
-         "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}], "stream": stream}
-    b.update(extra)
-    return b
-
-
-class FakeAnthropic:
-    """tests/fakes/fake_anthropic.py with the suite's test CA."""
-
-    def __init__(self, cadir, record, logfile):
-        self.record = record
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(SRCDIR, "tests", "fakes", "fake_anthropic.py"), "--port", "0",
-             "--cert", os.path.join(cadir, "server.pem"), "--key", os.path.join(cadir, "server.key"),
-             "--record", record],
-            stdout=subprocess.PIPE, stderr=logfile, stdin=subprocess.DEVNULL, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            self.stop()
-            raise HarnessError("the fake Anthropic endpoint did not start")
-        self.port = int(line.split()[1])
-        self.url = f"https://localhost:{self.port}"
-
-    def requests(self):
-        return [e for e in read_jsonl(self.record) if e.get("kind") == "request"]
-
-    def answers(self):
-        return [e for e in read_jsonl(self.record) if e.get("kind") == "answer"]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+    """rich_rig.messages_body() with a model of the worker's own, which brokerd replaces."""
+    return rich_rig.messages_body(text, model="whatever-the-worker-says", stream=stream, **extra)
 
 
 class Channel:
@@ -489,6 +420,27 @@ class RichRig(BrokerRig):
         for m in self.backlog:
             m.close()
         super().stop(check_leftovers)
+
+
+def start_turn(rig, text="hello", speaker=("1001", "Alice", "principal-1001"), ch=None, before_next=None, **kw):
+    """A channel (ch, or a new one of rig) whose worker announced both capabilities and
+    holds a turn: (channel, worker, turn id, the handout). before_next(turn id) runs before
+    the worker's long poll; kw go to Channel.turn()."""
+    ch = ch or rig.channel()
+    w = ch.worker()
+    assert w.ready().status == 200
+    tid = ch.turn(text, speaker=speaker, **kw)
+    if before_next:
+        before_next(tid)
+    n = w.next()
+    assert n.status == 200, (n.status, n.body[:300])
+    return ch, w, tid, n.json()
+
+
+def finish(ch, w, tid, text="done"):
+    """The worker's reply packet for turn tid, then its BROKER_RICH_DONE (Channel.done())."""
+    assert w.result(tid, text).status == 200
+    return ch.done(tid)
 
 
 def b64(data):

@@ -17,7 +17,6 @@ The rich config's log driver is json-file here: this machine's dockerd does not 
 systemd, so journald (the default) would refuse every container; `docker logs` reads
 json-file the same way.
 """
-import hashlib
 import json
 import os
 import secrets
@@ -27,6 +26,7 @@ import tempfile
 import threading
 
 import rtsproto
+from rtsproto import channel_hash  # noqa: F401 (the tests import it from here too)
 from harness import SRCDIR, DAEMONS, HarnessError, Suite, docker, docker_inspect, unique_tag, wait_until
 from rich_rig import FakeAnthropic
 
@@ -76,10 +76,6 @@ def reply_report(text):
     """The report richworker puts first in its reply text."""
     obj, _ = json.JSONDecoder().raw_decode(text)
     return obj
-
-
-def channel_hash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()
 
 
 class RichHostSuite(Suite):

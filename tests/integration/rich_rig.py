@@ -39,7 +39,6 @@ missing.
 """
 import base64
 import fcntl
-import hashlib
 import http.client
 import json
 import os
@@ -788,14 +787,16 @@ def add_rich_upstream(suite, defaults):
 
 # ---- 2. brokerd alone ----------------------------------------------------------------------
 
-def sealed_memfd(data, name="rts-test"):
-    """A memfd holding data, sealed against every change (rich-design.md section 0)."""
+def sealed_memfd(data, name="rts-test", seals=SEALS):
+    """A memfd holding data, sealed against every change (rich-design.md section 0), or
+    with the seals given (0: none, for tests of an unsealed one)."""
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
     return fd
 
 
@@ -1075,7 +1076,7 @@ class RichSuite(Suite):
 
     def container_name(self, channel):
         """rich-design.md section 1."""
-        return f"roundtable-sandbox-{self.installation}-rich-{hashlib.sha256(channel.encode()).hexdigest()[:16]}"
+        return f"roundtable-sandbox-{self.installation}-rich-{rtsproto.channel_hash(channel)[:16]}"
 
     def worker_log(self, channel):
         p = docker("logs", self.container_name(channel), check=False, timeout=30)

@@ -17,6 +17,7 @@ import pytest
 
 from broker_rig import BrokerRig, request_bytes
 from harness import HarnessError, wait_until
+from rtsproto import channel_hash
 
 MESSAGE_ID = "0bf421491732452c8a2331a833fe4e73"  # brokerd/audit.h
 BUDGET = 48  # RTS_BROKER_CALLS_PER_TURN
@@ -63,15 +64,10 @@ def decisions_of(rig, turn):
         for f in FIELDS:
             assert f in e, f"{f} missing in {e}"
         assert e["RTS_TURN_ID"] == turn.id
-        assert e["RTS_CHANNEL_HASH"] == rig_channel_hash(turn)
+        assert e["RTS_CHANNEL_HASH"] == channel_hash(turn.channel)
         assert re.fullmatch(r"[a-z_]{1,48}", e["RTS_RULE"]), e
     assert sorted(int(e["RTS_CALL"]) for e in got) == list(range(1, turn.calls + 1))
     return sorted(got, key=lambda e: int(e["RTS_CALL"]))
-
-
-def rig_channel_hash(turn):
-    import hashlib
-    return hashlib.sha256(turn.channel.encode()).hexdigest()
 
 
 def one(rig, send):

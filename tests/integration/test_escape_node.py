@@ -10,8 +10,11 @@ worker/Makemodule.am).
 The escaped guest is a host process running as the guest account (test_accounts.run_as),
 started while a real precheck or a real rich turn runs in a real container of the real
 image. Each probe is also run against a process of the guest's own, where it succeeds: the
-refusals come from non-dumpability, not from a probe that cannot work."""
+refusals come from non-dumpability, not from a probe that cannot work. What the escape is
+after, a call through the other container's broker, is sent as the guest and then, as the
+control, as root on the same path: root's reaches the upstream, the guest's does not."""
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -21,9 +24,12 @@ import threading
 
 import pytest
 
-from harness import HarnessError, docker, docker_bin, wait_until
+from broker_rig import request_bytes
+from harness import QUIET_FORWARD_S, HarnessError, assert_quiet, docker, docker_bin, wait_until
 from pi_rig import pi_image
 from precheck_suite import PrecheckSuite, build_precheck_image
+from rich_broker_rig import model_body
+from rich_broker_rig import request_bytes as sdk_request_bytes
 from rich_host_rig import RichHostSuite, channel_hash
 from test_accounts import run_as
 
@@ -39,6 +45,44 @@ sys.stdin.read()
 '''
 
 MARK = "escaped-guest-was-here"
+
+# One request on a broker socket (argv[1]; its bytes as hex in argv[2]): prints
+# {"result": "ok" | the errno's name, "answer": the answer's status line}.
+SEND = r'''
+import errno, json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(30)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(bytes.fromhex(sys.argv[2]))
+    data = s.recv(65536)
+    out = {"result": "ok", "answer": data.split(b"\r\n", 1)[0].decode("latin-1")}
+except OSError as e:
+    out = {"result": errno.errorcode.get(e.errno, str(e.errno))}
+finally:
+    s.close()
+print(json.dumps(out))
+'''
+
+
+def send_as(account, path, data):
+    """SEND data to the socket at path as account (None: as root, the control)."""
+    drop = [] if account is None else ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}",
+                                       "--clear-groups", "--no-new-privs", "--"]
+    p = subprocess.run(drop + ["/usr/bin/python3", "-c", SEND, path, data.hex()], capture_output=True, text=True,
+                       timeout=60, cwd="/", stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def mcp_call(q):
+    """A call of the precheck's approved tool docs/echo, which its broker forwards."""
+    return request_bytes("/mcp/docs", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                       "params": {"name": "echo", "arguments": {"q": q}}})
+
+
+def entry_pid(name):
+    return int(docker("inspect", "--format", "{{.State.Pid}}", name).stdout)
 
 
 class OwnProcess:
@@ -160,13 +204,35 @@ def test_an_escaped_guest_reaches_no_live_precheck(rts_env, precheck_tag):
                         return n
             name = wait_until(live, 60, "the precheck's container and its broker socket")
             assert_escape_refused(s, name, "/run/broker/broker.sock", "/tmp")
+            # The call the escape is for, through the precheck's broker: refused to the guest.
+            sock = f"/proc/{entry_pid(name)}/root/run/broker/broker.sock"
+            assert send_as(s.env.accounts["guest"], sock, mcp_call(MARK)) == {"result": "EACCES"}
+            assert assert_quiet(lambda: len(s.mcp_requests()), QUIET_FORWARD_S,
+                                "an MCP request after the guest's attempt") == 0
+            # The control, same request and path as root (who may pass /proc/PID/root): it
+            # reaches the MCP server, so the guest's would have had it been let through.
+            got = send_as(None, sock, mcp_call("control"))
+            assert got["result"] == "ok" and got["answer"].startswith("HTTP/1.1 200 "), got
+            wait_until(lambda: len(s.mcp_requests()) == 1, 10, "the control's MCP request")
         finally:
             t.join(120)
         assert out["ev"].get("wake") is False, out
-        # Nothing reached the MCP server: the precheck called nothing, and neither did the guest.
-        assert s.mcp_requests() == []
+        # Nothing reached the MCP server but the control: the precheck called nothing, and
+        # nothing of the guest's got through.
+        got = s.mcp_requests()
+        assert [r["body"]["params"]["arguments"] for r in got] == [{"q": "control"}], got
+        assert all(MARK not in r["raw"] for r in got)
     finally:
         s.stop()
+
+
+def model_requests(s):
+    return [r for r in s.anthropic.requests() if r["path"].startswith("/v1/messages")]
+
+
+def model_call(text):
+    """A model call as the Pi worker's SDK sends it, answered at once (no stream)."""
+    return sdk_request_bytes("/anthropic/v1/messages", model_body(text, stream=False), worker=False)
 
 
 def test_an_escaped_guest_reaches_no_live_rich_turn(rts_env):
@@ -184,16 +250,28 @@ def test_an_escaped_guest_reaches_no_live_rich_turn(rts_env):
         t.start()
         try:
             # The turn is live: the model has the request and holds its answer.
-            wait_until(lambda: any(r["path"].startswith("/v1/messages") for r in s.anthropic.requests()), 90,
-                       "the turn's model request")
-            assert_escape_refused(s, s.container_name("pi"), "/run/broker/broker.sock", "/workspace")
+            wait_until(lambda: model_requests(s), 90, "the turn's model request")
+            name = s.container_name("pi")
+            assert_escape_refused(s, name, "/run/broker/broker.sock", "/workspace")
+            # A model call through the turn's broker: refused to the guest; the control,
+            # the same call on the same path as root, reaches the model endpoint.
+            sock = f"/proc/{entry_pid(name)}/root/run/broker/broker.sock"
+            assert send_as(s.env.accounts["guest"], sock, model_call(MARK)) == {"result": "EACCES"}
+            assert assert_quiet(lambda: len(model_requests(s)), QUIET_FORWARD_S,
+                                "a model request after the guest's attempt") == 1
+            got = send_as(None, sock, model_call("control"))
+            assert got["result"] == "ok" and got["answer"].startswith("HTTP/1.1 200 "), got
+            wait_until(lambda: len(model_requests(s)) == 2, 10, "the control's model request")
         finally:
             t.join(180)
         p, _ = result["say"]
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith("echo: "), p.stdout
-        # One model request, the turn's own; no file of the guest's in the workspace.
-        assert len([r for r in s.anthropic.requests() if r["path"].startswith("/v1/messages")]) == 1
+        # Two model requests, the turn's own and the control's; nothing of the guest's, and
+        # no file of the guest's in the workspace.
+        got = [json.dumps(r["body"]) for r in model_requests(s)]
+        assert len(got) == 2 and "control" in got[1], got
+        assert all(MARK not in r for r in got)
         assert MARK not in os.listdir(os.path.join(s.dirs["ws"], channel_hash("pi")))
     finally:
         s.stop()

@@ -11,7 +11,8 @@ through a name outside it.
 
 The tool is a few lines of python3 that reports what it reads from each path listed in its argument,
 reversed (so that brokerd's reflection filter, which looks for the key as it is, would not
-hide a leak)."""
+hide a leak). Each run first records itself through the fixture's ToolRecorder (tools
+cannot write files), so a test can tell that a refused call ran no tool."""
 import json
 import os
 import secrets
@@ -20,11 +21,17 @@ import tempfile
 
 import pytest
 
-from broker_rig import BrokerRig
-from harness import HarnessError
+from broker_rig import BrokerRig, ToolRecorder, count_lines
+from harness import QUIET_FORWARD_S, HarnessError, assert_quiet
 
 READER = r'''
-import json, sys
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.path.join(sys.argv[2], "recorder.sock"))
+s.sendall(json.dumps({"file": "runs.log", "mode": "a", "text": "run\n"}).encode())
+s.shutdown(socket.SHUT_WR)
+s.recv(16)
+s.close()
 out = {}
 for p in json.load(open(sys.argv[1])):
     try:
@@ -39,10 +46,12 @@ print(json.dumps(out))
 
 @pytest.fixture
 def key_dir(host_env):
-    """/tmp/rtskl-*/ (0755, root's) with reader.py and, the service account's:
-    vault/ (0700), keys/ (0700), plain/ (0755, with a file any tool may read)."""
+    """/tmp/rtskl-*/ (0755, root's) with reader.py, the recorder of its runs (runs.log)
+    and, the service account's: vault/ (0700), keys/ (0700), plain/ (0755, with a file any
+    tool may read)."""
     d = tempfile.mkdtemp(prefix="rtskl-", dir="/tmp")
     os.chmod(d, 0o755)
+    recorder = ToolRecorder(d, host_env.uid)
     with open(os.path.join(d, "reader.py"), "w", encoding="utf-8") as f:
         f.write(READER)
     os.chmod(os.path.join(d, "reader.py"), 0o755)
@@ -52,7 +61,13 @@ def key_dir(host_env):
         os.chmod(os.path.join(d, sub), mode)
     write_key(os.path.join(d, "plain", "readme"), "plain-text", host_env, mode=0o444)
     yield d
+    recorder.stop()
     shutil.rmtree(d, ignore_errors=True)
+
+
+def tool_runs(d):
+    """How many times reader.py ran."""
+    return count_lines(os.path.join(d, "runs.log"))
 
 
 def write_key(path, text, env, mode=0o400):
@@ -70,7 +85,7 @@ def reader_tool(d, *paths):
         json.dump(list(paths), f)
     os.chmod(lst, 0o644)
     return {"name": "peek", "description": "reads files", "parameters": {"type": "object"},
-            "command": ["/usr/bin/python3", "-B", os.path.join(d, "reader.py"), lst], "timeoutMs": 20000}
+            "command": ["/usr/bin/python3", "-B", os.path.join(d, "reader.py"), lst, d], "timeoutMs": 20000}
 
 
 def peek(rig):
@@ -112,18 +127,25 @@ def test_a_key_file_that_becomes_a_link_is_refused(host_env, key_dir):
 
         os.unlink(keyfile)
         os.symlink(real, keyfile)
-        before, calls = len(rig.model_requests()), len(rig.tool_calls())
+        before = len(rig.model_requests())
         a = model_call(rig)
         assert a.status == 503 and a.json() == {"error": "unavailable"}, (a.status, a.body)
         log = rig.broker_log()
         assert f"key file {keyfile} is a symbolic link, which brokerd refuses to follow" in log, log[-3000:]
         assert "outcome=key_file_symlink" in log, log[-3000:]
         assert second not in log and first not in log
-        # A tool call needs the model key too (the reflection filter's): refused alike.
-        with rig.turn() as t:
-            a = t.post("/tools/peek", {})
-        assert a.status == 503, (a.status, a.body)
-        assert len(rig.model_requests()) == before and len(rig.tool_calls()) == calls
+        # A tool call needs the model key too (the reflection filter's): refused alike, for
+        # the link (the log line of this call's turn), and the tool never ran.
+        runs = tool_runs(key_dir)
+        with rig.nothing_forwarded():
+            with rig.turn() as t:
+                a = t.post("/tools/peek", {})
+        assert a.status == 503 and a.json() == {"error": "unavailable"}, (a.status, a.body)
+        assert assert_quiet(lambda: tool_runs(key_dir), QUIET_FORWARD_S, "a run of the tool") == runs
+        said = [line for line in rig.broker_log().splitlines() if f"[turn={t.id} " in line]
+        assert any(f"key file {keyfile} is a symbolic link, which brokerd refuses to follow" in line
+                   and "outcome=key_file_symlink" in line for line in said), said
+        assert len(rig.model_requests()) == before
 
         # The same calls with the key file itself there again work: the link was the cause.
         os.unlink(keyfile)
@@ -132,6 +154,7 @@ def test_a_key_file_that_becomes_a_link_is_refused(host_env, key_dir):
         assert a.status == 200, (a.status, a.body)
         assert len(rig.model_requests()) == before + 1
         assert peek(rig) == {plain: "read:" + "plain-text"[::-1]}
+        assert tool_runs(key_dir) == runs + 1
     finally:
         rig.stop()
 

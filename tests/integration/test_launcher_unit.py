@@ -263,10 +263,13 @@ def test_the_launcher_checks_write_paths_where_tools_write(host_env):
 
 @pytest.mark.parametrize("program", ["statd", "runnerd", "cli"])
 def test_only_brokerd_takes_launcher_socket(host_env, program):
-    """A usage error (exit 2), not an option quietly ignored; brokerd's own use is above."""
+    """A usage error (exit 2) that names the option, not an option quietly ignored nor
+    another usage error; brokerd's own use is above."""
     args = [host_env.program(program), "--launcher-socket", "/nonexistent/launcher.sock"]
     p = subprocess.run(args + (["status"] if program == "cli" else []), capture_output=True, text=True, timeout=30,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    name = os.path.basename(args[0])
+    assert p.stderr.startswith(f"{name}: error: --launcher-socket is brokerd's option\n"), p.stderr
     p = subprocess.run(args[:1] + ["--help"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr

@@ -19,9 +19,10 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import rich_broker_rig
 import rtsproto
 from harness import HarnessError, wait_until
-from rich_broker_rig import RichRig, model_body, token_for
+from rich_broker_rig import RichRig, finish, model_body, token_for
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
 MESSAGE_ID = "0bf421491732452c8a2331a833fe4e73"  # brokerd/audit.h
@@ -92,24 +93,14 @@ def sample(values, name, **labels):
 
 
 def start_turn(rig, text="hello", ch=None):
-    ch = ch or rig.channel()
-    w = ch.worker()
-    assert w.ready().status == 200
-    tid = ch.turn(text, speaker=SPEAKER)
-    admitted(rig, tid)
-    n = w.next()
-    assert n.status == 200, (n.status, n.body[:300])
+    """rich_broker_rig.start_turn(), its worker's long poll once brokerd admitted the turn."""
+    ch, w, tid, _ = rich_broker_rig.start_turn(rig, text, SPEAKER, ch, before_next=lambda tid: admitted(rig, tid))
     return ch, w, tid
 
 
 def admitted(rig, tid):
     """brokerd took the turn (its calls are numbered from here)."""
     wait_until(lambda: re.search(rf"rich turn admitted.*turn={tid}", rig.broker_log()), 10, "the turn admitted")
-
-
-def finish(ch, w, tid):
-    assert w.result(tid, "done").status == 200
-    return ch.done(tid)
 
 
 def no_secret_in_log(rig, ch):

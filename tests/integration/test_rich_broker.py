@@ -22,8 +22,8 @@ import pytest
 
 import rtsproto
 from harness import QUIET_FORWARD_S, HarnessError, wait_past, wait_until
-from rich_broker_rig import (DUMMY_API_KEY, MODEL, RichRig, model_body, parse_reply, request_bytes, sealed_memfd,
-                      token_for)
+from rich_broker_rig import (DUMMY_API_KEY, MODEL, RichRig, finish, model_body, parse_reply, request_bytes,
+                             sealed_memfd, start_turn, token_for)
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
 SILENCE_S = 3.0   # TESTBUILD_RICH_SILENCE_MS
@@ -48,22 +48,6 @@ def rig(tb_env):  # noqa: F811
 
 def log_has(rig, pattern, timeout=10):
     wait_until(lambda: re.search(pattern, rig.broker_log()), timeout, f"log line /{pattern}/")
-
-
-def start_turn(rig, text="hello", speaker=("1001", "Alice", "principal-1001"), ch=None, **kw):
-    """A channel whose worker announced both capabilities and holds a turn."""
-    ch = ch or rig.channel()
-    w = ch.worker()
-    assert w.ready().status == 200
-    tid = ch.turn(text, speaker=speaker, **kw)
-    n = w.next()
-    assert n.status == 200, (n.status, n.body[:300])
-    return ch, w, tid, n.json()
-
-
-def finish(ch, w, tid, text="done"):
-    assert w.result(tid, text).status == 200
-    return ch.done(tid)
 
 
 # ---- a whole turn ----

@@ -11,6 +11,7 @@ Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration
 import json
 import os
 import re
+import secrets
 import socket
 import time
 
@@ -415,8 +416,7 @@ def test_a_brokerd_restart_in_the_middle_of_a_conversation(rig):
 
 # ---- attachments ----
 
-def attach(rig, url, max_bytes=1 << 20, index=0):
-    tid = "a" * 16
+def attach(rig, tid, index, url, max_bytes):
     rig.link.send(rtsproto.BROKER_ATTACH_FETCH, turn_id=tid, index=index, url=url, max_bytes=max_bytes)
     m = rig.expect(rtsproto.BROKER_ATTACH_DATA, lambda m: m["turn_id"] == tid and m["index"] == index)
     data = os.read(m.fd, 1 << 20)
@@ -425,13 +425,22 @@ def attach(rig, url, max_bytes=1 << 20, index=0):
 
 
 def test_attachment_fetches_keep_to_the_fetch_rules(rig):
-    with rig.nothing_forwarded():
-        # Loopback, private and credential-carrying URLs are refused before a connection.
-        assert attach(rig, rig.anthropic.url + "/v1/messages")[0] == -EACCES
-        assert attach(rig, "http://10.0.0.1/x.png", index=1)[0] == -EACCES
-        assert attach(rig, "https://user:pw@example.com/x", index=2)[0] == -EACCES
-        assert attach(rig, "file:///etc/passwd", index=3)[0] == -EACCES
+    """Each refusal with its own reason in brokerd's log, before any connection or name
+    lookup. Hosts under .invalid (RFC 6761) never resolve, so a refusal that did not come
+    first would fail the fetch otherwise, and no packet leaves for a real host."""
+    tid = secrets.token_hex(8)
+    cases = [
+        # Loopback, private and credential-carrying URLs, and other schemes.
+        (rig.anthropic.url + "/v1/messages", 1 << 20, EACCES, r"address not public: loopback \(RFC \d+\)"),
+        ("http://10.0.0.1/x.png", 1 << 20, EACCES, re.escape("address not public: private (RFC 1918)")),
+        ("https://user:pw@example.invalid/x", 1 << 20, EACCES, "URL carries user info"),
+        ("file:///etc/passwd", 1 << 20, EACCES, "URL scheme is not http or https"),
         # Bounds of the request itself.
-        assert attach(rig, "https://example.com/x", max_bytes=0, index=4)[0] == -EINVAL
-        assert attach(rig, "https://example.com/x", max_bytes=25 * 1024 * 1024 + 1, index=5)[0] == -EINVAL
-    log_has(rig, r"attachment 0 not fetched: ")
+        ("https://example.invalid/x", 0, EINVAL, "its size limit is outside 1 to 26214400 bytes"),
+        ("https://example.invalid/x", 25 * 1024 * 1024 + 1, EINVAL, "its size limit is outside 1 to 26214400 bytes"),
+    ]
+    with rig.nothing_forwarded():
+        for index, (url, max_bytes, err, _) in enumerate(cases):
+            assert attach(rig, tid, index, url, max_bytes)[0] == -err, (index, url)
+    for index, (_, _, _, why) in enumerate(cases):
+        log_has(rig, rf"attachment {index} not fetched: {why} \[turn={tid} ")

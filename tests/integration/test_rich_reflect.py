@@ -17,8 +17,9 @@ import re
 
 import pytest
 
+import rich_broker_rig
 from harness import HarnessError, wait_until
-from rich_broker_rig import MODEL, RichRig, model_body, token_for
+from rich_broker_rig import MODEL, RichRig, finish, model_body, token_for
 from testbuild import tb_env  # noqa: F401 (a fixture)
 
 SPEAKER = ("1003", "Carol", "principal-1003")
@@ -39,18 +40,8 @@ def rig(tb_env):  # noqa: F811
 
 
 def start_turn(rig):
-    ch = rig.channel()
-    w = ch.worker()
-    assert w.ready().status == 200
-    tid = ch.turn("hello", speaker=SPEAKER)
-    n = w.next()
-    assert n.status == 200, (n.status, n.body[:300])
+    ch, w, tid, _ = rich_broker_rig.start_turn(rig, speaker=SPEAKER)
     return ch, w, tid
-
-
-def finish(ch, w, tid):
-    assert w.result(tid, "done").status == 200
-    return ch.done(tid)
 
 
 def script(rig, name, entries):

@@ -8,20 +8,16 @@ test_spares.py::test_status_and_channels_account_the_spares.
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_spare_state.py
 """
-import hashlib
 import json
 
 import pytest
 
 import rtsproto
 from harness import wait_until
+from rtsproto import channel_hash as chash
 from test_metrics import statd_alone  # noqa: F401 (a fixture)
 
 WARM_SPARES_MAX_DEFAULT = 16  # common/limits.h RTS_WARM_SPARES_CAP_DEFAULT
-
-
-def chash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()
 
 
 def status(suite, *args):

@@ -8,7 +8,6 @@ runnerd stops or dies. warmSpares 0 is the cold path.
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_spares.py
 """
-import hashlib
 import json
 import os
 import socket
@@ -18,14 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import LABEL_INSTALLATION, QUIET_FORWARD_S, QUIET_TURN_S, assert_quiet, docker, docker_inspect, wait_until
 from lifecycle_helpers import container_exists, kill9, restart, say, wait_runnerd_ready
+from rtsproto import channel_hash as chash
 
 LABEL_CHANNEL = "io.roundtable-sandbox.channel"
 LABEL_SPARE = "io.roundtable-sandbox.spare"
 SPARES_ON = {"warmSpares": 1}
-
-
-def chash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()
 
 
 def metrics(s):
@@ -122,6 +118,8 @@ def test_before_its_turn_a_spares_broker_answers_nothing(make_suite):
     sock_path = os.path.join(s.dirs["run"], a.rsplit("-", 1)[1], "broker.sock")
     marker = "pre-claim-request-7f3a"
     body = ('{"messages":[{"role":"user","content":"%s"}]}' % marker).encode()
+    # Counted before the request is sent: one forwarded while the spare waits counts too.
+    requests = len(s.fake.requests())
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     c.connect(sock_path)
     c.sendall(b"POST /model HTTP/1.1\r\nHost: broker\r\nAuthorization: Bearer roundtable-sandbox-dummy-key\r\n"
@@ -135,7 +133,7 @@ def test_before_its_turn_a_spares_broker_answers_nothing(make_suite):
             return None
     # Nothing answers while the spare waits (the window a turn's start would take).
     assert assert_quiet(answered, QUIET_TURN_S, "an answer from an unbound spare's broker") is None
-    requests = len(s.fake.requests())
+    assert len(s.fake.requests()) == requests
     turn(s, ch, "the turn that claims it")
     assert warm_turns(s) == 1
     # At the claim runnerd closed the early connection without a byte (a reset, as the
@@ -303,12 +301,21 @@ def test_spare_drop_with_a_malformed_hash_drops_the_link_not_a_spare(make_suite)
     turn(s, ch, "cold")
     a = ready_spare(s, ch)
     h = chash(ch)
+    # runnerd's SPARE_DROP handler refuses the hash (EBADMSG), not the decoder (whose
+    # line is "a malformed SPARE_DROP") nor another of the link's rules.
+    refused = "protocol violation by statd: SPARE_DROP refused: Bad message; dropping it"
+
+    def refusals():
+        return s.log_tail("runnerd", limit=10**7).count(refused)
+    before = refusals()
     # 64 characters, the field's bound, but not lowercase hex: a protocol violation.
     assert spare_drop_as_statd(s, h.upper(), 10) is True
+    wait_until(lambda: refusals() == before + 1, 10, "runnerd's refusal of the malformed SPARE_DROP")
     assert container_exists(a)
     # The same message with the hash as statd writes it discards the spare, link kept.
     assert spare_drop_as_statd(s, h, QUIET_FORWARD_S) is False
     wait_until(lambda: not container_exists(a), 30, "the spare's removal after SPARE_DROP")
+    assert refusals() == before + 1
 
 
 def test_no_more_spares_than_warm_spares_max(make_suite):

@@ -3,18 +3,14 @@
 inspect and remove only the stale roundtable-sandbox- containers of this installation): each
 stale container is logged with its name, channel hash, creation time and state before it
 is removed, and a container of another installation is neither logged nor removed."""
-import hashlib
 import secrets
 
 from harness import LABEL_INSTALLATION, docker
 from lifecycle_helpers import container_exists, kill9, message, restart, wait_for, wait_for_container, \
     wait_runnerd_ready
+from rtsproto import channel_hash
 
 LABEL_CHANNEL = "io.roundtable-sandbox.channel"
-
-
-def channel_hash(channel):
-    return hashlib.sha256(channel.encode()).hexdigest()
 
 
 def create(s, name, installation, channel_label=None):
