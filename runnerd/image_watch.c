@@ -12,14 +12,15 @@
 #include "runnerd/runnerd.h"
 
 static void events_start(struct runnerd *rd);
-
-static void inspect_start(struct runnerd *rd);
+static void inspect_start(struct runnerd *rd, bool blocks);
+static void recheck_arm(struct runnerd *rd);
 
 static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_result *r, void *arg)
 {
 	struct runnerd *rd = arg;
 	struct runnerd_image_watch *w = &rd->image_watch;
 	w->inspect = NULL;
+	w->inspect_blocks = false;
 	char id[RUNNERD_IMAGE_ID_MAX + 1];
 	if (r->exited && r->status == 0 && runnerd_parse_image_id(r->out, r->out_len, id) == 0) {
 		if (strcmp(id, w->id) != 0) {
@@ -28,45 +29,77 @@ static void inspect_done(struct runnerd_proc *p, const struct runnerd_proc_resul
 					   id, w->id);
 			memcpy(w->id, id, sizeof(w->id));
 		}
+		w->checked_ms = w->inspect_began_ms;
 		if (w->events)
 			w->retry_ms = 0; /* the watch works again: the next failure waits the least */
 	} else {
 		char line[RUNNERD_STDERR_LOG_MAX + 1];
 		rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
-		log_warning("cannot inspect image %s (%s): no spare is used until it can be", rd->cfg->image,
-			    line[0] ? line : r->timed_out ? "timed out" : "failed");
+		log_warning("cannot inspect image %s (%s): no spare is used until it can be (tried again in %u ms)",
+			    rd->cfg->image, line[0] ? line : r->timed_out ? "timed out" : "failed",
+			    RUNNERD_IMAGE_RECHECK_MS);
 		w->id[0] = '\0';
 	}
 	/* Spares of another image (all of them when the image is unknown) go. */
 	runnerd_spares_image_checked(rd, w->id);
-	if (w->dirty && !w->stopped)
-		inspect_start(rd);
+	if (w->pending && !w->stopped)
+		inspect_start(rd, true);
 }
 
-static void inspect_start(struct runnerd *rd)
+/* blocks: the inspect checks an event, and no spare is claimed until it ended. */
+static void inspect_start(struct runnerd *rd, bool blocks)
 {
 	struct runnerd_image_watch *w = &rd->image_watch;
-	if (w->inspect || w->stopped)
-		return; /* the one running is followed by another (dirty) */
-	w->dirty = false;
+	if (w->stopped)
+		return;
+	if (w->inspect) {
+		/* The one running may have asked docker before the event: another follows. */
+		if (blocks)
+			w->pending = true;
+		return;
+	}
+	if (blocks)
+		w->pending = false;
 	cleanup_strv char **argv = runnerd_docker_image_inspect_argv(RTS_DOCKER, rd->cfg->image);
 	int r = argv ? runnerd_proc_spawn(rd->event, argv, rd->child_env, NULL, 0, RUNNERD_CHECK_OUTPUT_MAX,
 					  RUNNERD_IMAGE_INSPECT_TIMEOUT_MS, inspect_done, rd, &w->inspect)
 		     : -EINVAL;
 	if (r < 0) {
 		log_warning_errno(r, "cannot run docker image inspect: %m; no spare is used until it can be");
-		w->dirty = true; /* not current; the next event or restart tries again */
+		w->pending = w->pending || blocks; /* not current; the backstop tries again */
+		return;
 	}
+	w->inspect_blocks = blocks;
+	w->inspect_began_ms = rts_now_ms();
+}
+
+static void recheck_fire(void *arg)
+{
+	struct runnerd *rd = arg;
+	struct runnerd_image_watch *w = &rd->image_watch;
+	w->recheck = NULL; /* fired */
+	/* Only while a spare could be claimed from what it finds, or to learn the image at
+	 * all (after a failed inspect, nothing else would try again on a quiet host). */
+	if (rd->spares.n > 0 || !w->id[0] || w->pending)
+		inspect_start(rd, w->pending);
+	recheck_arm(rd);
+}
+
+static void recheck_arm(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	if (w->stopped || w->recheck)
+		return;
+	if (rts_timer_start(rd->event, RUNNERD_IMAGE_RECHECK_MS, 100, recheck_fire, rd, &w->recheck) < 0)
+		log_error("cannot arm the image recheck: spares stop being used once the last check is %u ms old",
+			  RUNNERD_IMAGE_FRESH_MS);
 }
 
 static void on_event(struct runnerd_proc *p, void *arg)
 {
 	struct runnerd *rd = arg;
-	struct runnerd_image_watch *w = &rd->image_watch;
-	w->events_seen++;
-	w->dirty = true;
-	log_debug("an image event: checking image %s again", rd->cfg->image);
-	inspect_start(rd);
+	log_debug("an image event on %s: inspecting it again", rd->cfg->image);
+	inspect_start(rd, true);
 }
 
 static void restart_fire(void *arg)
@@ -108,8 +141,8 @@ static void events_start(struct runnerd *rd)
 		return;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	cleanup_strv char **argv =
-		runnerd_docker_image_events_argv(RTS_DOCKER, (long long)now.tv_sec - RUNNERD_IMAGE_WATCH_SINCE_S);
+	cleanup_strv char **argv = runnerd_docker_image_events_argv(RTS_DOCKER, rd->cfg->image,
+								     (long long)now.tv_sec - RUNNERD_IMAGE_WATCH_SINCE_S);
 	int r = argv ? runnerd_proc_spawn_watch(rd->event, argv, rd->child_env, on_event, events_done, rd, &w->events)
 		     : -EINVAL;
 	if (r < 0) {
@@ -118,13 +151,13 @@ static void events_start(struct runnerd *rd)
 		return;
 	}
 	/* Whatever happened while no child watched is unknown: look again. */
-	w->dirty = true;
-	inspect_start(rd);
+	inspect_start(rd, true);
 }
 
 void runnerd_image_watch_start(struct runnerd *rd)
 {
 	events_start(rd);
+	recheck_arm(rd);
 }
 
 void runnerd_image_watch_stop(struct runnerd *rd)
@@ -133,6 +166,8 @@ void runnerd_image_watch_stop(struct runnerd *rd)
 	w->stopped = true;
 	rts_timer_stop(w->restart);
 	w->restart = NULL;
+	rts_timer_stop(w->recheck);
+	w->recheck = NULL;
 	struct runnerd_proc **procs[] = {&w->events, &w->inspect};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(procs); i++)
 		if (*procs[i]) {
@@ -142,10 +177,26 @@ void runnerd_image_watch_stop(struct runnerd *rd)
 		}
 }
 
-const char *runnerd_image_watch_current(const struct runnerd *rd)
+void runnerd_image_watch_recheck(struct runnerd *rd)
+{
+	inspect_start(rd, true);
+}
+
+const char *runnerd_image_watch_current(const struct runnerd *rd, const char **why)
 {
 	const struct runnerd_image_watch *w = &rd->image_watch;
-	if (w->stopped || !w->events || w->inspect || w->dirty || !w->id[0])
-		return NULL;
-	return w->id;
+	const char *reason = NULL;
+	if (w->stopped)
+		reason = "runnerd is stopping";
+	else if (!w->events)
+		reason = "the image watch is down";
+	else if (w->pending || (w->inspect && w->inspect_blocks))
+		reason = "the image is being checked";
+	else if (!w->id[0])
+		reason = "the image could not be inspected";
+	else if (rts_now_ms() - w->checked_ms > RUNNERD_IMAGE_FRESH_MS)
+		reason = "the image was not inspected recently";
+	if (why)
+		*why = reason;
+	return reason ? NULL : w->id;
 }

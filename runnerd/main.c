@@ -159,6 +159,9 @@ static void startup_ps_done(struct runnerd_proc *p, const struct runnerd_proc_re
 	struct startup *st = userdata;
 	struct runnerd *rd = st->rd;
 	bool rich = rd->cfg->rich.enabled;
+	/* One listing serves both: the rich containers are found in it too, so one that
+	 * overflows RUNNERD_PS_OUTPUT_MAX (some 1,400 containers of this installation) leaves
+	 * the rich containers unadopted as well as the stale ones in place; both are said. */
 	if (!r->exited || r->status != 0 || r->out_overflow) {
 		log_warning("cannot list stale containers of this installation (docker ps %s); continuing",
 			    r->timed_out ? "timed out" : "failed");

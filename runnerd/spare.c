@@ -249,7 +249,9 @@ static void spare_run_done(struct runnerd_proc *p, const struct runnerd_proc_res
 static void probe_arm(struct runnerd_spare *s);
 
 /* Discard s and start its channel's next spare at once, from the same verified workspace
- * (the image changed: nothing is wrong with the channel). */
+ * (the image changed: nothing is wrong with the channel). A replacement counts as a
+ * failure: a channel gets at most RUNNERD_SPARE_RETRIES of them in a row, so an image
+ * that keeps changing (or an ID that never matches) cannot keep runnerd starting spares. */
 static void spare_replace(struct runnerd_spare *s, const char *why)
 {
 	struct runnerd *rd = s->rd;
@@ -257,8 +259,15 @@ static void spare_replace(struct runnerd_spare *s, const char *why)
 	memcpy(channel_hash, s->channel_hash, sizeof(channel_hash));
 	cleanup_free char *workspace = rts_xstrdup(s->workspace);
 	int ws_fd = steal_fd(&s->workspace_fd);
-	unsigned failures = s->failures;
+	unsigned failures = s->failures + 1;
 	spare_discard(s, why);
+	if (failures >= RUNNERD_SPARE_RETRIES || rd->spares.shutting_down) {
+		log_warning("channel %.12s: %u spares in a row replaced; none until its next turn", channel_hash,
+			    failures);
+		if (ws_fd >= 0)
+			close(ws_fd);
+		return;
+	}
 	spare_start(rd, channel_hash, workspace, ws_fd, failures);
 }
 
@@ -267,12 +276,13 @@ static void probe_done(struct runnerd_proc *p, const struct runnerd_proc_result 
 	struct runnerd_spare *s = arg;
 	s->probe = NULL;
 	if (r->exited && r->status == 0 && runnerd_parse_running_image(r->out, r->out_len, s->image_id) == 1) {
-		const char *current = runnerd_image_watch_current(s->rd);
-		if (current && strcmp(current, s->image_id) != 0) {
-			/* docker run resolved the name just before the image changed */
-			spare_replace(s, "its image is no longer the configured one");
-			return;
-		}
+		/* docker run resolved the name after the last inspect: when the two differ, one
+		 * of them is stale. Which one, only another inspect tells; until it ended no spare
+		 * is claimed, and then the spares of another image are replaced. Replacing this one
+		 * at once could go on for ever if the watch's ID were the stale one. */
+		const char *current = runnerd_image_watch_current(s->rd, NULL);
+		if (current && strcmp(current, s->image_id) != 0)
+			runnerd_image_watch_recheck(s->rd);
 		s->ready = true;
 		s->rd->spares.n_ready++;
 		log_debug("spare %s of channel %.12s is ready", s->id, s->channel_hash);
@@ -424,13 +434,15 @@ int runnerd_spare_claim(struct runnerd *rd, const char *channel_hash, int worksp
 		return 0;
 	/* Only a spare of the image the configured name means now, and only while that is
 	 * known (runnerd/image_watch.h): otherwise the turn starts cold, from the name. */
-	const char *current = runnerd_image_watch_current(rd);
+	const char *why;
+	const char *current = runnerd_image_watch_current(rd, &why);
 	if (!current) {
-		log_info("channel %.12s: its spare is not used: the image is being checked", channel_hash);
+		log_info("channel %.12s: its spare is not used: %s", channel_hash, why);
 		return 0;
 	}
 	if (strcmp(current, s->image_id) != 0) {
-		spare_replace(s, "its image is no longer the configured one");
+		/* Its replacement is started after the turn, like any spare's. */
+		spare_discard(s, "its image is no longer the configured one");
 		return 0;
 	}
 	/* Same channel hash, and its workspace must be the very directory this turn's was

@@ -28,19 +28,22 @@ static void usage(FILE *f)
 		   "  --workspace DIR   channel workspace (default " WORKER_DEFAULT_WORKSPACE ")\n");
 }
 
-/* All of stdin up to max bytes, within WORKER_INPUT_TIMEOUT_MS: runnerd writes the input
- * and closes stdin at once, so a stdin that stays open is a host bug, not a reason to hang.
- * Returns the length, or -EFBIG, -ETIMEDOUT, or the read error. */
+/* All of stdin up to max bytes, within WORKER_INPUT_TIMEOUT_MS of its first byte: runnerd
+ * writes the input and closes stdin at once, so a stdin that stays open once input began
+ * is a host bug, not a reason to hang. Before the first byte there is no deadline: a warm
+ * spare's worker (runnerd/spare.h) waits here for as long as runnerd keeps the spare
+ * (warmSpareIdleMs at most), and a cold turn's container is bounded by runnerd's turn
+ * deadline. Returns the length, or -EFBIG, -ETIMEDOUT, or the read error. */
 static ssize_t read_input(char *buf, size_t max)
 {
 	size_t len = 0;
-	uint64_t deadline = rts_now_ms() + WORKER_INPUT_TIMEOUT_MS;
+	uint64_t deadline = 0; /* 0: no byte yet */
 	for (;;) {
 		uint64_t now = rts_now_ms();
-		if (now >= deadline)
+		if (deadline && now >= deadline)
 			return -ETIMEDOUT;
 		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
-		int r = poll(&pfd, 1, (int)(deadline - now));
+		int r = poll(&pfd, 1, deadline ? (int)(deadline - now) : -1);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (r <= 0)
@@ -53,6 +56,8 @@ static ssize_t read_input(char *buf, size_t max)
 		}
 		if (n == 0)
 			return (ssize_t)len;
+		if (!deadline)
+			deadline = rts_now_ms() + WORKER_INPUT_TIMEOUT_MS;
 		len += (size_t)n;
 		if (len > max)
 			return -EFBIG;

@@ -18,7 +18,7 @@
  * RTS_TOOL_CALLS_PER_RESPONSE, RTS_MAX_OUTPUT_TOKENS_*, RTS_TURN_TIMEOUT_MS_*), the broker's
  * call budget (RTS_BROKER_CALLS_PER_TURN) and its answer bound (RTS_BROKER_ANSWER_MAX) are
  * shared with the host: common/limits.h. */
-#define WORKER_INPUT_TIMEOUT_MS 30000u /* runnerd writes the input and closes stdin at once */
+#define WORKER_INPUT_TIMEOUT_MS 30000u /* from the input's first byte: runnerd writes it all and closes stdin */
 
 /* Broker calls. The worker waits for an answer at least as long as brokerd may take to
  * give one, so a late answer is never mistaken for a lost broker. The last call of the

@@ -3,23 +3,25 @@
 runnerd/image_watch.h), with the real daemons, a real dockerd and real containers.
 
 Each test runs the suite from a tag of its own (a second tag of the test image), then
-rebuilds that tag as an operator's `image build` would: a new image under the same name.
-A spare started before the change runs the old image; it must never serve a turn after
-the change. runnerd watches `docker events` for images: the old spare is discarded and a
-spare of the new image replaces it, and while the watch is down or has an unchecked event,
-turns start cold (from the name, so from the new image).
+rebuilds that tag with the project's own `roundtable-sandbox image build`, as an operator
+would: a new image under the same name. A spare started before the change runs the old
+image; it must never serve a turn after the change. runnerd watches `docker events` for the
+name and inspects the image every few seconds as a backstop: the old spare is replaced by a
+spare of the new image, and while the watch is down or an event is unchecked, turns start
+cold (from the name, so from the new image).
 
 Run: RTS_BUILDDIR=... python3 -m pytest -q -p no:cacheprovider tests/integration/test_spares_image.py
 """
 import os
 import re
 import signal
-import subprocess
 import tempfile
+import threading
+import time
 
 import pytest
 
-from harness import docker, docker_bin, docker_inspect, remove_tag, unique_tag, wait_until
+from harness import docker, docker_inspect, remove_tag, unique_tag, wait_past, wait_until
 from lifecycle_helpers import container_exists, daemon_pid
 from test_spares import cold_turns, metrics, ready_spare, spares, turn, warm_turns
 
@@ -46,14 +48,13 @@ def image_id(ref):
     return docker("image", "inspect", "--format", "{{.Id}}", ref, timeout=60).stdout.strip()
 
 
-def rebuild(tag, built, label):
-    """Build a new image under tag: the old one plus a label, so its ID differs."""
+def rebuild(s, tag, built, label):
+    """Build a new image under tag with the project's CLI: the old one plus a label, so its
+    ID differs. Docker's default builder for this host, as an operator's build gets."""
     with tempfile.TemporaryDirectory() as ctx:
         with open(os.path.join(ctx, "Dockerfile"), "w", encoding="ascii") as f:
             f.write(f"FROM {tag}\nLABEL io.roundtable-sandbox.test-rebuild={label}\n")
-        p = subprocess.run([docker_bin(), "build", "-q", "-t", tag, ctx],
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        p = s.cli("image", "build", "--dir", ctx, "--tag", tag, timeout=300)
         assert p.returncode == 0, p.stderr
     new = image_id(tag)
     built.append(new)
@@ -103,7 +104,7 @@ def test_a_rebuilt_image_replaces_the_spare_before_any_turn_claims_it(own_tag, m
     a = ready_spare(s, ch)
     assert docker_inspect(a)["Image"] == old
 
-    new = rebuild(tag, built, "second")
+    new = rebuild(s, tag, built, "second")
     assert new != old
     # The old spare goes without a turn asking, for that reason, and one of the new image
     # takes its place.
@@ -120,30 +121,111 @@ def test_a_rebuilt_image_replaces_the_spare_before_any_turn_claims_it(own_tag, m
     assert claimed(s, b) and not claimed(s, a)
 
 
-def test_while_the_watch_is_down_no_spare_of_an_unchecked_image_is_claimed(own_tag, make_suite):
-    """The events child is killed and the image rebuilt at once, before the watch is back:
-    the next turn must not take the old spare. Whether it starts cold (from the name, so from
-    the new image) or takes a spare of the new image depends on how fast the watch returns;
-    either way the old spare serves nothing, and once the watch is back spares work again."""
+class EventsKiller:
+    """Keep runnerd's image watch down: SIGKILL every `docker events` child of runnerd as
+    soon as it shows, until stopped."""
+
+    def __init__(self, s):
+        self.s, self.killed, self._stop = s, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            pid = events_child(self.s)
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed += 1
+                except ProcessLookupError:
+                    pass
+            self._stop.wait(0.005)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_while_the_watch_is_down_turns_start_cold_and_no_old_spare_serves(own_tag, make_suite):
+    """The events child is killed whenever it starts, and the image rebuilt meanwhile: the
+    turns go cold, saying why, and the old spare serves none of them. Once the watch is let
+    back, it sees the change it missed, and spares of the new image serve turns again."""
     tag, built = own_tag
     s = make_suite(config={"warmSpares": 1, "image": tag})
     ch = "guild-15/image-watch-down"
     assert s.cli("on", ch).returncode == 0
     turn(s, ch, "cold")
     a = ready_spare(s, ch)
-    pid = wait_until(lambda: events_child(s), 30, "runnerd's docker events child")
-    os.kill(pid, signal.SIGKILL)
-    new = rebuild(tag, built, "while-down")
-    turn(s, ch, "right after the change")
-    assert not claimed(s, a), s.log_tail("runnerd")
-    log = s.log_tail("runnerd", limit=10**7)
-    assert "docker events died of signal 9" in log and "no spare is used until the image watch is back" in log, log
+    with EventsKiller(s) as killer:
+        wait_until(lambda: killer.killed >= 1 and events_child(s) is None, 30, "the image watch down")
+        new = rebuild(s, tag, built, "while-down")
+        cold, warm = cold_turns(s), warm_turns(s)
+        turn(s, ch, "while the watch is down")
+        assert (cold_turns(s), warm_turns(s)) == (cold + 1, warm)
+        log = s.log_tail("runnerd", limit=10**7)
+        assert "its spare is not used: the image watch is down" in log, log
+        assert "no spare is used until the image watch is back" in log, log
+        assert not claimed(s, a)
 
-    # The watch comes back by itself (a new events child), sees the change it missed, and
-    # the channel's next spare is of the new image and serves turns again.
-    wait_until(lambda: (events_child(s) or pid) != pid, 30, "a new docker events child")
+    # Let back: the watch returns by itself and the old spare is replaced.
+    wait_until(lambda: not container_exists(a), 90, "the old image's spare's removal")
     b = ready_spare_of(s, ch, new)
     warm = warm_turns(s)
     turn(s, ch, "warm again")
-    assert warm_turns(s) == warm + 1 and claimed(s, b)
-    assert cold_turns(s) >= 1
+    assert warm_turns(s) == warm + 1 and claimed(s, b) and not claimed(s, a)
+
+
+def test_a_change_no_event_reports_is_found_by_the_periodic_inspect(own_tag, make_suite):
+    """The events child is stopped (SIGSTOP: alive, but it reports nothing, as a stalled
+    stream or a builder that emits no tag event): the periodic inspect still finds the new
+    image, replaces the old spare, and the next turn claims a spare of the new image."""
+    tag, built = own_tag
+    s = make_suite(config={"warmSpares": 1, "image": tag})
+    ch = "guild-15/image-no-event"
+    assert s.cli("on", ch).returncode == 0
+    turn(s, ch, "cold")
+    a = ready_spare(s, ch)
+    pid = wait_until(lambda: events_child(s), 30, "runnerd's docker events child")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        new = rebuild(s, tag, built, "no-event")
+        wait_until(lambda: not container_exists(a), 60, "the old image's spare's removal by the periodic inspect")
+        log = s.log_tail("runnerd", limit=10**7)
+        assert re.search(rf"spare {spare_id(a)} of channel \w+ discarded: its image is no longer the configured one",
+                         log), log
+        assert "docker events died" not in log and "docker events exited" not in log, log
+        b = ready_spare_of(s, ch, new)
+        warm = warm_turns(s)
+        turn(s, ch, "warm, from the new image")
+        assert warm_turns(s) == warm + 1 and claimed(s, b) and not claimed(s, a)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+# The worker's input deadline (worker/worker.h WORKER_INPUT_TIMEOUT_MS), which runs from the
+# input's first byte; a spare's worker waits for that byte longer than this.
+WORKER_INPUT_TIMEOUT_S = 30
+
+
+def test_a_spare_outlives_the_workers_input_deadline(make_suite):
+    """A spare waits for its turn for as long as runnerd keeps it (warmSpareIdleMs), not
+    just the 30 s the worker gives an input that has begun: one that waited longer still
+    serves its channel's next turn, and was never restarted meanwhile."""
+    s = make_suite(config={"warmSpares": 1})
+    ch = "guild-15/spare-waits-long"
+    assert s.cli("on", ch).returncode == 0
+    turn(s, ch, "cold")
+    a = ready_spare(s, ch)
+    wait_past(time.monotonic() + WORKER_INPUT_TIMEOUT_S + 5)
+    assert container_exists(a)
+    log = s.log_tail("runnerd", limit=10**7)
+    assert "while waiting for a turn" not in log, log
+    warm = warm_turns(s)
+    turn(s, ch, "warm after a long wait")
+    assert warm_turns(s) == warm + 1 and claimed(s, a)
