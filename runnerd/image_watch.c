@@ -177,6 +177,13 @@ void runnerd_image_watch_stop(struct runnerd *rd)
 		}
 }
 
+void runnerd_image_watch_spare_started(struct runnerd *rd)
+{
+	struct runnerd_image_watch *w = &rd->image_watch;
+	if (!w->inspect && rts_now_ms() - w->checked_ms > RUNNERD_IMAGE_RECHECK_MS)
+		inspect_start(rd, false);
+}
+
 void runnerd_image_watch_recheck(struct runnerd *rd)
 {
 	inspect_start(rd, true);

@@ -72,6 +72,11 @@ void runnerd_image_watch_stop(struct runnerd *rd);
  * log. Borrowed from rd, or static. */
 const char *runnerd_image_watch_current(const struct runnerd *rd, const char **why);
 
+/* A spare is being started: when the last inspect is older than RUNNERD_IMAGE_RECHECK_MS
+ * (no spare existed, so the backstop slept), inspect now, without holding claims up, so the
+ * spare is claimable as soon as it is ready. */
+void runnerd_image_watch_spare_started(struct runnerd *rd);
+
 /* Inspect the image again soon, and claim no spare until that inspect ended: a spare's
  * container runs an image ID other than the one last inspected (the name moved and no
  * event said so yet, or the last inspect is older than the spare). */

@@ -406,6 +406,7 @@ static void spare_start(struct runnerd *rd, const char *channel_hash, const char
 		return;
 	}
 	log_debug("spare %s of channel %.12s: starting container %s", s->id, s->channel_hash, s->container);
+	runnerd_image_watch_spare_started(rd);
 	probe_arm(s);
 }
 

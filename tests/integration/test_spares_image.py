@@ -213,19 +213,29 @@ def test_a_change_no_event_reports_is_found_by_the_periodic_inspect(own_tag, mak
 WORKER_INPUT_TIMEOUT_S = 30
 
 
-def test_a_spare_outlives_the_workers_input_deadline(make_suite):
-    """A spare waits for its turn for as long as runnerd keeps it (warmSpareIdleMs), not
-    just the 30 s the worker gives an input that has begun: one that waited longer still
-    serves its channel's next turn, and was never restarted meanwhile."""
+def test_spares_serve_after_long_quiet_periods(make_suite):
+    """Two quiet periods, each longer than the worker's input deadline and than the image
+    watch's freshness bound (RUNNERD_IMAGE_FRESH_MS, 20 s):
+    - with no spare at all, runnerd inspects the image only at start, so the first spare
+      after the quiet period must have the image inspected again when it starts, or the
+      turn right after it would go cold ("the image was not inspected recently");
+    - a spare waits for its turn as long as runnerd keeps it (warmSpareIdleMs), not just
+      the 30 s the worker gives an input that has begun: one that waited longer serves
+      its channel's next turn, and was never restarted meanwhile."""
     s = make_suite(config={"warmSpares": 1})
     ch = "guild-15/spare-waits-long"
     assert s.cli("on", ch).returncode == 0
-    turn(s, ch, "cold")
-    a = ready_spare(s, ch)
     wait_past(time.monotonic() + WORKER_INPUT_TIMEOUT_S + 5)
-    assert container_exists(a)
-    log = s.log_tail("runnerd", limit=10**7)
-    assert "while waiting for a turn" not in log, log
+    turn(s, ch, "cold, after a quiet start")
+    a = ready_spare(s, ch)
     warm = warm_turns(s)
+    turn(s, ch, "warm at once")
+    assert warm_turns(s) == warm + 1 and claimed(s, a), s.log_tail("runnerd")
+
+    b = ready_spare(s, ch, other_than=(a,))
+    wait_past(time.monotonic() + WORKER_INPUT_TIMEOUT_S + 5)
+    assert container_exists(b)
+    log = s.log_tail("runnerd", limit=10**7)
+    assert "while waiting for a turn" not in log and "its spare is not used" not in log, log
     turn(s, ch, "warm after a long wait")
-    assert warm_turns(s) == warm + 1 and claimed(s, a)
+    assert warm_turns(s) == warm + 2 and claimed(s, b)
