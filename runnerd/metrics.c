@@ -55,6 +55,11 @@ static char *render(struct runnerd *rd)
 	rts_metrics_family(&t, "roundtable_sandbox_spares_claimed_total", "counter",
 			   "Warm spares turns took over since runnerd started.");
 	rts_metrics_sample(&t, "roundtable_sandbox_spares_claimed_total", NULL, rd->spares.claimed);
+	rts_metrics_family(&t, "roundtable_sandbox_spares_usable", "gauge",
+			   "1 while the image watch lets turns claim warm spares, else 0 (warmSpares 0, the "
+			   "watch down, an image event unchecked, no recent inspect).");
+	rts_metrics_sample(&t, "roundtable_sandbox_spares_usable", NULL,
+			   rd->cfg->warm_spares > 0 && runnerd_image_watch_current(rd, NULL) ? 1 : 0);
 	rts_metrics_family(&t, "roundtable_sandbox_runner_turns", "gauge", "Turns runnerd holds, in any phase.");
 	rts_metrics_sample(&t, "roundtable_sandbox_runner_turns", NULL, rd->turns.n);
 	return rts_metrics_text_take(&t);

@@ -22,6 +22,7 @@ REQUIRED = {
     "roundtable_sandbox_broker_calls_total": "counter",
     "roundtable_sandbox_containers": "gauge",
     "roundtable_sandbox_spares_ready": "gauge",
+    "roundtable_sandbox_spares_usable": "gauge",
     "roundtable_sandbox_upstream_seconds": "histogram",
     "roundtable_sandbox_queued_turns": "gauge",
     "roundtable_sandbox_link_up": "gauge",

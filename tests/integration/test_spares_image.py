@@ -169,10 +169,12 @@ def test_while_the_watch_is_down_turns_start_cold_and_no_old_spare_serves(own_ta
         assert "its spare is not used: the image watch is down" in log, log
         assert "no spare is used until the image watch is back" in log, log
         assert not claimed(s, a)
+        assert metrics(s)[("roundtable_sandbox_spares_usable", ())] == 0
 
     # Let back: the watch returns by itself and the old spare is replaced.
     wait_until(lambda: not container_exists(a), 90, "the old image's spare's removal")
     b = ready_spare_of(s, ch, new)
+    wait_until(lambda: metrics(s)[("roundtable_sandbox_spares_usable", ())] == 1, 30, "spares usable again")
     warm = warm_turns(s)
     turn(s, ch, "warm again")
     assert warm_turns(s) == warm + 1 and claimed(s, b) and not claimed(s, a)
