@@ -330,8 +330,10 @@ struct brokerd_handoff *brokerd_handoff_claim(struct brokerd_handoff **list, int
 
 struct brokerd_handoff *brokerd_handoff_stale(struct brokerd_handoff **list, uint64_t now_ms)
 {
+	/* An entry handed after now_ms (a clock read before the hand-off) is young, not a
+	 * wrapped-around age. */
 	for (struct brokerd_handoff **q = list; *q; q = &(*q)->next)
-		if (now_ms - (*q)->handed_ms >= BROKERD_HANDOFF_STALE_MS)
+		if (now_ms >= (*q)->handed_ms && now_ms - (*q)->handed_ms >= BROKERD_HANDOFF_STALE_MS)
 			return take(q);
 	return NULL;
 }
