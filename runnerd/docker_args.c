@@ -200,11 +200,11 @@ char **runnerd_docker_running_image_argv(const char *docker, const char *name)
 	return v;
 }
 
-char **runnerd_docker_image_events_argv(const char *docker, const char *image, long long since)
+char **runnerd_docker_image_events_argv(const char *docker, const char *image, long long since, long long until)
 {
-	if (!docker || docker[0] != '/' || !rts_image_ref_ok(image) || since < 0)
+	if (!docker || docker[0] != '/' || !rts_image_ref_ok(image) || since < 0 || until <= since)
 		return NULL;
-	char **v = rts_xcalloc(12, sizeof(char *));
+	char **v = rts_xcalloc(14, sizeof(char *));
 	v[0] = rts_xstrdup(docker);
 	v[1] = rts_xstrdup("events");
 	v[2] = rts_xstrdup("--filter");
@@ -213,8 +213,10 @@ char **runnerd_docker_image_events_argv(const char *docker, const char *image, l
 	v[5] = rts_xasprintf("image=%s", image);
 	v[6] = rts_xstrdup("--since");
 	v[7] = rts_xasprintf("%lld", since);
-	v[8] = rts_xstrdup("--format");
-	v[9] = rts_xstrdup("{{.Action}}");
+	v[8] = rts_xstrdup("--until");
+	v[9] = rts_xasprintf("%lld", until);
+	v[10] = rts_xstrdup("--format");
+	v[11] = rts_xstrdup("{{.Action}}");
 	return v;
 }
 

@@ -139,17 +139,17 @@ char **runnerd_docker_running_argv(const char *docker, const char *name);
  * Free with rts_strv_free. */
 char **runnerd_docker_running_image_argv(const char *docker, const char *name);
 
-/* `docker events --filter type=image --filter image=<image> --since <since> --format
- * {{.Action}}`: one line per event that names image (a tag of it: a build, a retag, a
- * load or pull under that name), from since (seconds since the epoch, so events of the
- * moment before it started are replayed) until it is killed. What the lines say is never
+/* `docker events --filter type=image --filter image=<image> --since <since> --until <until>
+ * --format {{.Action}}`: one line per event that names image (a tag of it: a build, a
+ * retag, a load or pull under that name), from since (seconds since the epoch, so events
+ * of the moment before it started are replayed) to until, when it exits with status 0. What the lines say is never
  * read: any of them means "inspect the image again". Docker matches the name as given
  * (and without its tag), so a reference spelt another way than Docker prints it, or an
  * event that names only the image ID (untag, delete), is not reported: the periodic
  * inspect of runnerd/image_watch.h covers those. NULL when docker is not absolute, image
- * is not a reference runnerd_docker_image_inspect_argv accepts, or since is negative.
- * Free with rts_strv_free. */
-char **runnerd_docker_image_events_argv(const char *docker, const char *image, long long since);
+ * is not a reference runnerd_docker_image_inspect_argv accepts, since is negative or until
+ * is not after since. Free with rts_strv_free. */
+char **runnerd_docker_image_events_argv(const char *docker, const char *image, long long since, long long until);
 
 /* Longest image ID kept ("sha256:" and 64 hex digits, or another algorithm's digest). */
 #define RUNNERD_IMAGE_ID_MAX 255u

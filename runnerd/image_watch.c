@@ -11,7 +11,7 @@
 #include "runnerd/image_watch.h"
 #include "runnerd/runnerd.h"
 
-static void events_start(struct runnerd *rd);
+static void events_start(struct runnerd *rd, long long since, bool rotation);
 static void inspect_start(struct runnerd *rd, bool blocks);
 static void recheck_arm(struct runnerd *rd);
 
@@ -102,11 +102,18 @@ static void on_event(struct runnerd_proc *p, void *arg)
 	inspect_start(rd, true);
 }
 
+static long long wall_seconds(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (long long)now.tv_sec;
+}
+
 static void restart_fire(void *arg)
 {
 	struct runnerd *rd = arg;
 	rd->image_watch.restart = NULL; /* fired */
-	events_start(rd);
+	events_start(rd, wall_seconds() - RUNNERD_IMAGE_WATCH_SINCE_S, false);
 }
 
 static void restart_later(struct runnerd *rd)
@@ -127,6 +134,14 @@ static void events_done(struct runnerd_proc *p, const struct runnerd_proc_result
 	w->events = NULL;
 	if (w->stopped)
 		return;
+	/* (A second early: dockerd's clock may have passed the boundary before ours.) */
+	if (r->exited && r->status == 0 && !r->killed && wall_seconds() >= w->until - 1) {
+		/* Its --until came: the next one picks up where it ended (the overlap replays
+		 * anything in between), from this same callback, so no claim sees the gap. */
+		log_debug("docker events reached its end; watching on with a new one");
+		events_start(rd, w->until - RUNNERD_IMAGE_WATCH_SINCE_S, true);
+		return;
+	}
 	char line[RUNNERD_STDERR_LOG_MAX + 1];
 	rts_spawn_first_line(r->err, r->err_len, line, sizeof(line));
 	log_warning("docker events %s %d (%s): no spare is used until the image watch is back",
@@ -134,15 +149,16 @@ static void events_done(struct runnerd_proc *p, const struct runnerd_proc_result
 	restart_later(rd);
 }
 
-static void events_start(struct runnerd *rd)
+/* Start the events child, replaying from since. Unless it replaces one that reached its
+ * end (rotation: the overlap replays the gap), the image is inspected too, since nothing
+ * watched meanwhile. */
+static void events_start(struct runnerd *rd, long long since, bool rotation)
 {
 	struct runnerd_image_watch *w = &rd->image_watch;
 	if (w->stopped || w->events)
 		return;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	cleanup_strv char **argv = runnerd_docker_image_events_argv(RTS_DOCKER, rd->cfg->image,
-								     (long long)now.tv_sec - RUNNERD_IMAGE_WATCH_SINCE_S);
+	long long until = wall_seconds() + RUNNERD_IMAGE_WATCH_ROTATE_S;
+	cleanup_strv char **argv = runnerd_docker_image_events_argv(RTS_DOCKER, rd->cfg->image, since, until);
 	int r = argv ? runnerd_proc_spawn_watch(rd->event, argv, rd->child_env, on_event, events_done, rd, &w->events)
 		     : -EINVAL;
 	if (r < 0) {
@@ -150,13 +166,15 @@ static void events_start(struct runnerd *rd)
 		restart_later(rd);
 		return;
 	}
+	w->until = until;
 	/* Whatever happened while no child watched is unknown: look again. */
-	inspect_start(rd, true);
+	if (!rotation)
+		inspect_start(rd, true);
 }
 
 void runnerd_image_watch_start(struct runnerd *rd)
 {
-	events_start(rd);
+	events_start(rd, wall_seconds() - RUNNERD_IMAGE_WATCH_SINCE_S, false);
 	recheck_arm(rd);
 }
 

@@ -9,9 +9,12 @@
  *  - a `docker events --filter type=image --filter image=<name>` child, for as long as
  *    runnerd runs: every line it prints (whatever it says) is an event on the name, after
  *    which the image is inspected again at once. It is started with --since a moment
- *    before now, so an event between its start and the first inspect is replayed; it is
- *    started again after RUNNERD_IMAGE_WATCH_RETRY_MS, doubling up to
- *    RUNNERD_IMAGE_WATCH_RETRY_MAX_MS while it keeps failing;
+ *    before now, so an event between its start and the first inspect is replayed. It
+ *    ends itself every RUNNERD_IMAGE_WATCH_ROTATE_S (--until) and is replaced at once by
+ *    one whose --since overlaps, so nothing is missed and a child whose runnerd died
+ *    (SIGKILL, outside systemd's cgroup) does not outlive it by more than that. One
+ *    that ends otherwise is started again after RUNNERD_IMAGE_WATCH_RETRY_MS, doubling up
+ *    to RUNNERD_IMAGE_WATCH_RETRY_MAX_MS while it keeps failing;
  *  - an inspect every RUNNERD_IMAGE_RECHECK_MS while spares exist (or while the image is
  *    unknown): the backstop for events that never come (a stalled stream, a builder that
  *    emits no tag event, an image removed, which emits no event naming it).
@@ -35,6 +38,8 @@
 /* The events child starts with --since this many seconds before now (whole seconds: the
  * CLI's own resolution), so an event of the moment it connects is replayed. */
 #define RUNNERD_IMAGE_WATCH_SINCE_S 2
+/* Each events child ends itself this long after its start (--until). */
+#define RUNNERD_IMAGE_WATCH_ROTATE_S 30
 /* `docker image inspect` of the configured image. */
 #define RUNNERD_IMAGE_INSPECT_TIMEOUT_MS 10000u
 /* The backstop inspect, and how old a successful inspect may be for a claim. */
@@ -57,6 +62,7 @@ struct runnerd_image_watch {
 	bool inspect_blocks;	      /* the running inspect checks an event: no claim until it ends */
 	bool stopped;
 	unsigned retry_ms;	      /* the next restart delay */
+	long long until;	      /* the running events child's --until (seconds since the epoch) */
 };
 
 /* Start watching (after start-up, when warmSpares is on). Failures to start the child are

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from harness import docker, docker_inspect, remove_tag, unique_tag, wait_past, wait_until
-from lifecycle_helpers import container_exists, daemon_pid
+from lifecycle_helpers import container_exists, daemon_pid, kill9
 from test_spares import cold_turns, metrics, ready_spare, spares, turn, warm_turns
 
 
@@ -213,6 +213,8 @@ def test_a_change_no_event_reports_is_found_by_the_periodic_inspect(own_tag, mak
 # The worker's input deadline (worker/worker.h WORKER_INPUT_TIMEOUT_MS), which runs from the
 # input's first byte; a spare's worker waits for that byte longer than this.
 WORKER_INPUT_TIMEOUT_S = 30
+# runnerd/image_watch.h RUNNERD_IMAGE_WATCH_ROTATE_S: each events child ends itself then.
+ROTATE_S = 30
 
 
 def test_spares_serve_after_long_quiet_periods(make_suite):
@@ -227,6 +229,15 @@ def test_spares_serve_after_long_quiet_periods(make_suite):
     s = make_suite(config={"warmSpares": 1})
     ch = "guild-15/spare-waits-long"
     assert s.cli("on", ch).returncode == 0
+    first_watch = wait_until(lambda: events_child(s), 30, "runnerd's docker events child")
+    # A second installation whose runnerd dies by SIGKILL, as outside systemd nothing
+    # reaps its children: its events child must still end, at its --until.
+    orphaned = make_suite(config={"warmSpares": 1})
+    orphan = wait_until(lambda: events_child(orphaned), 30, "the other runnerd's docker events child")
+    kill9(orphaned, "runnerd")
+    orphaned_at = time.monotonic()
+    assert pid_alive(orphan)
+
     wait_past(time.monotonic() + WORKER_INPUT_TIMEOUT_S + 5)
     turn(s, ch, "cold, after a quiet start")
     a = ready_spare(s, ch)
@@ -241,3 +252,20 @@ def test_spares_serve_after_long_quiet_periods(make_suite):
     assert "while waiting for a turn" not in log and "its spare is not used" not in log, log
     turn(s, ch, "warm after a long wait")
     assert warm_turns(s) == warm + 2 and claimed(s, b)
+
+    # Over 70 s the watch replaced its events child at each --until (every 30 s) without
+    # a gap anyone saw: no warning, no cold turn for want of a watch.
+    assert events_child(s) not in (None, first_watch)
+    log = s.log_tail("runnerd", limit=10**7)
+    assert "docker events exited" not in log and "docker events died" not in log, log
+    wait_until(lambda: not pid_alive(orphan), max(1, orphaned_at + ROTATE_S + 10 - time.monotonic()),
+               "the dead runnerd's docker events child to end at its --until")
+
+
+def pid_alive(pid):
+    """pid runs (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -455,17 +455,20 @@ START_TEST(test_running_image_and_events_argv)
 	ck_assert_ptr_null(runnerd_docker_running_image_argv("docker", name));
 
 	cleanup_strv char **ev = runnerd_docker_image_events_argv("/usr/bin/docker", "roundtable-sandbox:local",
-								   1764625200);
+								   1764625200, 1764625232);
 	const char *expect_ev[] = {"/usr/bin/docker", "events", "--filter", "type=image", "--filter",
-				   "image=roundtable-sandbox:local", "--since", "1764625200", "--format", "{{.Action}}"};
+				   "image=roundtable-sandbox:local", "--since", "1764625200", "--until", "1764625232",
+				   "--format", "{{.Action}}"};
 	ck_assert_uint_eq(rts_strv_len(ev), RTS_ARRAY_SIZE(expect_ev));
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(expect_ev); i++)
 		ck_assert_str_eq(ev[i], expect_ev[i]);
-	ck_assert_ptr_null(runnerd_docker_image_events_argv("docker", "roundtable-sandbox:local", 1));
-	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "roundtable-sandbox:local", -1));
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("docker", "roundtable-sandbox:local", 1, 2));
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "roundtable-sandbox:local", -1, 2));
+	/* An end that is not after the start. */
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "roundtable-sandbox:local", 5, 5));
 	/* An image that would read as an option or widen the filter. */
-	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "--help", 1));
-	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "a,type=container", 1));
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "--help", 1, 2));
+	ck_assert_ptr_null(runnerd_docker_image_events_argv("/usr/bin/docker", "a,type=container", 1, 2));
 }
 END_TEST
 
