@@ -483,13 +483,13 @@ int runnerd_spare_feed(struct runnerd *rd, struct runnerd_proc *p, char *input, 
 
 void runnerd_spares_image_checked(struct runnerd *rd, const char *image_id)
 {
-	/* A replacement goes to the tail of the list; each spare is looked at once. */
-	unsigned n = rd->spares.n;
-	struct runnerd_spare *s = TAILQ_FIRST(&rd->spares.list), *next;
-	for (; s && n > 0; s = next, n--) {
+	/* A replacement goes to the tail of the list, still starting: the walk reaches it and
+	 * passes it by, as any spare not ready yet (checked when its readiness check ends). */
+	struct runnerd_spare *s, *next;
+	for (s = TAILQ_FIRST(&rd->spares.list); s; s = next) {
 		next = TAILQ_NEXT(s, entry);
 		if (!s->ready || strcmp(s->image_id, image_id) == 0)
-			continue; /* one still starting is checked when it is ready */
+			continue;
 		if (image_id[0])
 			spare_replace(s, "its image is no longer the configured one");
 		else
