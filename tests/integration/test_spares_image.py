@@ -70,6 +70,15 @@ def ready_spare_of(s, channel, image, timeout=60):
     return wait_until(probe, timeout, f"a ready spare of {channel} from {image[:19]}")
 
 
+def suite_with_a_spare(make_suite, tag, ch):
+    """A suite running image tag with spares on, after one cold turn of ch: the suite and
+    ch's ready spare."""
+    s = make_suite(config={"warmSpares": 1, "image": tag})
+    assert s.cli("on", ch).returncode == 0
+    turn(s, ch, "cold")
+    return s, ready_spare(s, ch)
+
+
 def spare_id(name):
     return name.rsplit("-", 1)[1]
 
@@ -96,12 +105,9 @@ def events_child(s):
 
 def test_a_rebuilt_image_replaces_the_spare_before_any_turn_claims_it(own_tag, make_suite):
     tag, built = own_tag
-    s = make_suite(config={"warmSpares": 1, "image": tag})
     ch = "guild-15/image-change"
-    assert s.cli("on", ch).returncode == 0
     old = image_id(tag)
-    turn(s, ch, "cold, from the first image")
-    a = ready_spare(s, ch)
+    s, a = suite_with_a_spare(make_suite, tag, ch)
     assert docker_inspect(a)["Image"] == old
 
     new = rebuild(s, tag, built, "second")
@@ -154,11 +160,8 @@ def test_while_the_watch_is_down_turns_start_cold_and_no_old_spare_serves(own_ta
     turns go cold, saying why, and the old spare serves none of them. Once the watch is let
     back, it sees the change it missed, and spares of the new image serve turns again."""
     tag, built = own_tag
-    s = make_suite(config={"warmSpares": 1, "image": tag})
     ch = "guild-15/image-watch-down"
-    assert s.cli("on", ch).returncode == 0
-    turn(s, ch, "cold")
-    a = ready_spare(s, ch)
+    s, a = suite_with_a_spare(make_suite, tag, ch)
     with EventsKiller(s) as killer:
         wait_until(lambda: killer.killed >= 1 and events_child(s) is None, 30, "the image watch down")
         new = rebuild(s, tag, built, "while-down")
@@ -185,11 +188,8 @@ def test_a_change_no_event_reports_is_found_by_the_periodic_inspect(own_tag, mak
     stream or a builder that emits no tag event): the periodic inspect still finds the new
     image, replaces the old spare, and the next turn claims a spare of the new image."""
     tag, built = own_tag
-    s = make_suite(config={"warmSpares": 1, "image": tag})
     ch = "guild-15/image-no-event"
-    assert s.cli("on", ch).returncode == 0
-    turn(s, ch, "cold")
-    a = ready_spare(s, ch)
+    s, a = suite_with_a_spare(make_suite, tag, ch)
     pid = wait_until(lambda: events_child(s), 30, "runnerd's docker events child")
     os.kill(pid, signal.SIGSTOP)
     try:
