@@ -502,27 +502,27 @@ static bool config_check(struct rts_jctx *ctx, json_object *o, void *base);
 #define UINT_FIELD(k, lo, hi, off)                                                                                     \
 	{.key = (k), .types = RTS_JT_INT, .min = (lo), .max = (hi), .store = RTS_JS_UINT32, .at = (off)}
 
-/* A container's memory and CPUs: the same ranges for a turn's and a precheck's. */
-#define MEMORY_CPUS_FIELDS                                                                                             \
+/* A container's memory (the same range for a turn's and a precheck's) and CPUs from lo. */
+#define MEMORY_CPUS_FIELDS(cpus_lo)                                                                                    \
 	UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, LIMITS(memory_mb)),                               \
-		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_CPUS_MIN, .dmax = RTS_CPUS_MAX,                    \
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = (cpus_lo), .dmax = RTS_CPUS_MAX,                       \
 		 .store = RTS_JS_DOUBLE, .at = LIMITS(cpus)}
 
 static const struct rts_jspec limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		MEMORY_CPUS_FIELDS,
+		MEMORY_CPUS_FIELDS(RTS_CPUS_MIN),
 		UINT_FIELD("pids", RTS_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
 		{0},
 	},
 };
 
-/* The precheck container's: the turn container's ranges, but enough processes for the
- * JavaScript runtime to start (RTS_PRECHECK_PIDS_MIN). */
+/* The precheck container's: the turn container's ranges, but enough CPU and processes for
+ * the JavaScript runtime to start (RTS_PRECHECK_CPUS_MIN, RTS_PRECHECK_PIDS_MIN). */
 static const struct rts_jspec precheck_limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		MEMORY_CPUS_FIELDS,
+		MEMORY_CPUS_FIELDS(RTS_PRECHECK_CPUS_MIN),
 		UINT_FIELD("pids", RTS_PRECHECK_PIDS_MIN, RTS_PIDS_MAX, LIMITS(pids)),
 		{0},
 	},

@@ -187,8 +187,10 @@
 #define RTS_RICH_MAX_OUTPUT_TOKENS_MAX 200000u
 #define RTS_RICH_MAX_OUTPUT_TOKENS_DEFAULT 128000u
 /* The channel container (seed, "Pi isolation and continuity": 1.5 GiB RAM with no extra
- * swap, one CPU, 256 PIDs, a 512 MiB temporary file system). Memory, CPU and PID ranges
- * are the sealed container's. */
+ * swap, one CPU, 256 PIDs, a 512 MiB temporary file system). The memory range is the
+ * sealed container's; CPUs and PIDs start at the precheck's bottoms (RTS_PRECHECK_CPUS_MIN,
+ * RTS_PRECHECK_PIDS_MIN, below), which are the JavaScript runtime's, and the Pi worker runs
+ * on the same runtime. */
 #define RTS_RICH_MEMORY_MB_DEFAULT 1536u
 #define RTS_RICH_CPUS_DEFAULT 1.0
 #define RTS_RICH_PIDS_DEFAULT 256u
@@ -296,9 +298,9 @@ _Static_assert(1ull * RTS_RICH_JSON_WEIGHT_MAX * RTS_JSON_WEIGHT_UNIT + RTS_RICH
 
 /* Config "precheck": a run's deadline, its broker call budget (refused calls count) and
  * its container (seed: "256 MiB, one CPU, and 32 processes by default", "a 64 MiB /tmp",
- * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The ranges of memory and cpus
- * are the turn container's (RTS_MEMORY_MB_*, RTS_CPUS_*); pids has a bottom of its own,
- * the same top. */
+ * "timeoutMs (default 60 seconds)", "maxCalls, default 16"). The range of memory is the
+ * turn container's (RTS_MEMORY_MB_*); cpus and pids have bottoms of their own and the
+ * same tops. */
 #define RTS_PRECHECK_TIMEOUT_MS_MIN 1000u
 #define RTS_PRECHECK_TIMEOUT_MS_MAX 600000u
 #define RTS_PRECHECK_TIMEOUT_MS_DEFAULT 60000u
@@ -314,6 +316,14 @@ _Static_assert(1ull * RTS_RICH_JSON_WEIGHT_MAX * RTS_JSON_WEIGHT_UNIT + RTS_RICH
  * for a runtime that starts a thread or two more; the seed's default is 32. Memory needed
  * no bottom of its own: the same run answered with 12 MiB, the shared bottom is 64. */
 #define RTS_PRECHECK_PIDS_MIN 16u
+/* CPUs: the JavaScript runtime's start-up does not scale down with its CPU quota. Measured
+ * on a 2-core Debian 12 host (cgroup v1, Docker 20.10) with the image of nodejs 20.20 and
+ * `node -e` printing one line, 64 MiB: 0.2 CPUs 0.4 s, 0.1 CPUs 0.9 s, 0.05 CPUs 3.6 s,
+ * 0.01 CPUs between 91 s and 514 s, beyond the default deadline and at times beyond the
+ * top one. A bottom at which a run cannot answer within its deadline is not a setting, so
+ * a precheck's cpus start at 0.1; a turn's static worker starts in 5 s at 0.01 and keeps
+ * Docker's own bottom (RTS_CPUS_MIN). */
+#define RTS_PRECHECK_CPUS_MIN 0.1
 #define RTS_PRECHECK_TMPFS_MB 64u
 /* Grants: first match wins. Per grant at most RTS_MAX_MCP_SERVERS servers of at most
  * RTS_MAX_MCP_TOOLS tools each, so a run may call at most RTS_PRECHECK_PAIRS_MAX (server,
@@ -415,6 +425,9 @@ _Static_assert(RTS_PRECHECK_CONTEXT_MAX >= RTS_PRECHECK_ERROR_MAX && RTS_PRECHEC
 _Static_assert(RTS_PRECHECK_TIMEOUT_MS_MIN <= RTS_PRECHECK_TIMEOUT_MS_DEFAULT &&
 		       RTS_PRECHECK_TIMEOUT_MS_DEFAULT <= RTS_PRECHECK_TIMEOUT_MS_MAX,
 	       "the default precheck deadline must be valid");
+_Static_assert(RTS_CPUS_MIN <= RTS_PRECHECK_CPUS_MIN && RTS_PRECHECK_CPUS_MIN <= RTS_PRECHECK_CPUS_DEFAULT &&
+		       RTS_PRECHECK_CPUS_DEFAULT <= RTS_CPUS_MAX,
+	       "a precheck's cpus bottom must lie within the turn container's range");
 _Static_assert(RTS_PRECHECK_PIDS_MIN <= RTS_PRECHECK_PIDS_DEFAULT && RTS_PRECHECK_PIDS_DEFAULT <= RTS_PIDS_MAX &&
 		       RTS_MEMORY_MB_MIN <= RTS_PRECHECK_MEMORY_MB_DEFAULT &&
 		       RTS_PRECHECK_MEMORY_MB_DEFAULT <= RTS_MEMORY_MB_MAX,

@@ -207,6 +207,11 @@ START_TEST(test_range_ends)
 		{"limits.memoryMb", "\"limits\":{\"memoryMb\":%s}", "64", "65536", "63", "65537"},
 		{"limits.cpus", "\"limits\":{\"cpus\":%s}", "0.01", "64", "0.0099", "64.001"},
 		{"limits.pids", "\"limits\":{\"pids\":%s}", "8", "32768", "7", "32769"},
+		/* A precheck's runtime needs more CPU and processes to start (common/limits.h). */
+		{"precheck.limits.cpus", "\"precheck\":{\"image\":\"i\",\"limits\":{\"cpus\":%s}}", "0.1", "64", "0.099",
+		 "64.001"},
+		{"precheck.limits.pids", "\"precheck\":{\"image\":\"i\",\"limits\":{\"pids\":%s}}", "16", "32768", "15",
+		 "32769"},
 		{"tools[0].timeoutMs",
 		 "\"tools\":[{\"name\":\"a\",\"description\":\"\",\"parameters\":{},\"command\":[\"/b\"],\"timeoutMs\":%s}]", "1",
 		 "60000", "0", "60001"},

@@ -338,7 +338,13 @@ START_TEST(test_run_argv_refuses_bad_specs)
 	s.limits.pids = RTS_PRECHECK_PIDS_MIN;
 	cleanup_strv char **ok = runnerd_docker_run_argv(&s);
 	ck_assert_ptr_nonnull(ok);
+	s.limits.cpus = RTS_PRECHECK_CPUS_MIN - 0.001;
+	ck_assert_ptr_null(runnerd_docker_run_argv(&s));
+	s.limits.cpus = RTS_PRECHECK_CPUS_MIN;
+	cleanup_strv char **ok_cpus = runnerd_docker_run_argv(&s);
+	ck_assert_ptr_nonnull(ok_cpus);
 	s.kind = RUNNERD_RUN_TURN;
+	s.limits.cpus = RTS_CPUS_MIN; /* and with less CPU */
 	s.limits.pids = RTS_PIDS_MIN; /* the turn's worker starts with fewer */
 	cleanup_strv char **turn = runnerd_docker_run_argv(&s);
 	ck_assert_ptr_nonnull(turn);
