@@ -8,8 +8,8 @@
 #
 #   scripts/ci-fuzz.sh [TARGET...]          default: every tests/fuzz/fuzz_*.c
 #
-# RTS_FUZZ_SECONDS   run time per target (default 30: ten targets keep CI near five minutes of
-#                    fuzzing; run longer by hand when a parser changes)
+# RTS_FUZZ_SECONDS   run time per target (default 30; the targets run one per CPU at a time;
+#                    run longer by hand when a parser changes)
 # RTS_FUZZ_BUILDDIR  build directory (default build-fuzz in the source tree)
 # CLANG              the compiler (default clang, Debian's package "clang")
 #
@@ -48,7 +48,17 @@ if [ $# -eq 0 ]; then
 	set -- $(cd "$srcdir/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')
 fi
 
-failed=()
+dict_for() {
+	case $1 in
+	http_head) echo "-dict=$srcdir/tests/fuzz/http_head.dict" ;;
+	sse) ;;
+	url) echo "-dict=$srcdir/tests/fuzz/url.dict" ;;
+	sse_stream) echo "-dict=$srcdir/tests/fuzz/sse.dict" ;;
+	*) echo "-dict=$srcdir/tests/fuzz/json.dict" ;;
+	esac
+}
+
+# Build every target first: a target that does not build fails the run before any fuzzing.
 for t in "$@"; do
 	echo "==== fuzz_$t: build"
 	# shellcheck disable=SC2046 # pkg-config prints one word per flag
@@ -56,22 +66,42 @@ for t in "$@"; do
 		-o "fuzz_$t" "$srcdir/tests/fuzz/fuzz_$t.c" brokerd/libbrokerd.a statd/libstatd.a runnerd/librunnerd.a \
 		common/libfetch.a common/libcommon.a \
 		$(pkg-config --libs $pkgs) -lm -pthread
-	dict=
-	case $t in
-	http_head) dict=-dict=$srcdir/tests/fuzz/http_head.dict ;;
-	sse) dict= ;;
-	url) dict=-dict=$srcdir/tests/fuzz/url.dict ;;
-	sse_stream) dict=-dict=$srcdir/tests/fuzz/sse.dict ;;
-	*) dict=-dict=$srcdir/tests/fuzz/json.dict ;;
-	esac
 	mkdir -p "corpus-$t"
-	echo "==== fuzz_$t: ${seconds} s"
-	if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+done
+
+# Run one target; its output goes to fuzz-$t.log and is printed when it ends.
+run_one() {
+	local t=$1 rc=0
+	# shellcheck disable=SC2046 # no dictionary is no word
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		"./fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-		-print_final_stats=1 -artifact_prefix="$builddir/crash-$t-" $dict \
-		"corpus-$t" "$srcdir/tests/fuzz/corpus/$t"; then
-		failed+=("$t")
-	fi
+		-print_final_stats=1 -artifact_prefix="$builddir/crash-$t-" $(dict_for "$t") \
+		"corpus-$t" "$srcdir/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1 || rc=$?
+	echo "==== fuzz_$t: ${seconds} s, exit status $rc"
+	tail -n 40 "fuzz-$t.log"
+	return $rc
+}
+
+# One target per CPU at a time: each still gets its whole time on a CPU of its own, and
+# the step takes half as long on the 2-core machines CI runs on.
+failed=()
+declare -A running=()
+# Wait for any one running target and note it if it failed (bash 5.1's wait -p).
+reap_one() {
+	local pid rc=0
+	wait -n -p pid "${!running[@]}" || rc=$?
+	[ "$rc" -eq 0 ] || failed+=("${running[$pid]}")
+	unset "running[$pid]"
+}
+for t in "$@"; do
+	while [ ${#running[@]} -ge "$(nproc)" ]; do
+		reap_one
+	done
+	run_one "$t" &
+	running[$!]=$t
+done
+while [ ${#running[@]} -gt 0 ]; do
+	reap_one
 done
 
 if [ ${#failed[@]} -ne 0 ]; then

@@ -15,8 +15,10 @@ sanbuilddir=${RTS_SANITIZER_BUILDDIR:-$srcdir/build-sanitizers}
 jobs=$(nproc)
 failed=()
 
+# Each heading says how long the run has taken so far, so a slow step shows in a CI log.
+started=$SECONDS
 step() {
-	printf '\n==== %s ====\n' "$*"
+	printf '\n==== %s (at %d s) ====\n' "$*" $((SECONDS - started))
 }
 
 # The packaging step at the end installs and purges the package; refuse now, not after
