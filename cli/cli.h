@@ -76,17 +76,11 @@ static inline void cli_config_freep(struct rts_config **c)
 
 /* ---- output.c: text from elsewhere on a terminal ---- */
 
-/* Write the len bytes at s with backslash, C0 control characters, DEL and bytes that are
- * not UTF-8 escaped ("\\", "\xNN"), and C1 controls and bidi embeddings, overrides and
- * isolates as "\uXXXX", so untrusted text cannot move the cursor, rewrite the terminal,
- * reorder what follows it or split a record. keep_layout lets newline and tab through. */
-void cli_put_escaped(FILE *f, const char *s, size_t len, bool keep_layout);
-
-/* cli_put_escaped() of a JSON string, without keep_layout. */
+/* rts_term_escape() (common/termtext.h) of a JSON string, without keep_layout. */
 void cli_put_field(FILE *f, json_object *str);
 
-/* One JSON document and a newline on stdout, with the code points cli_put_escaped()
- * escapes written as \uXXXX inside its strings: the same JSON, inert in a terminal. */
+/* One JSON document and a newline on stdout, through rts_term_json() (common/termtext.h):
+ * the same JSON, inert in a terminal. */
 void cli_print_json(json_object *answer);
 
 /* ---- request.c: talking to statd ---- */

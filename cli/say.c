@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/termtext.h"
 #include "common/util.h"
 
 struct say_args {
@@ -357,7 +358,7 @@ int cli_cmd_say(const struct rts_opts *o, int argc, char **argv)
 		const char *s = json_object_get_string(t);
 		size_t len = (size_t)json_object_get_string_len(t);
 		if (isatty(STDOUT_FILENO))
-			cli_put_escaped(stdout, s, len, true);
+			rts_term_escape(stdout, s, len, true);
 		else
 			fwrite(s, 1, len, stdout);
 		putchar('\n');
