@@ -106,6 +106,15 @@ static enum brokerd_result gate_admit_head(struct brokerd_gate *g, const struct 
 	return BROKERD_OK;
 }
 
+/* A hand-off libmicrohttpd never took up: its call gets the one audit entry every accepted
+ * call gets (no answer, rule as the rich listener names it), then it is freed. */
+static void drop_handoff(struct brokerd_turn *t, struct brokerd_handoff *h, const char *rule)
+{
+	struct brokerd_conn *c = brokerd_entry(h, struct brokerd_conn, handoff);
+	brokerd_audit_call(&t->b, c->call_no, "none", rule, BROKERD_RESULT_MAX_, false, rts_now_ms() - c->accepted_ms);
+	free(c);
+}
+
 static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_un *addr, socklen_t addr_len,
 			 uint64_t accepted_ms, unsigned call_no)
 {
@@ -122,7 +131,7 @@ static void gate_handoff(struct brokerd_gate *g, int fd, const struct sockaddr_u
 	struct brokerd_handoff *stale = brokerd_handoff_put(&t->handoffs, &c->handoff, fd, rts_now_ms());
 	pthread_mutex_unlock(&t->lock);
 	if (stale)
-		free(brokerd_entry(stale, struct brokerd_conn, handoff));
+		drop_handoff(t, stale, "server_error");
 
 	/* libmicrohttpd closes the socket when this fails. */
 	if (MHD_add_connection(t->mhd, fd, (const struct sockaddr *)addr, addr_len) != MHD_YES) {
@@ -161,7 +170,7 @@ static void free_handoffs(struct brokerd_turn *t)
 {
 	pthread_mutex_lock(&t->lock);
 	for (struct brokerd_handoff *h; (h = brokerd_handoff_pop(&t->handoffs));)
-		free(brokerd_entry(h, struct brokerd_conn, handoff));
+		drop_handoff(t, h, "listener_closing");
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -293,7 +302,7 @@ void brokerd_turn_sweep(struct brokerd_turn *t, uint64_t now_ms)
 	brokerd_gate_sweep(&t->gate, now_ms);
 	pthread_mutex_lock(&t->lock);
 	for (struct brokerd_handoff *h; (h = brokerd_handoff_stale(&t->handoffs, now_ms));)
-		free(brokerd_entry(h, struct brokerd_conn, handoff));
+		drop_handoff(t, h, "server_error");
 	for (struct brokerd_conn *c = t->conns; c; c = c->next) {
 		uint64_t limit = c->deadline_ms < t->b.deadline_ms ? c->deadline_ms : t->b.deadline_ms;
 		if (c->shut || c->fd < 0 || now_ms < limit)
