@@ -118,8 +118,11 @@ static void emit(int prio, const char *turn_id, const char *channel_hash, const 
 	fprintf(stderr, "%s: %s: %s%s\n", log_ident, prio_name(prio), msg, extra);
 }
 
-static void vlog_full(int prio, const char *turn_id, const char *channel_hash, const char *outcome,
-		      uint64_t duration_ms, const char *fmt, va_list ap)
+/* fmt is the callers' printf format (checked where they are called), ap its arguments;
+ * the attribute tells clang's -Wformat-nonliteral so. */
+__attribute__((format(printf, 6, 0))) static void vlog_full(int prio, const char *turn_id, const char *channel_hash,
+							     const char *outcome, uint64_t duration_ms,
+							     const char *fmt, va_list ap)
 {
 	if (prio > log_max_prio)
 		return;

@@ -195,6 +195,9 @@ static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *na
 	return 0;
 }
 
+/* Every SCMP_An() comparison names datum_b, 0 where the operator ignores it: clang's
+ * -Wmissing-field-initializers (-Wextra) refuses the compound literal libseccomp's macro
+ * builds otherwise, and 0 is what the omitted field was. */
 #define RULE(ctx, action, name, ...)                                                                 \
 	({                                                                                           \
 		int _r = seccomp_rule_add((ctx), (action), SCMP_SYS(name), __VA_ARGS__);             \
@@ -210,8 +213,8 @@ static int add_socket_rules(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 	int r;
 	if (p != RTS_SANDBOX_BROKERD) {
 		/* statd and runnerd reach no network: local sockets only. */
-		if ((r = RULE(ctx, SCMP_ACT_ALLOW, socket, 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX))) < 0 ||
-		    (r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
+		if ((r = RULE(ctx, SCMP_ACT_ALLOW, socket, 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0))) < 0 ||
+		    (r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX, 0))) < 0)
 			return r;
 		return 0;
 	}
@@ -219,18 +222,18 @@ static int add_socket_rules(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 	 * getaddrinfo makes to learn the host's addresses. */
 	for (int f = 0; f <= AF_NETLINK; f++) {
 		if (f == AF_UNIX || f == AF_INET || f == AF_INET6)
-			r = RULE(ctx, SCMP_ACT_ALLOW, socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f));
+			r = RULE(ctx, SCMP_ACT_ALLOW, socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f, 0));
 		else if (f == AF_NETLINK)
-			r = RULE(ctx, SCMP_ACT_ALLOW, socket, 2, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f),
-				 SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE));
+			r = RULE(ctx, SCMP_ACT_ALLOW, socket, 2, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f, 0),
+				 SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE, 0));
 		else
-			r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f));
+			r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)f, 0));
 		if (r < 0)
 			return r;
 	}
-	if ((r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-		      SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE))) < 0 ||
-	    (r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_GT, AF_NETLINK))) < 0)
+	if ((r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+		      SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), socket, 1, SCMP_A0(SCMP_CMP_GT, AF_NETLINK, 0))) < 0)
 		return r;
 	return 0;
 }
@@ -240,7 +243,7 @@ static int add_ioctl_rules(scmp_filter_ctx ctx)
 {
 	static const unsigned long ok[] = {TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD, FIONBIO, FIOCLEX, FIONCLEX};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(ok); i++) {
-		int r = RULE(ctx, SCMP_ACT_ALLOW, ioctl, 1, SCMP_A1(SCMP_CMP_EQ, (uint64_t)ok[i]));
+		int r = RULE(ctx, SCMP_ACT_ALLOW, ioctl, 1, SCMP_A1(SCMP_CMP_EQ, (uint64_t)ok[i], 0));
 		if (r < 0)
 			return r;
 	}
@@ -254,7 +257,7 @@ static int add_prctl_rules(scmp_filter_ctx ctx)
 	static const int ok[] = {PR_SET_NAME, PR_GET_NAME, PR_GET_DUMPABLE, PR_GET_NO_NEW_PRIVS, PR_CAPBSET_READ,
 				 PR_GET_SECCOMP, PR_SET_PDEATHSIG};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(ok); i++) {
-		int r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)ok[i]));
+		int r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)ok[i], 0));
 		if (r < 0)
 			return r;
 	}
@@ -332,8 +335,8 @@ static int build(scmp_filter_ctx ctx, enum rts_sandbox_profile p)
 	}
 #ifdef RTS_SANITIZER_BUILD
 	if ((r = add_names(ctx, SCMP_ACT_ALLOW, sys_sanitizer)) < 0 ||
-	    (r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PTRACER))) < 0 ||
-	    (r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PTRACER, 0))) < 0 ||
+	    (r = RULE(ctx, SCMP_ACT_ALLOW, prctl, 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE, 0))) < 0 ||
 	    (p == RTS_SANDBOX_STATD &&
 	     (r = RULE(ctx, SCMP_ACT_ALLOW, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_BITS, 0))) < 0))
 		return r;
