@@ -381,8 +381,8 @@ START_TEST(test_look_alikes_pass)
 		"sk-proj-\\u0141b9/Zq+x=Lm_7Tt~Yy.0123456789abcdefQ",
 		/* split by a line break (whitespace is dropped only for hex and base64) */
 		"sk-proj-Ab9/Zq+x=Lm_7Tt\n~Yy.0123456789abcdefQ",
-		"{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hello!\"},"
-		"\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3}}",
+		("{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hello!\"},"
+		 "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3}}"),
 		"",
 	};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(ok); i++)

@@ -123,7 +123,7 @@ static const char *const remote_forms[] = {
 	"#/a^b",
 	"#/a`b",
 	"#/\xc3\xa9",		 /* raw UTF-8 (é) */
-	"#/\xef\xbc\x83" "evil", /* fullwidth number sign */
+	("#/\xef\xbc\x83" "evil"), /* fullwidth number sign */
 	"\xef\xbc\x83/a",	 /* fullwidth number sign in front */
 	"#/a\xe2\x80\xa8https:", /* U+2028 */
 	"#\x7f",

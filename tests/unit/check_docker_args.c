@@ -503,7 +503,7 @@ START_TEST(test_parse_image_ids)
 	ck_assert_str_eq(id, SHA);
 	ck_assert_int_eq(runnerd_parse_running_image("false " SHA "\n", strlen(SHA) + 7, id), 0);
 	const char *bad_run[] = {"true\n", "true \n", "truex " SHA "\n", "yes " SHA "\n", "true  " SHA "\n",
-				 "true " SHA, ""};
+				 ("true " SHA), ""};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(bad_run); i++)
 		ck_assert_int_eq(runnerd_parse_running_image(bad_run[i], strlen(bad_run[i]), id), -EINVAL);
 }

@@ -51,8 +51,8 @@ END_TEST
 START_TEST(test_matches_json_c)
 {
 	static const char *const docs[] = {
-		"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}],"
-		"\"max_tokens\":10,\"stream\":true,\"metadata\":null}",
+		("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}],"
+		 "\"max_tokens\":10,\"stream\":true,\"metadata\":null}"),
 		"[[],[[]],{\"a\":{\"b\":[1,2,{\"c\":false}]}}]",
 		"{\"k\\\"}\":\"v\\\\\",\"n\":-0.5E+2}",
 	};

@@ -1692,6 +1692,7 @@ START_TEST(test_reply_bounded)
 	cleanup_free char *p = ws_path(".sandbox/history.json");
 	size_t len = 0;
 	cleanup_free char *h = read_file(p, &len);
+	ck_assert_ptr_nonnull(h);
 	ck_assert_uint_le(len, WORKER_HISTORY_ENTRY_MAX + 64);
 }
 END_TEST
