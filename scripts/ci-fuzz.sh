@@ -4,7 +4,7 @@
 # with clang, AddressSanitizer and UndefinedBehaviorSanitizer, and run each one for a
 # bounded time. Exits non-zero when a target cannot be built, crashes, leaks, trips a
 # sanitizer or breaks an invariant; the input that did it is kept as
-# $builddir/crash-<target>-*.
+# $builddir/crash-<target>-*, and each target's whole output as $builddir/fuzz-<target>.log.
 #
 #   scripts/ci-fuzz.sh [TARGET...]          default: every tests/fuzz/fuzz_*.c
 #
@@ -16,6 +16,12 @@
 # The seed corpora in tests/fuzz/corpus/<target>/ are read, never written: what a run
 # discovers goes to $builddir/corpus-<target>/ and is reused by the next run there.
 set -euo pipefail
+
+# wait -n -p (below) is bash 5.1 (Debian 11 and later).
+if [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
+	echo "ci-fuzz.sh: needs bash 5.1 or later, this is $BASH_VERSION" >&2
+	exit 1
+fi
 
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=${RTS_FUZZ_BUILDDIR:-$srcdir/build-fuzz}
@@ -69,35 +75,49 @@ for t in "$@"; do
 	mkdir -p "corpus-$t"
 done
 
-# Run one target; its output goes to fuzz-$t.log and is printed when it ends.
-run_one() {
-	local t=$1 rc=0
-	# shellcheck disable=SC2046 # no dictionary is no word
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		"./fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-		-print_final_stats=1 -artifact_prefix="$builddir/crash-$t-" $(dict_for "$t") \
-		"corpus-$t" "$srcdir/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1 || rc=$?
-	echo "==== fuzz_$t: ${seconds} s, exit status $rc"
-	tail -n 40 "fuzz-$t.log"
-	return $rc
-}
-
 # One target per CPU at a time: each still gets its whole time on a CPU of its own, and
-# the step takes half as long on the 2-core machines CI runs on.
+# the step takes half as long on the 2-core machines CI runs on. Each writes to
+# fuzz-<target>.log; this shell prints it when the target ends, one at a time, so two
+# targets' reports never interleave: the whole log for a target that failed (the
+# sanitizer's report and stack come before its shadow-memory dump and libFuzzer's own
+# lines), the final statistics for one that passed.
 failed=()
 declare -A running=()
-# Wait for any one running target and note it if it failed (bash 5.1's wait -p).
+# A fuzzer outlives this script only by being forgotten: stop what still runs when it
+# ends early (an error here, or CI's SIGTERM).
+stop_running() {
+	if [ ${#running[@]} -ne 0 ]; then
+		kill "${!running[@]}" 2>/dev/null || true
+	fi
+}
+trap stop_running EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Wait for any one running target, print its log and note it if it failed (bash 5.1's
+# wait -p says which one ended).
 reap_one() {
 	local pid rc=0
 	wait -n -p pid "${!running[@]}" || rc=$?
-	[ "$rc" -eq 0 ] || failed+=("${running[$pid]}")
+	local t=${running[$pid]}
 	unset "running[$pid]"
+	echo "==== fuzz_$t: ${seconds} s, exit status $rc"
+	if [ "$rc" -eq 0 ]; then
+		awk '/^Done [0-9]+ runs|^stat::/' "fuzz-$t.log"
+	else
+		cat "fuzz-$t.log"
+		failed+=("$t")
+	fi
 }
 for t in "$@"; do
 	while [ ${#running[@]} -ge "$(nproc)" ]; do
 		reap_one
 	done
-	run_one "$t" &
+	echo "==== fuzz_$t: running"
+	# shellcheck disable=SC2046 # no dictionary is no word
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		"./fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+		-print_final_stats=1 -artifact_prefix="$builddir/crash-$t-" $(dict_for "$t") \
+		"corpus-$t" "$srcdir/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1 &
 	running[$!]=$t
 done
 while [ ${#running[@]} -gt 0 ]; do
