@@ -995,7 +995,19 @@ START_TEST(test_rich_argv_refuses_bad_specs)
 	REFUSE(time_zone, "Europe/Berlin extra");
 	REFUSE(channel_hash, "5e0c");
 	REFUSE(installation_id, "a1b2");
+	/* Pi runs on the precheck's JavaScript runtime: its bottoms, not the sealed worker's
+	 * (common/limits.h), whatever the config loader let through. */
+	REFUSE(limits.cpus, RTS_PRECHECK_CPUS_MIN - 0.001);
+	REFUSE(limits.cpus, RTS_CPUS_MIN);
+	REFUSE(limits.pids, RTS_PRECHECK_PIDS_MIN - 1);
+	REFUSE(limits.pids, RTS_PIDS_MIN);
+	REFUSE(limits.memory_mb, RTS_MEMORY_MB_MIN - 1);
 #undef REFUSE
+	s = rich_spec();
+	s.limits = (struct rts_limits){.memory_mb = RTS_MEMORY_MB_MIN, .cpus = RTS_PRECHECK_CPUS_MIN,
+				       .pids = RTS_PRECHECK_PIDS_MIN};
+	cleanup_strv char **bottom = runnerd_docker_rich_argv(&s);
+	ck_assert_ptr_nonnull(bottom);
 }
 END_TEST
 
