@@ -123,7 +123,7 @@ def statd_script(req):
         return [line({"id": rid, "ok": True, "channels": [
             {"channel": "alpha", "mode": "on"},
             {"channel": "evil\n\x1b[2Jkey\\", "mode": "off"},
-            {"channel": "bidi\u202eevil\u2066\u009b\u200fok", "mode": "on"}]})]
+            {"channel": "bidi\u202eevil\u2066\u009b\u200fok\u200b\U000e0001", "mode": "on"}]})]
     if op != "message":
         return [line({"id": rid, "error": "unknown op"})]
     text = req["text"]
@@ -219,13 +219,14 @@ class CliTest(unittest.TestCase):
     def test_channels_escapes_keys(self):
         p = self.cli("channels")
         self.assertEqual(p.returncode, 0, p.stderr)
-        # Bidi overrides and isolates and C1 controls are escaped too; a right-to-left mark
-        # (U+200F) is ordinary text and stays.
+        # Bidi overrides and isolates and C1 controls are escaped too, and in a key, which
+        # must never pass for another, so is every invisible code point: a right-to-left
+        # mark, a zero-width space, a tag character.
         self.assertEqual(p.stdout, b"alpha\ton\nevil\\x0a\\x1b[2Jkey\\\\\toff\n"
-                         b"bidi\\u202eevil\\u2066\\u009b\xe2\x80\x8fok\ton\n")
+                         b"bidi\\u202eevil\\u2066\\u009b\\u200fok\\u200b\\U000e0001\ton\n")
         p = self.cli("channels", "--json")
         channels = json.loads(p.stdout)["channels"]
-        self.assertEqual(channels[2]["channel"], "bidi\u202eevil\u2066\u009b\u200fok")
+        self.assertEqual(channels[2]["channel"], "bidi\u202eevil\u2066\u009b\u200fok\u200b\U000e0001")
         # The same JSON, with those characters as \u escapes, never raw.
         for raw in ("\u202e", "\u2066", "\u009b"):
             self.assertNotIn(raw.encode(), p.stdout)

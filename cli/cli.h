@@ -76,7 +76,7 @@ static inline void cli_config_freep(struct rts_config **c)
 
 /* ---- output.c: text from elsewhere on a terminal ---- */
 
-/* rts_term_escape() (common/termtext.h) of a JSON string, without keep_layout. */
+/* rts_term_escape() (common/termtext.h) of a JSON string that names something. */
 void cli_put_field(FILE *f, json_object *str);
 
 /* One JSON document and a newline on stdout, through rts_term_json() (common/termtext.h):

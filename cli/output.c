@@ -9,7 +9,7 @@
 
 void cli_put_field(FILE *f, json_object *str)
 {
-	rts_term_escape(f, json_object_get_string(str), (size_t)json_object_get_string_len(str), false);
+	rts_term_escape(f, json_object_get_string(str), (size_t)json_object_get_string_len(str), RTS_TERM_NAME);
 }
 
 /* One JSON document and a newline. json-c writes C1 controls and bidi overrides raw; they

@@ -358,7 +358,7 @@ int cli_cmd_say(const struct rts_opts *o, int argc, char **argv)
 		const char *s = json_object_get_string(t);
 		size_t len = (size_t)json_object_get_string_len(t);
 		if (isatty(STDOUT_FILENO))
-			rts_term_escape(stdout, s, len, true);
+			rts_term_escape(stdout, s, len, RTS_TERM_PROSE);
 		else
 			fwrite(s, 1, len, stdout);
 		putchar('\n');

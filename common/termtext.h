@@ -16,13 +16,25 @@
  * beyond their neighbours. */
 bool rts_term_disguises(uint32_t cp);
 
+/* What a piece of text is to the reader. */
+enum rts_term_text {
+	/* A name the operator tells others apart by (a channel key, a mode, a profile): every
+	 * code point rts_code_point_hidden() (common/util.h) names is escaped too, so two keys
+	 * that differ by a zero-width or tag character never look the same. */
+	RTS_TERM_NAME,
+	/* Prose (a reply): newline and tab go through, and invisible characters that prose
+	 * uses (zero-width joiners in emoji, soft hyphens) stay as they are. */
+	RTS_TERM_PROSE,
+};
+
 /* Write the len bytes at s to f with backslash, the C0 controls, DEL and bytes that are not
- * UTF-8 escaped as "\\" and "\xNN", and the code points rts_term_disguises() names as
- * "\uXXXX" (four lowercase hex digits), so that the text cannot move the cursor, rewrite
- * the terminal, reorder what follows it or split a record. keep_layout lets newline and tab
- * through. What is written is valid UTF-8, and undoing those three escapes gives the len
- * bytes back. s may hold NULs. Write errors are f's (ferror()). */
-void rts_term_escape(FILE *f, const char *s, size_t len, bool keep_layout);
+ * UTF-8 escaped as "\\" and "\xNN", the code points rts_term_disguises() names (and, for
+ * RTS_TERM_NAME, those rts_code_point_hidden() names) as "\uXXXX" or, above U+FFFF,
+ * "\UXXXXXXXX" (lowercase hex), so that the text cannot move the cursor, rewrite the
+ * terminal, reorder what follows it, split a record or pass for another name. What is
+ * written is valid UTF-8, and undoing those escapes gives the len bytes back. s may hold
+ * NULs. Write errors are f's (ferror()). */
+void rts_term_escape(FILE *f, const char *s, size_t len, enum rts_term_text kind);
 
 /* Write the len bytes at json, a document as json-c prints it, to f with each code point
  * rts_term_disguises() names written as "\uXXXX". Such code points occur in a JSON text
