@@ -230,6 +230,11 @@ START_TEST(test_range_ends)
 			assert_refused(out, ranges[i].key);
 		}
 	}
+	/* The JavaScript runtime's CPU bottom lies inside the turn container's range, under
+	 * the precheck's and the rich container's defaults (clang takes no floating-point
+	 * _Static_assert). */
+	ck_assert(RTS_CPUS_MIN <= RTS_PRECHECK_CPUS_MIN && RTS_PRECHECK_CPUS_MIN <= RTS_PRECHECK_CPUS_DEFAULT &&
+		  RTS_PRECHECK_CPUS_MIN <= RTS_RICH_CPUS_DEFAULT && RTS_PRECHECK_CPUS_DEFAULT <= RTS_CPUS_MAX);
 	/* The constants are what the man page and the loader say. */
 	ck_assert_uint_eq(RTS_MAX_OUTPUT_TOKENS_MAX, 1048576);
 	ck_assert_uint_eq(RTS_TOOL_TIMEOUT_MS_MAX, 60000);
