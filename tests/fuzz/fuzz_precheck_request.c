@@ -10,6 +10,7 @@
 
 #include "common/precheck.h"
 #include "common/strictjson.h"
+#include "common/util.h"
 #include "statd/precheck_request.h"
 #include "tests/fuzz/fuzz_common.h"
 
