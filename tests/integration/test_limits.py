@@ -598,6 +598,21 @@ for _case, (_o, _key) in PRECHECK_OUTSIDE.items():
     OUTSIDE["precheck " + _case] = ({"precheck": dict({"image": "roundtable-sandbox:precheck"}, **_o)},
                                     "precheck." + _key)
 
+# The rich channel container's: the Pi worker's own bottoms (common/limits.h; all three at
+# once start and answer in test_rich_bottoms.py), below which it dies or does not start in
+# time, whatever the sealed worker or the precheck may have.
+RICH_OUTSIDE = {
+    "memoryMb below": ({"memoryMb": LIMITS["RTS_RICH_MEMORY_MB_MIN"] - 1}, "limits.memoryMb"),
+    "memoryMb at the turn's bottom": ({"memoryMb": LIMITS["RTS_MEMORY_MB_MIN"]}, "limits.memoryMb"),
+    "memoryMb above": ({"memoryMb": LIMITS["RTS_MEMORY_MB_MAX"] + 1}, "limits.memoryMb"),
+    "cpus below": ({"cpus": RICH_CPUS_MIN - 0.001}, "limits.cpus"),
+    "cpus at the precheck's bottom": ({"cpus": PRECHECK_CPUS_MIN}, "limits.cpus"),
+    "pids below": ({"pids": LIMITS["RTS_RICH_PIDS_MIN"] - 1}, "limits.pids"),
+    "pids at the turn's bottom": ({"pids": LIMITS["RTS_PIDS_MIN"]}, "limits.pids"),
+}
+for _case, (_o, _key) in RICH_OUTSIDE.items():
+    OUTSIDE["rich " + _case] = ({"rich": {"profiles": {"p": {"model": "m"}}, "limits": _o}}, "rich." + _key)
+
 
 @pytest.mark.parametrize("case", sorted(OUTSIDE))
 def test_one_step_outside_a_range_is_refused_at_start(host_env, case):
