@@ -182,10 +182,10 @@ static const struct rts_jspec compaction_spec = {
 static const struct rts_jspec limits_spec = {
 	.flags = RTS_JO_LIST_KEYS,
 	.fields = (const struct rts_jfield[]){
-		UINT_FIELD("memoryMb", RTS_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, RICH_LIMITS(memory_mb)),
-		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_PRECHECK_CPUS_MIN, .dmax = RTS_CPUS_MAX,
+		UINT_FIELD("memoryMb", RTS_RICH_MEMORY_MB_MIN, RTS_MEMORY_MB_MAX, RICH_LIMITS(memory_mb)),
+		{.key = "cpus", .types = RTS_JT_NUMBER, .dmin = RTS_RICH_CPUS_MIN, .dmax = RTS_CPUS_MAX,
 		 .store = RTS_JS_DOUBLE, .at = RICH_LIMITS(cpus)},
-		UINT_FIELD("pids", RTS_PRECHECK_PIDS_MIN, RTS_PIDS_MAX, RICH_LIMITS(pids)),
+		UINT_FIELD("pids", RTS_RICH_PIDS_MIN, RTS_PIDS_MAX, RICH_LIMITS(pids)),
 		UINT_FIELD("tmpMb", RTS_RICH_TMP_MB_MIN, RTS_RICH_TMP_MB_MAX, RICH(tmp_mb)),
 		{0},
 	},

@@ -187,10 +187,30 @@
 #define RTS_RICH_MAX_OUTPUT_TOKENS_MAX 200000u
 #define RTS_RICH_MAX_OUTPUT_TOKENS_DEFAULT 128000u
 /* The channel container (seed, "Pi isolation and continuity": 1.5 GiB RAM with no extra
- * swap, one CPU, 256 PIDs, a 512 MiB temporary file system). The memory range is the
- * sealed container's; CPUs and PIDs start at the precheck's bottoms (RTS_PRECHECK_CPUS_MIN,
- * RTS_PRECHECK_PIDS_MIN, below), which are the JavaScript runtime's, and the Pi worker runs
- * on the same runtime. */
+ * swap, one CPU, 256 PIDs, a 512 MiB temporary file system). The tops are the sealed
+ * container's; the bottoms are the Pi worker's own, measured with tests/bench/rich_bottoms.py
+ * (the real image and daemons, the scripted Anthropic endpoint, one turn; each limit with
+ * the other two at their defaults) on a 2-core Debian 12 host (cgroup v1, Docker 20.10,
+ * nodejs 20.20), idle and with two busy loops. A bottom at which the worker cannot start
+ * within rich.startTimeoutMs, or dies of its first turn, is not a setting.
+ *
+ * Memory, with no extra swap: the worker holds 90 to 115 MiB after a turn (20 turns of
+ * 16 KiB each add nothing that shows). At 96 MiB and below it is OOM-killed during or right
+ * after its turn; with its image's files not yet in the page cache (a host's first start)
+ * it cannot answer within 20 s at 104 MiB, answers in 13 s at 112 and in 3 s at 128. 192
+ * leaves half as much again. Images cost more: one of 16 MiB took the worker to 270 MiB. */
+#define RTS_RICH_MEMORY_MB_MIN 192u
+/* CPUs: start-up does not scale down with the quota, and below 0.1 it falls off a cliff.
+ * Seconds to readiness, idle (two busy loops): 1 CPU 2 (2), 0.5 3.4, 0.25 8 to 13 (7 to
+ * 7.5), 0.2 13 to 17 (11 to 12), 0.15 14 to 24, 0.1 30 to 39 (22 to 24), 0.075 56, 0.05
+ * 223, beyond the default start deadline of 90 s. All three bottoms at once, the image's
+ * files not yet cached and the host loaded: 8 to 9 s. 0.25 keeps readiness within a
+ * seventh of the deadline, so a host several times slower still starts in time. */
+#define RTS_RICH_CPUS_MIN 0.25
+/* Processes: the runtime's threads, as for the precheck (RTS_PRECHECK_PIDS_MIN): the
+ * worker crashes at start (SIGSEGV, exit status 139) at 10, answers at 11 and never ran
+ * more than 11 in a turn; it spawns no process of its own. */
+#define RTS_RICH_PIDS_MIN 16u
 #define RTS_RICH_MEMORY_MB_DEFAULT 1536u
 #define RTS_RICH_CPUS_DEFAULT 1.0
 #define RTS_RICH_PIDS_DEFAULT 256u
@@ -429,6 +449,11 @@ _Static_assert(RTS_PRECHECK_PIDS_MIN <= RTS_PRECHECK_PIDS_DEFAULT && RTS_PRECHEC
 		       RTS_MEMORY_MB_MIN <= RTS_PRECHECK_MEMORY_MB_DEFAULT &&
 		       RTS_PRECHECK_MEMORY_MB_DEFAULT <= RTS_MEMORY_MB_MAX,
 	       "the default precheck container must be valid");
+_Static_assert(RTS_RICH_MEMORY_MB_MIN <= RTS_RICH_MEMORY_MB_DEFAULT &&
+		       RTS_RICH_MEMORY_MB_DEFAULT <= RTS_MEMORY_MB_MAX && RTS_RICH_PIDS_MIN <= RTS_RICH_PIDS_DEFAULT &&
+		       RTS_RICH_PIDS_DEFAULT <= RTS_PIDS_MAX && RTS_RICH_MEMORY_MB_MIN >= RTS_MEMORY_MB_MIN &&
+		       RTS_RICH_PIDS_MIN >= RTS_PIDS_MIN,
+	       "the default rich container must be valid, its bottoms within the sealed container's range");
 _Static_assert(RTS_PARAMETERS_DEPTH_MAX + 4 <= RTS_JSON_DEPTH_MAX,
 	       "a tool's parameters inside a /model body must stay within brokerd's nesting bound");
 

@@ -467,8 +467,8 @@ char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *s)
 	    !rts_hex_valid(s->channel_hash, RTS_HASH_HEX_LEN) || !s->profile || !rts_name_valid(s->profile, RTS_NAME_MAX) ||
 	    !rts_hex_valid(s->generation, RUNNERD_GENERATION_LEN) || s->uid == 0 || s->gid == 0 ||
 	    !mount_path_ok(s->workspace) || !mount_path_ok(s->broker_dir) || !rts_image_ref_ok(s->image) ||
-	    s->limits.memory_mb < RTS_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
-	    s->limits.pids < RTS_PRECHECK_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX || s->limits.cpus < RTS_PRECHECK_CPUS_MIN ||
+	    s->limits.memory_mb < RTS_RICH_MEMORY_MB_MIN || s->limits.memory_mb > RTS_MEMORY_MB_MAX ||
+	    s->limits.pids < RTS_RICH_PIDS_MIN || s->limits.pids > RTS_PIDS_MAX || s->limits.cpus < RTS_RICH_CPUS_MIN ||
 	    s->tmp_mb < RTS_RICH_TMP_MB_MIN ||
 	    s->tmp_mb > RTS_RICH_TMP_MB_MAX || runnerd_format_cpus(s->limits.cpus, cpus, sizeof(cpus)) < 0 ||
 	    !s->log_driver || !s->log_driver[0] || s->log_driver[0] == '-' || !s->time_zone || !s->time_zone[0] ||

@@ -216,7 +216,7 @@ struct runnerd_rich_spec {
 	const char *generation; /* RUNNERD_GENERATION_LEN hex digits (runnerd_rich_generation) */
 	uid_t uid;
 	gid_t gid;
-	struct rts_limits limits; /* rich.limits */
+	struct rts_limits limits; /* rich.limits, at least RTS_RICH_*_MIN (the Pi worker's bottoms) */
 	uint32_t tmp_mb;	  /* rich.limits.tmpMb */
 	const char *log_driver;	  /* rich.log.driver */
 	const struct rts_rich_log_option *log_options;
@@ -246,8 +246,9 @@ struct runnerd_rich_spec {
  * (a bot's, possibly a guest's, choice), and is added only for drivers that take one
  * (journald, syslog, fluentd, gelf, splunk, awslogs) when the operator's options do not
  * name a tag. Returns a heap argv (rts_strv_free) or NULL for an invalid spec (the checks
- * of runnerd_docker_run_argv, a profile or generation of the wrong shape, log options
- * that are not NAME=printable ASCII, a tmp size of 0). */
+ * of runnerd_docker_run_argv, limits below the Pi worker's bottoms RTS_RICH_MEMORY_MB_MIN,
+ * RTS_RICH_CPUS_MIN and RTS_RICH_PIDS_MIN, a profile or generation of the wrong shape, log
+ * options that are not NAME=printable ASCII, a tmp size of 0). */
 char **runnerd_docker_rich_argv(const struct runnerd_rich_spec *spec);
 
 /* The generation of a rich container (rich-design.md section 1): the first

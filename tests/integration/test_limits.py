@@ -45,9 +45,11 @@ LIMITS = {
     "RTS_PRECHECK_MAX_CALLS_MAX": 1000, "RTS_PRECHECK_PIDS_MIN": 16,
     "RTS_WARM_SPARES_CAP_MIN": 1, "RTS_WARM_SPARES_CAP_MAX": 256,
     "RTS_WARM_SPARE_IDLE_MS_MIN": 1000, "RTS_WARM_SPARE_IDLE_MS_MAX": 86400000,
+    "RTS_RICH_MEMORY_MB_MIN": 192, "RTS_RICH_PIDS_MIN": 16,
 }
 CPUS_MIN, CPUS_MAX = 0.01, 64
 PRECHECK_CPUS_MIN = 0.1  # RTS_PRECHECK_CPUS_MIN: node does not start in time below it
+RICH_CPUS_MIN = 0.25  # RTS_RICH_CPUS_MIN: the Pi worker starts in half a minute at 0.1
 USER_CONTEXT_MAX = 48 * 1024  # seed: "current user context at 48 KiB" (worker/worker.h)
 TRUNCATED = "\u2026[truncated]"
 MIB = 1024 * 1024
@@ -143,6 +145,7 @@ def test_python_copies_match_the_header():
         assert value(name) == want, name
     assert value("RTS_CPUS_MIN") == CPUS_MIN and value("RTS_CPUS_MAX") == CPUS_MAX
     assert value("RTS_PRECHECK_CPUS_MIN") == PRECHECK_CPUS_MIN
+    assert value("RTS_RICH_CPUS_MIN") == RICH_CPUS_MIN
 
     # The harness's and the protocol helper's copies.
     assert rtsproto.CHANNEL_MAX == value("RTS_CHANNEL_MAX")
@@ -174,6 +177,11 @@ def test_python_copies_match_the_header():
                  f"maxCalls Pq integer, 0 to {value('RTS_PRECHECK_MAX_CALLS_MAX')}",
                  f"is at least {value('RTS_PRECHECK_PIDS_MIN')}:",
                  f"is at least {value('RTS_PRECHECK_CPUS_MIN'):g} (",
+                 f"({value('RTS_RICH_MEMORY_MB_MIN')} to {value('RTS_MEMORY_MB_MAX')}; default "
+                 f"{value('RTS_RICH_MEMORY_MB_DEFAULT')}, swap equal)",
+                 f"({value('RTS_RICH_CPUS_MIN'):g} to {value('RTS_CPUS_MAX'):g}; default "
+                 f"{value('RTS_RICH_CPUS_DEFAULT'):g})",
+                 f"({value('RTS_RICH_PIDS_MIN')} to {value('RTS_PIDS_MAX')}; default {value('RTS_RICH_PIDS_DEFAULT')})",
                  f"warmSparesMax Pq integer, {value('RTS_WARM_SPARES_CAP_MIN')} to {value('RTS_WARM_SPARES_CAP_MAX')}",
                  f"warmSpareIdleMs Pq integer, {value('RTS_WARM_SPARE_IDLE_MS_MIN')} to "
                  f"{value('RTS_WARM_SPARE_IDLE_MS_MAX')}"):
@@ -589,6 +597,21 @@ PRECHECK_OUTSIDE = {
 for _case, (_o, _key) in PRECHECK_OUTSIDE.items():
     OUTSIDE["precheck " + _case] = ({"precheck": dict({"image": "roundtable-sandbox:precheck"}, **_o)},
                                     "precheck." + _key)
+
+# The rich channel container's: the Pi worker's own bottoms (common/limits.h; all three at
+# once start and answer in test_rich_bottoms.py), below which it dies or does not start in
+# time, whatever the sealed worker or the precheck may have.
+RICH_OUTSIDE = {
+    "memoryMb below": ({"memoryMb": LIMITS["RTS_RICH_MEMORY_MB_MIN"] - 1}, "limits.memoryMb"),
+    "memoryMb at the turn's bottom": ({"memoryMb": LIMITS["RTS_MEMORY_MB_MIN"]}, "limits.memoryMb"),
+    "memoryMb above": ({"memoryMb": LIMITS["RTS_MEMORY_MB_MAX"] + 1}, "limits.memoryMb"),
+    "cpus below": ({"cpus": RICH_CPUS_MIN - 0.001}, "limits.cpus"),
+    "cpus at the precheck's bottom": ({"cpus": PRECHECK_CPUS_MIN}, "limits.cpus"),
+    "pids below": ({"pids": LIMITS["RTS_RICH_PIDS_MIN"] - 1}, "limits.pids"),
+    "pids at the turn's bottom": ({"pids": LIMITS["RTS_PIDS_MIN"]}, "limits.pids"),
+}
+for _case, (_o, _key) in RICH_OUTSIDE.items():
+    OUTSIDE["rich " + _case] = ({"rich": {"profiles": {"p": {"model": "m"}}, "limits": _o}}, "rich." + _key)
 
 
 @pytest.mark.parametrize("case", sorted(OUTSIDE))

@@ -205,12 +205,18 @@ START_TEST(test_ranges)
 		{",\"maxOutputTokens\":1024", "rich.maxOutputTokens"},
 		{",\"maxOutputTokens\":200001", "rich.maxOutputTokens"},
 		{",\"limits\":{\"tmpMb\":0}", "rich.limits.tmpMb"},
-		{",\"limits\":{\"memoryMb\":63}", "rich.limits.memoryMb"},
-		/* The JavaScript runtime's bottoms (common/limits.h), not the sealed worker's. */
-		{",\"limits\":{\"cpus\":0.099}", "rich.limits.cpus"},
+		/* The Pi worker's bottoms (common/limits.h), not the sealed worker's nor the
+		 * precheck's. */
+		{",\"limits\":{\"memoryMb\":191}", "rich.limits.memoryMb"},
+		{",\"limits\":{\"memoryMb\":64}", "rich.limits.memoryMb"},
+		{",\"limits\":{\"cpus\":0.249}", "rich.limits.cpus"},
+		{",\"limits\":{\"cpus\":0.1}", "rich.limits.cpus"},
 		{",\"limits\":{\"cpus\":0.01}", "rich.limits.cpus"},
 		{",\"limits\":{\"pids\":15}", "rich.limits.pids"},
 		{",\"limits\":{\"pids\":8}", "rich.limits.pids"},
+		{",\"limits\":{\"memoryMb\":65537}", "rich.limits.memoryMb"},
+		{",\"limits\":{\"cpus\":64.001}", "rich.limits.cpus"},
+		{",\"limits\":{\"pids\":32769}", "rich.limits.pids"},
 		{",\"limits\":{\"swapMb\":1}", "rich.limits.swapMb"},
 		{",\"compaction\":{\"command\":[\"/bin/c\"],\"maxRequestBytes\":1023}", "rich.compaction.maxRequestBytes"},
 		{",\"compaction\":{\"command\":[\"/bin/c\"],\"maxRequestBytes\":100663297}",
@@ -223,7 +229,8 @@ START_TEST(test_ranges)
 	}
 	static const char *const good[] = {",\"startTimeoutMs\":1000", ",\"turnTimeoutMs\":600000", ",\"maxCalls\":1",
 					   ",\"maxOutputTokens\":200000", ",\"limits\":{\"tmpMb\":65536}",
-					   ",\"limits\":{\"cpus\":0.1,\"pids\":16}"};
+					   ",\"limits\":{\"memoryMb\":192,\"cpus\":0.25,\"pids\":16}",
+					   ",\"limits\":{\"memoryMb\":65536,\"cpus\":64,\"pids\":32768}"};
 	for (size_t i = 0; i < RTS_ARRAY_SIZE(good); i++) {
 		cleanup_free char *extra = rts_xasprintf("\"rich\":{\"profiles\":{\"p\":{\"model\":\"m\"}}%s}", good[i]);
 		rts_config_free(load_ok(extra));

@@ -995,19 +995,28 @@ START_TEST(test_rich_argv_refuses_bad_specs)
 	REFUSE(time_zone, "Europe/Berlin extra");
 	REFUSE(channel_hash, "5e0c");
 	REFUSE(installation_id, "a1b2");
-	/* Pi runs on the precheck's JavaScript runtime: its bottoms, not the sealed worker's
-	 * (common/limits.h), whatever the config loader let through. */
-	REFUSE(limits.cpus, RTS_PRECHECK_CPUS_MIN - 0.001);
+	/* The Pi worker's bottoms (common/limits.h), not the sealed worker's nor the
+	 * precheck's, whatever the config loader let through. */
+	REFUSE(limits.cpus, RTS_RICH_CPUS_MIN - 0.001);
+	REFUSE(limits.cpus, RTS_PRECHECK_CPUS_MIN);
 	REFUSE(limits.cpus, RTS_CPUS_MIN);
-	REFUSE(limits.pids, RTS_PRECHECK_PIDS_MIN - 1);
+	REFUSE(limits.pids, RTS_RICH_PIDS_MIN - 1);
 	REFUSE(limits.pids, RTS_PIDS_MIN);
-	REFUSE(limits.memory_mb, RTS_MEMORY_MB_MIN - 1);
+	REFUSE(limits.memory_mb, RTS_RICH_MEMORY_MB_MIN - 1);
+	REFUSE(limits.memory_mb, RTS_MEMORY_MB_MIN);
+	REFUSE(limits.memory_mb, RTS_MEMORY_MB_MAX + 1);
+	REFUSE(limits.pids, RTS_PIDS_MAX + 1);
 #undef REFUSE
+	/* All three bottoms at once: the container runnerd starts with them. */
 	s = rich_spec();
-	s.limits = (struct rts_limits){.memory_mb = RTS_MEMORY_MB_MIN, .cpus = RTS_PRECHECK_CPUS_MIN,
-				       .pids = RTS_PRECHECK_PIDS_MIN};
+	s.limits = (struct rts_limits){.memory_mb = RTS_RICH_MEMORY_MB_MIN, .cpus = RTS_RICH_CPUS_MIN,
+				       .pids = RTS_RICH_PIDS_MIN};
 	cleanup_strv char **bottom = runnerd_docker_rich_argv(&s);
 	ck_assert_ptr_nonnull(bottom);
+	ck_assert_str_eq(opt_value(bottom, "--memory"), "192m");
+	ck_assert_str_eq(opt_value(bottom, "--memory-swap"), "192m");
+	ck_assert_str_eq(opt_value(bottom, "--cpus"), "0.25");
+	ck_assert_str_eq(opt_value(bottom, "--pids-limit"), "16");
 }
 END_TEST
 
