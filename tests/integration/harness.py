@@ -56,11 +56,13 @@ roundtable-sandbox:test-<pid>-<random>, and cleanup() removes exactly those tags
 (`docker rmi TAG`: never forced, never another image), so runs on a shared Docker host do
 not untag each other's images.
 """
+import functools
 import grp
 import hashlib
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -114,6 +116,27 @@ QUIET_TURN_S = 3.0
 
 class HarnessError(Exception):
     """The environment cannot run integration tests, or the suite failed to start/stop."""
+
+
+@functools.lru_cache(maxsize=1)
+def _limits_defines():
+    """common/limits.h's `#define RTS_NAME VALUE` lines, read once."""
+    with open(os.path.join(SRCDIR, "common", "limits.h"), encoding="utf-8") as f:
+        return {m.group(1): m.group(2)
+                for m in re.finditer(r"^#define (RTS_\w+) ([^\n]*?)\s*(?:/\*.*)?$", f.read(), re.M)}
+
+
+def limits_value(name):
+    """The value of `#define name` in common/limits.h (the one source of every limit),
+    evaluated: plain numbers and arithmetic over other RTS_ constants only."""
+    defines = _limits_defines()
+
+    def value(n):
+        expr = re.sub(r"\b(\d+)u\b", r"\1", defines[n])
+        expr = re.sub(r"\bRTS_\w+\b", lambda m: f"({value(m.group(0))})", expr)
+        assert re.fullmatch(r"[\d\s()+*/.-]+", expr), expr  # plain arithmetic only
+        return eval(expr, {"__builtins__": {}})
+    return value(name)
 
 
 def wait_until(predicate, timeout, what, step=POLL_S):

@@ -5,34 +5,23 @@ the real Pi worker in the real image (pi_rig.pi_image) starts within the default
 rich.startTimeoutMs and answers turns through the real daemons and the scripted Anthropic
 endpoint (rich_host_rig.RichHostSuite), and its container gets exactly those limits.
 One step below each bottom is refused at start: test_limits.py (RICH_OUTSIDE)."""
-import os
-import re
-
 import pytest
 
-from harness import SRCDIR, HarnessError
+from harness import HarnessError, limits_value
 from pi_rig import pi_image
 from rich_host_rig import RichHostSuite
 
 MIB = 1024 * 1024
 
 
-def header_value(name):
-    """A plain number #defined in common/limits.h (the one source of the bottoms)."""
-    with open(os.path.join(SRCDIR, "common", "limits.h"), encoding="utf-8") as f:
-        m = re.search(rf"^#define {name} ([0-9.]+)u?\s*$", f.read(), re.M)
-    assert m, name
-    return float(m.group(1)) if "." in m.group(1) else int(m.group(1))
-
-
 def test_a_rich_channel_at_all_its_bottoms_answers(rts_env):
-    memory_mb = header_value("RTS_RICH_MEMORY_MB_MIN")
-    cpus = header_value("RTS_RICH_CPUS_MIN")
-    pids = header_value("RTS_RICH_PIDS_MIN")
+    memory_mb = limits_value("RTS_RICH_MEMORY_MB_MIN")
+    cpus = limits_value("RTS_RICH_CPUS_MIN")
+    pids = limits_value("RTS_RICH_PIDS_MIN")
     image = pi_image(rts_env)
     # The default start deadline: a bottom at which the worker needs longer is no setting.
     rich = {"limits": {"memoryMb": memory_mb, "cpus": cpus, "pids": pids},
-            "startTimeoutMs": header_value("RTS_RICH_START_TIMEOUT_MS_DEFAULT")}
+            "startTimeoutMs": limits_value("RTS_RICH_START_TIMEOUT_MS_DEFAULT")}
     try:
         s = RichHostSuite(rts_env, image=image.tag, rich=rich)
     except HarnessError as e:
